@@ -1,0 +1,421 @@
+//! `kuberaft-bench`: benchmarks that drive kuberaft from outside, as a client.
+//!
+//! `kuberaft-bench kv` starts a local three-member etcd cluster and a local three-node kuberaft
+//! cluster side by side, drives each with closed-loop clients, and prints a markdown table
+//! comparing throughput and latency (see `kuberaft-bench kv --help`).
+
+mod client;
+mod cluster;
+mod report;
+mod workload;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+
+use crate::client::{Client, System};
+use crate::cluster::{EtcdCluster, KuberaftCluster, Ports};
+use crate::report::CellResult;
+use crate::workload::{CellSpec, Op, RunStats};
+
+/// Benchmarks that drive kuberaft from outside, as a client.
+#[derive(Debug, Parser)]
+#[command(name = "kuberaft-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The benchmarks.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Compare kuberaft's KV throughput and latency with etcd's on this machine.
+    #[command(long_about = KV_ABOUT)]
+    Kv(KvArgs),
+}
+
+/// Long help of `kuberaft-bench kv`.
+const KV_ABOUT: &str = "\
+Compare kuberaft's KV throughput and latency with etcd's on this machine.
+
+Starts a local 3-member etcd cluster (default settings, data in a temporary directory) and a
+local 3-node kuberaft cluster (`kuberaft cluster up`), both on loopback, and keeps both running
+for the whole benchmark. Ports are taken from --base-port on: etcd client ports base..base+2,
+etcd peer ports base+10.., kuberaft API ports base+20.., kuberaft peer ports base+30...
+
+Each cell (operation × concurrency) runs C closed-loop clients: every client issues one
+operation, waits for the answer and issues the next. Clients are spread over the three
+replicas (client i talks to replica i mod 3, one gRPC connection per replica). After a warm-up,
+latencies of successful operations are recorded for the measured period; failed operations
+(gRPC errors, timeouts, missing keys) are counted separately, and a cell where more than 1% of
+operations failed is flagged.
+
+Operations:
+  put               a value of --value-size random bytes under a fresh key
+                    (kuberaft: Txn with one Put; etcd: Put)
+  get-linearizable  Range of one of 1000 preloaded keys, serializable=false
+  get-serializable  Range of one of 1000 preloaded keys, serializable=true (local read)
+
+To be fair on a noisy machine, the two systems are driven alternately: for every cell, etcd
+runs, then kuberaft, --runs times; medians over the runs are reported. Only one system is under
+load at any time.
+
+Prints a markdown table (for docs/benchmarks.md) with ops/s, p50 and p99 latency per system and
+the kuberaft/etcd ratios of throughput and p99 latency; --json also writes every run.
+
+Example:
+  kuberaft-bench kv --concurrency 1,16,64,256 --duration-secs 10 --runs 3 --json kv.json";
+
+/// Options of `kuberaft-bench kv`.
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+pub struct KvArgs {
+    /// Comma-separated numbers of concurrent clients; every operation runs once per number.
+    #[arg(long, default_value = "1,16,64,256")]
+    pub concurrency: ConcurrencyList,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration_secs: u64,
+    /// Warm-up seconds per run (operations that complete then are not recorded).
+    #[arg(long, default_value_t = 1)]
+    pub warmup_secs: u64,
+    /// Size in bytes of written values (puts and preloaded keys).
+    #[arg(long, default_value_t = 1024)]
+    pub value_size: usize,
+    /// Runs of every cell on every system; the median is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Systems to benchmark (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "kuberaft,etcd")]
+    pub systems: Vec<System>,
+    /// Operations to benchmark (comma-separated), in this order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "put,get-linearizable,get-serializable"
+    )]
+    pub ops: Vec<Op>,
+    /// The kuberaft binary [default: `kuberaft` next to this executable].
+    #[arg(long)]
+    pub kuberaft_bin: Option<PathBuf>,
+    /// The etcd binary.
+    #[arg(long, default_value = "/usr/bin/etcd")]
+    pub etcd_bin: PathBuf,
+    /// Keep the clusters' temporary directories (data and logs) instead of removing them.
+    #[arg(long)]
+    pub keep_dir: bool,
+    /// Also write the results, with every run, as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// First of the 40 loopback ports the clusters use (etcd and kuberaft get distinct ones).
+    #[arg(long, default_value_t = 23000)]
+    pub base_port: u16,
+}
+
+/// A list of client counts, parsed from `1,16,64`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct ConcurrencyList(pub Vec<usize>);
+
+impl FromStr for ConcurrencyList {
+    type Err = String;
+
+    /// Parses comma-separated positive, distinct numbers (spaces around them are allowed).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut list = Vec::new();
+        for part in s.split(',') {
+            let part = part.trim();
+            let n: usize = part
+                .parse()
+                .map_err(|_| format!("{part:?} is not a number of clients"))?;
+            if n == 0 {
+                return Err("a number of clients must be at least 1".to_string());
+            }
+            if list.contains(&n) {
+                return Err(format!("{n} is listed twice"));
+            }
+            list.push(n);
+        }
+        Ok(Self(list))
+    }
+}
+
+/// Removes repeated entries, keeping the first occurrence.
+fn dedup_keep_order<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut out = Vec::new();
+    for &item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// The first line of `etcd --version`, if it runs.
+fn etcd_version(bin: &Path) -> Option<String> {
+    let out = std::process::Command::new(bin).arg("--version").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .map(str::to_string)
+}
+
+/// Connects one client to every replica.
+async fn connect_all(system: System, addrs: &[String]) -> anyhow::Result<Vec<Client>> {
+    let mut clients = Vec::new();
+    for addr in addrs {
+        clients.push(Client::connect(system, addr).await?);
+    }
+    Ok(clients)
+}
+
+/// A running system under test.
+struct Target {
+    system: System,
+    clients: Vec<Client>,
+    preloaded: bool,
+}
+
+/// Runs `kuberaft-bench kv`.
+async fn run_kv(mut args: KvArgs) -> anyhow::Result<()> {
+    args.systems = dedup_keep_order(&args.systems);
+    args.ops = dedup_keep_order(&args.ops);
+    if args.systems.is_empty() || args.ops.is_empty() {
+        bail!("--systems and --ops must not be empty");
+    }
+    let kuberaft_bin = match &args.kuberaft_bin {
+        Some(bin) => bin.clone(),
+        None => std::env::current_exe()
+            .context("cannot locate this executable")?
+            .with_file_name("kuberaft"),
+    };
+    args.kuberaft_bin = Some(kuberaft_bin.clone());
+    let wants = |s: System| args.systems.contains(&s);
+    if wants(System::Kuberaft) && !kuberaft_bin.is_file() {
+        bail!(
+            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
+            kuberaft_bin.display()
+        );
+    }
+    if wants(System::Etcd) && !args.etcd_bin.is_file() {
+        bail!(
+            "etcd binary {} not found; pass --etcd-bin",
+            args.etcd_bin.display()
+        );
+    }
+    let ports = Ports::new(args.base_port)?;
+    for s in &args.systems {
+        ports.check_free(*s)?;
+    }
+
+    // Both clusters stay up for the whole benchmark; dropping them (also on errors) stops
+    // their processes and removes their directories.
+    let etcd = match wants(System::Etcd) {
+        true => Some(EtcdCluster::start(&args.etcd_bin, ports, args.keep_dir).await?),
+        false => None,
+    };
+    let kuberaft = match wants(System::Kuberaft) {
+        true => Some(KuberaftCluster::start(&kuberaft_bin, ports, args.keep_dir).await?),
+        false => None,
+    };
+    // Always etcd first, then kuberaft, whatever order --systems lists them in.
+    let mut targets = Vec::new();
+    if let Some(c) = &etcd {
+        targets.push(Target {
+            system: System::Etcd,
+            clients: connect_all(System::Etcd, &c.addrs).await?,
+            preloaded: false,
+        });
+    }
+    if let Some(c) = &kuberaft {
+        targets.push(Target {
+            system: System::Kuberaft,
+            clients: connect_all(System::Kuberaft, &c.addrs).await?,
+            preloaded: false,
+        });
+    }
+
+    let mut cells = Vec::new();
+    for &op in &args.ops {
+        for &concurrency in &args.concurrency.0 {
+            let mut runs: Vec<Vec<RunStats>> = vec![Vec::new(); targets.len()];
+            for run in 0..args.runs {
+                for (t, target) in targets.iter_mut().enumerate() {
+                    if op.is_read() && !target.preloaded {
+                        eprintln!("{}: preloading {} keys", target.system, workload::PRELOAD_KEYS);
+                        workload::preload(&target.clients, args.value_size)
+                            .await
+                            .with_context(|| format!("{}: preload failed", target.system))?;
+                        target.preloaded = true;
+                    }
+                    let spec = CellSpec {
+                        op,
+                        concurrency,
+                        warmup: Duration::from_secs(args.warmup_secs),
+                        duration: Duration::from_secs(args.duration_secs),
+                        value_size: args.value_size,
+                        tag: format!("{op}-c{concurrency}-r{run}"),
+                    };
+                    let stats = workload::run_cell(&target.clients, &spec)
+                        .await
+                        .with_context(|| format!("{} {op} with {concurrency} clients", target.system))?;
+                    eprintln!(
+                        "{:<8} {:<16} clients {:>4} run {}/{}: {:>9} ops/s  p50 {:>6} ms  p99 {:>6} ms  errors {}",
+                        target.system.name(),
+                        op.name(),
+                        concurrency,
+                        run + 1,
+                        args.runs,
+                        report::fmt_rate(Some(stats.ops_per_sec)),
+                        report::fmt_ms(stats.p50_ms),
+                        report::fmt_ms(stats.p99_ms),
+                        stats.errors,
+                    );
+                    runs[t].push(stats);
+                }
+            }
+            for (target, runs) in targets.iter().zip(runs) {
+                cells.push(CellResult::new(target.system, op, concurrency, runs));
+            }
+        }
+    }
+
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let etcd_version = etcd.as_ref().and_then(|_| etcd_version(&args.etcd_bin));
+    let table = report::markdown(&cells, &args.ops, &args.concurrency.0);
+    println!(
+        "3 replicas per system on one host ({cpus} CPUs, shared with the clients); {} B values; \
+         {} s measured after {} s warm-up; median of {} run(s); {}.\n",
+        args.value_size,
+        args.duration_secs,
+        args.warmup_secs,
+        args.runs,
+        etcd_version.as_deref().unwrap_or("etcd not run"),
+    );
+    print!("{table}");
+    if let Some(path) = &args.json {
+        let report = report::Report {
+            benchmark: "kv",
+            config: &args,
+            host_cpus: cpus,
+            etcd_version,
+            results: &cells,
+            markdown: &table,
+        };
+        report::write_json(path, &report)?;
+        eprintln!("wrote {}", path.display());
+    }
+    // Close the client connections first, then stop the clusters off the async runtime
+    // (stopping waits for the processes).
+    drop(targets);
+    tokio::task::spawn_blocking(move || {
+        drop(kuberaft);
+        drop(etcd);
+    })
+    .await
+    .context("stopping the clusters failed")?;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Kv(args) => {
+            // On a signal the benchmark future is dropped, and with it the clusters' guards,
+            // which stop the servers and remove their data.
+            tokio::select! {
+                r = run_kv(args) => r,
+                r = shutdown_signal() => {
+                    r?;
+                    bail!("interrupted; stopping the clusters")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Vec<usize>, String> {
+        s.parse::<ConcurrencyList>().map(|l| l.0)
+    }
+
+    #[test]
+    fn concurrency_list_parsing() {
+        assert_eq!(parse("1,16,64,256"), Ok(vec![1, 16, 64, 256]));
+        assert_eq!(parse(" 8 , 2"), Ok(vec![8, 2]));
+        assert_eq!(parse("4"), Ok(vec![4]));
+        assert!(parse("").is_err());
+        assert!(parse("1,,2").is_err());
+        assert!(parse("0").is_err());
+        assert!(parse("-1").is_err());
+        assert!(parse("x").is_err());
+        assert!(parse("2,2").is_err());
+    }
+
+    #[test]
+    fn cli_defaults() {
+        let cli = Cli::try_parse_from(["kuberaft-bench", "kv"]).unwrap();
+        let Command::Kv(args) = cli.command;
+        assert_eq!(args.concurrency.0, vec![1, 16, 64, 256]);
+        assert_eq!(args.systems, vec![System::Kuberaft, System::Etcd]);
+        assert_eq!(args.ops, vec![Op::Put, Op::GetLinearizable, Op::GetSerializable]);
+        assert_eq!(args.duration_secs, 10);
+        assert_eq!(args.warmup_secs, 1);
+        assert_eq!(args.value_size, 1024);
+        assert_eq!(args.runs, 1);
+        assert_eq!(args.base_port, 23000);
+        assert!(args.kuberaft_bin.is_none());
+    }
+
+    #[test]
+    fn cli_lists_and_rejections() {
+        let cli = Cli::try_parse_from([
+            "kuberaft-bench",
+            "kv",
+            "--systems",
+            "etcd",
+            "--ops",
+            "get-serializable,put",
+            "--concurrency",
+            "2,3",
+        ])
+        .unwrap();
+        let Command::Kv(args) = cli.command;
+        assert_eq!(args.systems, vec![System::Etcd]);
+        assert_eq!(args.ops, vec![Op::GetSerializable, Op::Put]);
+        assert_eq!(args.concurrency.0, vec![2, 3]);
+        for bad in [
+            ["--systems", "zookeeper"],
+            ["--ops", "delete"],
+            ["--concurrency", "0"],
+            ["--runs", "0"],
+            ["--duration-secs", "0"],
+        ] {
+            let argv = ["kuberaft-bench", "kv", bad[0], bad[1]];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn dedup_keeps_first_occurrence() {
+        assert_eq!(dedup_keep_order(&[3, 1, 3, 2, 1]), vec![3, 1, 2]);
+    }
+}

@@ -1,0 +1,57 @@
+//! Errors of a running replica, and how they appear to gRPC clients.
+
+use std::time::Duration;
+
+use kuberaft_storage::StorageError;
+
+use crate::codec::CodecError;
+
+/// Why a replica could not serve a request or start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The storage layer failed or refused the request.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The state machine rejected the command (the same way on every replica).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// No leader is known: an election is running or the quorum is lost.
+    #[error("no leader is known (an election may be in progress or a quorum is unavailable)")]
+    NoLeader,
+    /// The leader could not be reached; the request's outcome is unknown.
+    #[error("leader unreachable: {0}")]
+    Unavailable(String),
+    /// Waiting for replication or apply took too long.
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, &'static str),
+    /// openraft reported an error.
+    #[error("raft: {0}")]
+    Raft(String),
+    /// The replica is shutting down.
+    #[error("the replica is shutting down")]
+    ShuttingDown,
+    /// A message could not be encoded or decoded.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The replica's configuration is unusable.
+    #[error("config: {0}")]
+    Config(String),
+}
+
+impl From<NodeError> for tonic::Status {
+    fn from(e: NodeError) -> Self {
+        use tonic::Code;
+        let code = match &e {
+            NodeError::Storage(StorageError::Compacted { .. })
+            | NodeError::Storage(StorageError::FutureRevision { .. }) => Code::OutOfRange,
+            NodeError::Storage(
+                StorageError::InvalidKey(_) | StorageError::InvalidRequest(_) | StorageError::TooLarge { .. },
+            )
+            | NodeError::Rejected(_) => Code::InvalidArgument,
+            NodeError::NoLeader | NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
+            NodeError::Timeout(..) => Code::DeadlineExceeded,
+            _ => Code::Internal,
+        };
+        tonic::Status::new(code, e.to_string())
+    }
+}

@@ -1,0 +1,23 @@
+//! openraft glue for kuberaft.
+//!
+//! * [`types`]: the Raft type configuration and the command/result types carried in the log;
+//! * [`log_store`] and [`state_machine`]: openraft's storage traits over `kuberaft-storage`;
+//! * [`network`]: the peer transport (tonic gRPC client side);
+//! * [`service`]: the gRPC services a replica serves on its peer listener (`Peer` and `Kv`);
+//! * [`node`]: one running replica — writes (with forwarding to the leader), linearizable read
+//!   barriers from any replica, the apply stream and status.
+
+pub mod codec;
+pub mod error;
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod service;
+pub mod state_machine;
+pub mod types;
+
+pub use error::NodeError;
+pub use node::{NodeConfig, Progress, RaftNode};
+pub use openraft::ServerState;
+pub use state_machine::ApplyEvent;
+pub use types::{Member, TypeConfig};

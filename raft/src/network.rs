@@ -1,0 +1,179 @@
+//! The client side of the peer transport: openraft's RPCs over tonic gRPC.
+//!
+//! openraft messages travel as postcard bytes inside `RaftPayload`; every call carries the
+//! cluster name in the `x-kuberaft-cluster` header. A peer that answers "wrong cluster" is a
+//! fatal misconfiguration: it is reported on the `fatal` channel and the replica exits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kuberaft_proto::peer_client::PeerClient;
+use kuberaft_proto::{RaftPayload, CLUSTER_HEADER};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{de::DeserializeOwned, Serialize};
+use tokio::sync::mpsc;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::codec::{decode, encode};
+use crate::types::{Member, TypeConfig};
+
+/// Largest gRPC message a peer accepts or sends (a batch of entries or a snapshot chunk).
+pub const MAX_PEER_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// Marker in the status message a replica returns to a peer of another cluster.
+pub const WRONG_CLUSTER: &str = "peer belongs to another cluster";
+
+/// Lazily connected channels to peers, shared by Raft replication, forwarding and read index.
+#[derive(Clone)]
+pub struct Peers {
+    cluster_name: Arc<str>,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    fatal: mpsc::UnboundedSender<String>,
+}
+
+impl Peers {
+    /// Peers of cluster `cluster_name`; fatal transport findings go to `fatal`.
+    pub fn new(cluster_name: &str, fatal: mpsc::UnboundedSender<String>) -> Self {
+        Peers {
+            cluster_name: cluster_name.into(),
+            channels: Arc::default(),
+            fatal,
+        }
+    }
+
+    /// A gRPC client for the peer at `addr`.
+    pub fn client(&self, addr: &str) -> Result<PeerClient<Channel>, tonic::Status> {
+        let channel = {
+            let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+            match channels.get(addr) {
+                Some(c) => c.clone(),
+                None => {
+                    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+                        .map_err(|e| {
+                            tonic::Status::invalid_argument(format!("bad peer address {addr}: {e}"))
+                        })?
+                        .connect_timeout(Duration::from_millis(500))
+                        .tcp_nodelay(true)
+                        .http2_keep_alive_interval(Duration::from_secs(5))
+                        .keep_alive_timeout(Duration::from_secs(5));
+                    let c = endpoint.connect_lazy();
+                    channels.insert(addr.to_string(), c.clone());
+                    c
+                }
+            }
+        };
+        Ok(PeerClient::new(channel)
+            .max_decoding_message_size(MAX_PEER_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE))
+    }
+
+    /// Wraps `msg` in a request that carries the cluster name and `timeout`.
+    pub fn request<T>(&self, msg: T, timeout: Duration) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(msg);
+        req.set_timeout(timeout);
+        if let Ok(v) = self.cluster_name.parse() {
+            req.metadata_mut().insert(CLUSTER_HEADER, v);
+        }
+        req
+    }
+
+    /// Reports a status that says the peer belongs to another cluster.
+    pub fn check_fatal(&self, status: &tonic::Status) {
+        if status.code() == tonic::Code::PermissionDenied && status.message().contains(WRONG_CLUSTER) {
+            let _ = self.fatal.send(status.message().to_string());
+        }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Peers {
+    type Network = PeerConnection;
+
+    async fn new_client(&mut self, target: u64, node: &Member) -> Self::Network {
+        PeerConnection {
+            peers: self.clone(),
+            target,
+            addr: node.peer_addr.clone(),
+        }
+    }
+}
+
+/// openraft's connection to one peer.
+pub struct PeerConnection {
+    peers: Peers,
+    target: u64,
+    addr: String,
+}
+
+type RpcResult<T, E> = Result<T, RPCError<u64, Member, E>>;
+
+impl PeerConnection {
+    async fn call<Req, Resp, E>(&self, kind: RpcKind, req: &Req, option: &RPCOption) -> RpcResult<Resp, E>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let data = encode("raft rpc", req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let mut client = self
+            .peers
+            .client(&self.addr)
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        let request = self.peers.request(RaftPayload { data }, option.hard_ttl());
+        let reply = match kind {
+            RpcKind::Append => client.append_entries(request).await,
+            RpcKind::Vote => client.vote(request).await,
+            RpcKind::Snapshot => client.install_snapshot(request).await,
+        };
+        let reply = reply.map_err(|status| {
+            self.peers.check_fatal(&status);
+            match status.code() {
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
+                    RPCError::Unreachable(Unreachable::new(&status))
+                }
+                _ => RPCError::Network(NetworkError::new(&status)),
+            }
+        })?;
+        let result: Result<Resp, E> = decode("raft reply", &reply.into_inner().data)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum RpcKind {
+    Append,
+    Vote,
+    Snapshot,
+}
+
+impl RaftNetwork<TypeConfig> for PeerConnection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<u64>, RaftError<u64>> {
+        self.call(RpcKind::Append, &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
+        self.call(RpcKind::Snapshot, &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<u64>, RaftError<u64>> {
+        self.call(RpcKind::Vote, &rpc, &option).await
+    }
+}

@@ -1,0 +1,340 @@
+//! The replica config file (`kuberaft serve --config node.yaml`).
+//!
+//! Unknown fields are errors (a typo must not silently fall back to a default), and every
+//! cross-field rule is checked before anything touches the data dir.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kuberaft_raft::{Member, NodeConfig};
+use serde::{Deserialize, Serialize};
+
+/// Why a config file is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The config file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The YAML does not match the schema (bad field, wrong type, unknown field).
+    #[error("config {path}: {source}")]
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// Where and what.
+        source: serde_yaml::Error,
+    },
+    /// A rule between fields is broken.
+    #[error("config {path}: {message}")]
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// Which rule.
+        message: String,
+    },
+}
+
+/// One member of the cluster as the config file lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberConfig {
+    /// Raft node id (> 0).
+    pub id: u64,
+    /// host:port other replicas use for Raft and the Kv admin service.
+    pub peer_addr: String,
+    /// host:port of the Kubernetes API.
+    pub api_addr: String,
+}
+
+/// Raft timing and log retention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RaftConfig {
+    /// Leader heartbeat interval.
+    pub heartbeat_millis: u64,
+    /// Lower bound of the randomised election timeout.
+    pub election_timeout_min_millis: u64,
+    /// Upper bound of the randomised election timeout.
+    pub election_timeout_max_millis: u64,
+    /// Take a snapshot after this many log entries since the last one.
+    pub snapshot_logs: u64,
+    /// Log entries kept behind a snapshot.
+    pub logs_kept_after_snapshot: u64,
+}
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        RaftConfig {
+            heartbeat_millis: 100,
+            election_timeout_min_millis: 500,
+            election_timeout_max_millis: 900,
+            snapshot_logs: 20_000,
+            logs_kept_after_snapshot: 5_000,
+        }
+    }
+}
+
+/// History retention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CompactionConfig {
+    /// Keep at least this many seconds of history (older revisions answer "compacted").
+    pub retention_seconds: u64,
+    /// How often the leader considers compacting.
+    pub interval_seconds: u64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            retention_seconds: 300,
+            interval_seconds: 10,
+        }
+    }
+}
+
+/// The whole config file of one replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServeConfig {
+    /// This replica's node id; must be one of `members`.
+    pub id: u64,
+    /// The cluster's name; replicas refuse peers of another cluster.
+    pub cluster_name: String,
+    /// Where the database and snapshots live.
+    pub data_dir: PathBuf,
+    /// Address to listen on for peers (defaults to this member's `peerAddr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_listen: Option<String>,
+    /// Address to listen on for the Kubernetes API (defaults to this member's `apiAddr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_listen: Option<String>,
+    /// The cluster's initial members.
+    pub members: Vec<MemberConfig>,
+    /// Raft timing and log retention.
+    #[serde(default)]
+    pub raft: RaftConfig,
+    /// History retention.
+    #[serde(default)]
+    pub compaction: CompactionConfig,
+    /// How long a request may wait for a leader before it fails.
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_seconds: u64,
+}
+
+fn default_request_timeout() -> u64 {
+    10
+}
+
+impl ServeConfig {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<ServeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config: ServeConfig = serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
+        config.validate().map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Checks the rules between fields.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.id == 0 {
+            return Err("id must be greater than 0".into());
+        }
+        if self.cluster_name.trim().is_empty() {
+            return Err("clusterName must not be empty".into());
+        }
+        if self.cluster_name.chars().any(|c| !(c.is_ascii_graphic())) {
+            return Err("clusterName must be printable ASCII without spaces".into());
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err("dataDir must not be empty".into());
+        }
+        if self.members.is_empty() {
+            return Err("members must list at least this replica".into());
+        }
+        let mut ids = HashSet::new();
+        let mut addrs = HashSet::new();
+        for m in &self.members {
+            if m.id == 0 {
+                return Err("member ids must be greater than 0".into());
+            }
+            if !ids.insert(m.id) {
+                return Err(format!("two members have the same id {}", m.id));
+            }
+            for (field, addr) in [("peerAddr", &m.peer_addr), ("apiAddr", &m.api_addr)] {
+                check_addr(addr).map_err(|e| format!("member {} {field}: {e}", m.id))?;
+                if !addrs.insert(addr.clone()) {
+                    return Err(format!("address {addr} is used twice"));
+                }
+            }
+        }
+        if !ids.contains(&self.id) {
+            return Err(format!("id {} is not one of the members", self.id));
+        }
+        for (field, addr) in [("peerListen", &self.peer_listen), ("apiListen", &self.api_listen)] {
+            if let Some(a) = addr {
+                check_addr(a).map_err(|e| format!("{field}: {e}"))?;
+            }
+        }
+        let r = &self.raft;
+        if r.heartbeat_millis == 0 {
+            return Err("raft.heartbeatMillis must be greater than 0".into());
+        }
+        if r.election_timeout_min_millis <= r.heartbeat_millis {
+            return Err("raft.electionTimeoutMinMillis must be greater than raft.heartbeatMillis".into());
+        }
+        if r.election_timeout_max_millis <= r.election_timeout_min_millis {
+            return Err(
+                "raft.electionTimeoutMaxMillis must be greater than raft.electionTimeoutMinMillis".into(),
+            );
+        }
+        if r.snapshot_logs == 0 {
+            return Err("raft.snapshotLogs must be greater than 0".into());
+        }
+        if self.compaction.interval_seconds == 0 {
+            return Err("compaction.intervalSeconds must be greater than 0".into());
+        }
+        if self.request_timeout_seconds == 0 {
+            return Err("requestTimeoutSeconds must be greater than 0".into());
+        }
+        Ok(())
+    }
+
+    /// This replica's member entry.
+    pub fn me(&self) -> &MemberConfig {
+        // `validate` guarantees the entry exists; `load` always validates.
+        self.members
+            .iter()
+            .find(|m| m.id == self.id)
+            .unwrap_or_else(|| unreachable!("validated config lists its own id"))
+    }
+
+    /// Where to listen for peers.
+    pub fn peer_listen(&self) -> &str {
+        self.peer_listen.as_deref().unwrap_or(&self.me().peer_addr)
+    }
+
+    /// Where to listen for the Kubernetes API.
+    pub fn api_listen(&self) -> &str {
+        self.api_listen.as_deref().unwrap_or(&self.me().api_addr)
+    }
+
+    /// The Raft layer's view of this config.
+    pub fn node_config(&self) -> NodeConfig {
+        let members: BTreeMap<u64, Member> = self
+            .members
+            .iter()
+            .map(|m| {
+                (
+                    m.id,
+                    Member {
+                        peer_addr: m.peer_addr.clone(),
+                        api_addr: m.api_addr.clone(),
+                    },
+                )
+            })
+            .collect();
+        NodeConfig {
+            id: self.id,
+            cluster_name: self.cluster_name.clone(),
+            data_dir: self.data_dir.clone(),
+            members,
+            heartbeat: Duration::from_millis(self.raft.heartbeat_millis),
+            election_timeout: (
+                Duration::from_millis(self.raft.election_timeout_min_millis),
+                Duration::from_millis(self.raft.election_timeout_max_millis),
+            ),
+            snapshot_logs: self.raft.snapshot_logs,
+            logs_kept_after_snapshot: self.raft.logs_kept_after_snapshot,
+            compaction_retention: Duration::from_secs(self.compaction.retention_seconds),
+            compaction_interval: Duration::from_secs(self.compaction.interval_seconds),
+            request_timeout: Duration::from_secs(self.request_timeout_seconds),
+        }
+    }
+}
+
+fn check_addr(addr: &str) -> Result<(), String> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{addr:?} is not host:port"))?;
+    if host.is_empty() {
+        return Err(format!("{addr:?} has no host"));
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("{addr:?} has no valid port"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> String {
+        r#"
+id: 1
+clusterName: test
+dataDir: /tmp/x
+members:
+  - {id: 1, peerAddr: "127.0.0.1:7001", apiAddr: "127.0.0.1:6001"}
+  - {id: 2, peerAddr: "127.0.0.1:7002", apiAddr: "127.0.0.1:6002"}
+"#
+        .to_string()
+    }
+
+    fn load(text: &str) -> Result<ServeConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.yaml");
+        std::fs::write(&p, text).unwrap();
+        ServeConfig::load(&p)
+    }
+
+    #[test]
+    fn a_valid_file_loads_with_defaults() {
+        let c = load(&sample()).unwrap();
+        assert_eq!(c.raft, RaftConfig::default());
+        assert_eq!(c.api_listen(), "127.0.0.1:6001");
+        assert_eq!(c.node_config().members.len(), 2);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let err = load(&sample().replace("dataDir", "dataDri"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `dataDri`"), "{err}");
+        let err = load(&sample().replace("id: 1\n", "id: one\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("id"), "{err}");
+        let err = load(&sample().replace("id: 2,", "id: 1,"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("same id 1"), "{err}");
+        let err = load(&sample().replace("id: 1\n", "id: 3\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not one of the members"), "{err}");
+        let err = load(&sample().replace("127.0.0.1:7002", "127.0.0.1:7001"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("used twice"), "{err}");
+        let err = load(&sample().replace("127.0.0.1:6002", "nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not host:port"), "{err}");
+    }
+}

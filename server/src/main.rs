@@ -1,0 +1,89 @@
+//! `kuberaft`: a Kubernetes API server that is its own replicated database.
+//!
+//! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas) and
+//! `endpoint status` (one row per member).
+
+mod cluster;
+mod config;
+mod http;
+mod kubeconfig;
+mod observability;
+mod serve;
+mod status;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "kuberaft",
+    version,
+    about = "A Kubernetes API server that is its own replicated database"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one replica.
+    Serve {
+        /// The replica's config file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Manage a local cluster.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCmd,
+    },
+    /// Inspect the members of a cluster.
+    Endpoint {
+        #[command(subcommand)]
+        command: EndpointCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Start a local cluster on loopback and stop it on Ctrl-C.
+    Up(cluster::UpArgs),
+}
+
+#[derive(Subcommand)]
+enum EndpointCmd {
+    /// One row per member: role, term, revision, indexes, log and database size.
+    Status(status::StatusArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    observability::init_logging();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Cmd::Serve { config } => serve::run(&config).await,
+            Cmd::Cluster {
+                command: ClusterCmd::Up(args),
+            } => cluster::up(args).await,
+            Cmd::Endpoint {
+                command: EndpointCmd::Status(args),
+            } => status::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Logging and Prometheus metrics for a replica.
+//!
+//! Request-path code records counters and histograms through the `metrics` facade; this module
+//! installs the Prometheus recorder and keeps the Raft and storage gauges current.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kuberaft_raft::RaftNode;
+use kuberaft_raft::ServerState;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Latency buckets (seconds) for every `*_seconds` histogram.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Installs the global Prometheus recorder and returns the handle `/metrics` renders.
+pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+    Ok(PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS)?
+        .install_recorder()?)
+}
+
+/// Sets up `tracing` output on stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Keeps the Raft and storage gauges current until the node is dropped.
+pub fn spawn_gauges(node: &Arc<RaftNode>) {
+    let weak = Arc::downgrade(node);
+    let mut raft_metrics = node.raft.metrics();
+    tokio::spawn(async move {
+        let mut last_leader = None;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                changed = raft_metrics.changed() => if changed.is_err() { return },
+                _ = tick.tick() => {}
+            }
+            let Some(node) = weak.upgrade() else { return };
+            let m = raft_metrics.borrow_and_update().clone();
+            if m.current_leader != last_leader {
+                if m.current_leader.is_some() {
+                    metrics::counter!("kuberaft_raft_leader_changes_total").increment(1);
+                }
+                last_leader = m.current_leader;
+            }
+            let progress = *node.progress().borrow();
+            metrics::gauge!("kuberaft_raft_term").set(m.current_term as f64);
+            metrics::gauge!("kuberaft_raft_is_leader")
+                .set(f64::from(u8::from(m.state == ServerState::Leader)));
+            metrics::gauge!("kuberaft_raft_has_leader").set(f64::from(u8::from(m.current_leader.is_some())));
+            metrics::gauge!("kuberaft_raft_last_log_index").set(m.last_log_index.unwrap_or(0) as f64);
+            metrics::gauge!("kuberaft_raft_applied_index").set(progress.applied_index as f64);
+            metrics::gauge!("kuberaft_store_revision").set(progress.revision as f64);
+            metrics::gauge!("kuberaft_store_compacted_revision").set(progress.compacted as f64);
+            if let Ok(status) = node.status(false).await {
+                metrics::gauge!("kuberaft_raft_commit_index").set(status.commit_index as f64);
+                metrics::gauge!("kuberaft_raft_log_entries").set(status.log_entries as f64);
+                metrics::gauge!("kuberaft_store_db_size_bytes").set(status.db_size_bytes as f64);
+            }
+        }
+    });
+}

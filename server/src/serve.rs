@@ -1,0 +1,80 @@
+//! `kuberaft serve`: runs one replica until SIGTERM/SIGINT or a fatal condition.
+
+use std::future::IntoFuture;
+use std::path::Path;
+
+use anyhow::Context;
+use kuberaft_raft::RaftNode;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::ServeConfig;
+use crate::http::{router, HttpState};
+use crate::observability::{install_metrics, spawn_gauges};
+
+/// Runs the replica described by the config file at `path`.
+pub async fn run(path: &Path) -> anyhow::Result<()> {
+    let config = ServeConfig::load(path)?;
+    let metrics = install_metrics()?;
+    // Bind both listeners first: a port conflict is reported before the data dir is touched.
+    let peer_listener = TcpListener::bind(config.peer_listen())
+        .await
+        .with_context(|| format!("cannot listen for peers on {}", config.peer_listen()))?;
+    let api_listener = TcpListener::bind(config.api_listen())
+        .await
+        .with_context(|| format!("cannot listen for the API on {}", config.api_listen()))?;
+    let (node, mut fatal) = RaftNode::start(config.node_config())
+        .await
+        .with_context(|| format!("cannot start replica {}", config.id))?;
+    spawn_gauges(&node);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let peer = tokio::spawn(kuberaft_raft::service::serve(
+        node.clone(),
+        peer_listener,
+        stopped(stop_rx.clone()),
+    ));
+    let app = router(HttpState {
+        node: node.clone(),
+        metrics,
+    });
+    let api = tokio::spawn(
+        axum::serve(api_listener, app)
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    tracing::info!(
+        id = config.id,
+        cluster = %config.cluster_name,
+        api = config.api_listen(),
+        peer = config.peer_listen(),
+        "replica started"
+    );
+    let outcome = tokio::select! {
+        _ = shutdown_signal() => Ok(()),
+        Some(reason) = fatal.recv() => Err(anyhow::anyhow!("refusing to run: {reason}")),
+    };
+    let _ = stop_tx.send(true);
+    node.shutdown().await;
+    let _ = peer.await;
+    let _ = api.await;
+    outcome
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! The `kuberaft` command line as a user runs it: `cluster up`, `endpoint status`, `serve`
+//! with bad configs and bad data dirs.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const T: Duration = Duration::from_secs(30);
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(kuberaft_bin())
+        .args(args)
+        .output()
+        .expect("run kuberaft");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `serve` with a config that must be refused; returns stderr.
+fn serve_fails(config: &std::path::Path) -> String {
+    let mut child = Command::new(kuberaft_bin())
+        .args(["serve", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + T;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "serve should have failed");
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return err;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve kept running with a bad config");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn base_port() -> u16 {
+    // Consecutive ports for `cluster up`; spread by pid to avoid parallel runs colliding.
+    20000 + (std::process::id() % 4000) as u16 * 3
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = base_port();
+    let peer = api + 12000;
+    let mut up = Command::new(kuberaft_bin())
+        .args(["cluster", "up", "--nodes", "3", "--dir"])
+        .arg(dir.path())
+        .args(["--api-port", &api.to_string(), "--peer-port", &peer.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    // `cluster up` prints its summary once every node is ready.
+    let mut stdout = std::io::BufReader::new(up.stdout.take().unwrap());
+    let mut banner = String::new();
+    loop {
+        use std::io::BufRead;
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            panic!("cluster up exited early: {banner}");
+        }
+        banner.push_str(&line);
+        if line.contains("Ctrl-C") {
+            break;
+        }
+    }
+    assert!(banner.contains("is up with 3 node(s)"), "{banner}");
+    assert!(
+        banner.contains(&format!("export KUBECONFIG={}", kubeconfig.display())),
+        "{banner}"
+    );
+    for i in 1..=3 {
+        let http = reqwest::get(format!("http://127.0.0.1:{}/readyz", api + i - 1))
+            .await
+            .unwrap();
+        assert_eq!(http.status(), 200);
+    }
+    let (ok, out, err) = run(&[
+        "endpoint",
+        "status",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(rows.iter().filter(|r| r["role"] == "leader").count(), 1, "{out}");
+    assert_eq!(
+        rows.iter().filter(|r| r["role"] == "follower").count(),
+        2,
+        "{out}"
+    );
+    let ids: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    // The table form has a header and one row per member.
+    let (ok, table, _) = run(&["endpoint", "status", "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    assert!(ok);
+    assert!(table.starts_with("ID"), "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+    // kubectl reads the kubeconfig (its kuberaft extensions included).
+    let contexts = Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "config",
+            "get-contexts",
+            "-o",
+            "name",
+        ])
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        contexts.status.success(),
+        "{}",
+        String::from_utf8_lossy(&contexts.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&contexts.stdout).trim(),
+        "node-1\nnode-2\nnode-3"
+    );
+    // Ctrl-C / SIGTERM stops every node cleanly.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(up.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let status = up.wait().unwrap();
+    assert!(status.success());
+    for i in 1..=3 {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", api + i - 1)).is_err(),
+            "node-{i} still listening after cluster up stopped"
+        );
+    }
+    // A second `cluster up` on the same dir restarts the same cluster with its data.
+    let configs_before = std::fs::read_to_string(dir.path().join("node-1.yaml")).unwrap();
+    let mut again = Command::new(kuberaft_bin())
+        .args(["cluster", "up", "--nodes", "3", "--dir"])
+        .arg(dir.path())
+        .args(["--api-port", &api.to_string(), "--peer-port", &peer.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(again.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    while !line.contains("Ctrl-C") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "second cluster up exited early"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("node-1.yaml")).unwrap(),
+        configs_before
+    );
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(again.id() as libc::pid_t, libc::SIGTERM);
+    }
+    assert!(again.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_status_reports_a_down_member_as_unreachable() {
+    let mut c = Cluster::start(Options::default());
+    let leader = c.wait_leader(T).await;
+    let down = c.follower_of(leader);
+    c.kill(down);
+    let endpoints = c
+        .replicas
+        .iter()
+        .map(|r| r.peer_addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (ok, out, err) = run(&["endpoint", "status", "--endpoints", &endpoints, "-o", "json"]);
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 3, "{out}");
+    let row = rows
+        .iter()
+        .find(|r| r["id"] == c.replicas[down].id)
+        .expect("row of the down member");
+    assert!(row["error"].as_str().unwrap().contains("unreachable"), "{row}");
+    assert_eq!(rows.iter().filter(|r| r["role"] == "leader").count(), 1);
+    // Asking only one live member still lists every member, the down one included.
+    let (ok, out, _) = run(&[
+        "endpoint",
+        "status",
+        "--endpoints",
+        &c.replicas[leader].peer_addr,
+        "-o",
+        "json",
+    ]);
+    assert!(ok);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 3, "{out}");
+}
+
+#[test]
+fn serve_refuses_bad_configs_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = vec![
+        (
+            1,
+            format!("127.0.0.1:{}", free_port()),
+            format!("127.0.0.1:{}", free_port()),
+        ),
+        (
+            2,
+            format!("127.0.0.1:{}", free_port()),
+            format!("127.0.0.1:{}", free_port()),
+        ),
+    ];
+    let good = config_yaml(1, &dir.path().join("d1"), &members, &Options::default());
+    let cases = [
+        (
+            good.replace("dataDir", "dataDirectory"),
+            "unknown field `dataDirectory`",
+        ),
+        (
+            good.replace("id: 2\n", "id: 1\n"),
+            "two members have the same id 1",
+        ),
+        (
+            good.replacen("id: 1\n", "id: 7\n", 1),
+            "id 7 is not one of the members",
+        ),
+        (
+            good.replace("clusterName: test-cluster", "clusterName: \"\""),
+            "clusterName must not be empty",
+        ),
+        (
+            good.replace("snapshotLogs: 20000", "snapshotLogs: lots"),
+            "snapshotLogs",
+        ),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("bad-{i}.yaml"));
+        std::fs::write(&p, text).unwrap();
+        let err = serve_fails(&p);
+        assert!(err.contains(expected), "case {i}: expected {expected:?} in {err}");
+        assert!(
+            err.contains(&p.display().to_string()),
+            "case {i}: names the file: {err}"
+        );
+    }
+    assert!(
+        !dir.path().join("d1").exists(),
+        "no data dir was created for a bad config"
+    );
+}
+
+#[test]
+fn serve_refuses_a_data_dir_that_is_corrupt_or_belongs_to_another_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = vec![(
+        1,
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    )];
+    let data = dir.path().join("data");
+    // Not a database: refuse instead of initialising over it.
+    std::fs::create_dir_all(data.join("db")).unwrap();
+    std::fs::write(data.join("db/precious.txt"), "keep me").unwrap();
+    let cfg = dir.path().join("n1.yaml");
+    std::fs::write(&cfg, config_yaml(1, &data, &members, &Options::default())).unwrap();
+    let err = serve_fails(&cfg);
+    assert!(err.contains("no kuberaft database"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(data.join("db/precious.txt")).unwrap(),
+        "keep me"
+    );
+
+    // A real data dir of node 1 ...
+    std::fs::remove_dir_all(&data).unwrap();
+    let mut c = Cluster::start(Options {
+        nodes: 1,
+        ..Options::default()
+    });
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(c.wait_leader(T));
+    c.stop(0);
+    let node_data = c.dir.path().join("node-1");
+    // ... opened as node 2 of the same cluster is refused.
+    let members2 = vec![(
+        2,
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    )];
+    let cfg2 = dir.path().join("n2.yaml");
+    std::fs::write(&cfg2, config_yaml(2, &node_data, &members2, &Options::default())).unwrap();
+    let err = serve_fails(&cfg2);
+    assert!(err.contains("belongs to node 1"), "{err}");
+    // A damaged database is refused, not reinitialised.
+    std::fs::write(node_data.join("db/CURRENT"), "MANIFEST-999999\n").unwrap();
+    let err = serve_fails(&c.replicas[0].config);
+    assert!(err.contains("cannot open the database"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_of_another_cluster_is_refused_and_exits() {
+    let mut c = Cluster::start(Options::default());
+    c.wait_leader(T).await;
+    // A fresh replica of cluster "intruder" that lists the real replicas as its peers.
+    let dir = tempfile::tempdir().unwrap();
+    let mut members: Vec<(u64, String, String)> = c
+        .replicas
+        .iter()
+        .take(2)
+        .map(|r| (r.id, r.peer_addr.clone(), r.api_addr.clone()))
+        .collect();
+    members.push((
+        9,
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    ));
+    let cfg = dir.path().join("intruder.yaml");
+    let opts = Options {
+        cluster_name: "intruder".into(),
+        ..Options::default()
+    };
+    let text = config_yaml(9, &dir.path().join("data"), &members, &opts);
+    std::fs::write(&cfg, text).unwrap();
+    let err = serve_fails(&cfg);
+    assert!(err.contains("another cluster"), "{err}");
+    // The real cluster is unharmed.
+    let leader = c.wait_leader(T).await;
+    let mut kv = c.kv(leader).await;
+    put(&mut kv, "/still/fine", b"1").await.unwrap();
+    assert!(c.log(0).contains("another cluster") || c.log(1).contains("another cluster"));
+}

@@ -1,0 +1,310 @@
+//! A test harness that runs real `kuberaft serve` processes on loopback.
+//!
+//! Each replica is its own OS process, so `kill -9`, restarts and data-dir faults are real.
+//! Ports come from the OS (bind to port 0, then release) and each cluster lives in its own
+//! temporary directory.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kuberaft_proto::kv_client::KvClient;
+use kuberaft_proto::{op, Op, PutOp, RangeRequest, StatusRequest, StatusResponse, TxnRequest};
+use tonic::transport::Channel;
+
+/// Path of the `kuberaft` binary built for these tests.
+pub fn kuberaft_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kuberaft"))
+}
+
+/// A free loopback port (the OS picks it; it is released before use).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One replica process.
+pub struct Replica {
+    pub id: u64,
+    pub config: PathBuf,
+    pub peer_addr: String,
+    pub api_addr: String,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Replica {
+    /// Whether the process is running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+}
+
+/// Knobs for the generated config files.
+#[derive(Clone)]
+pub struct Options {
+    pub nodes: u64,
+    pub snapshot_logs: u64,
+    pub logs_kept_after_snapshot: u64,
+    pub retention_seconds: u64,
+    pub cluster_name: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            nodes: 3,
+            snapshot_logs: 20_000,
+            logs_kept_after_snapshot: 5_000,
+            retention_seconds: 300,
+            cluster_name: "test-cluster".into(),
+        }
+    }
+}
+
+/// A cluster of replica processes in a temporary directory.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub replicas: Vec<Replica>,
+    pub options: Options,
+}
+
+/// Renders a replica config file.
+pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], o: &Options) -> String {
+    let mut s = format!(
+        "id: {id}\nclusterName: {}\ndataDir: {}\nmembers:\n",
+        o.cluster_name,
+        data_dir.display()
+    );
+    for (mid, peer, api) in members {
+        s.push_str(&format!(
+            "  - id: {mid}\n    peerAddr: \"{peer}\"\n    apiAddr: \"{api}\"\n"
+        ));
+    }
+    s.push_str(&format!(
+        "raft:\n  snapshotLogs: {}\n  logsKeptAfterSnapshot: {}\ncompaction:\n  retentionSeconds: {}\n  intervalSeconds: 1\n",
+        o.snapshot_logs, o.logs_kept_after_snapshot, o.retention_seconds
+    ));
+    s
+}
+
+impl Cluster {
+    /// Writes configs and starts every replica.
+    pub fn start(options: Options) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<(u64, String, String)> = (1..=options.nodes)
+            .map(|i| {
+                (
+                    i,
+                    format!("127.0.0.1:{}", free_port()),
+                    format!("127.0.0.1:{}", free_port()),
+                )
+            })
+            .collect();
+        let mut replicas = Vec::new();
+        for (id, peer, api) in &members {
+            let config = dir.path().join(format!("node-{id}.yaml"));
+            let data = dir.path().join(format!("node-{id}"));
+            std::fs::write(&config, config_yaml(*id, &data, &members, &options)).expect("write config");
+            replicas.push(Replica {
+                id: *id,
+                config,
+                peer_addr: peer.clone(),
+                api_addr: api.clone(),
+                log: dir.path().join(format!("node-{id}.log")),
+                child: None,
+            });
+        }
+        let mut c = Cluster {
+            dir,
+            replicas,
+            options,
+        };
+        for i in 0..c.replicas.len() {
+            c.restart(i);
+        }
+        c
+    }
+
+    /// Starts (again) replica at position `i`.
+    pub fn restart(&mut self, i: usize) {
+        let r = &mut self.replicas[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&r.log)
+            .expect("log file");
+        let child = Command::new(kuberaft_bin())
+            .args(["serve", "--config"])
+            .arg(&r.config)
+            .env("RUST_LOG", "info,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn kuberaft serve");
+        r.child = Some(child);
+    }
+
+    /// `kill -9` of replica `i`.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.replicas[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM to replica `i`, waiting for a clean exit.
+    pub fn stop(&mut self, i: usize) -> std::process::ExitStatus {
+        let mut c = self.replicas[i].child.take().expect("replica is running");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+        }
+        c.wait().expect("wait")
+    }
+
+    /// The replica's log so far (for assertion messages).
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.replicas[i].log).unwrap_or_default()
+    }
+
+    /// A Kv client for replica `i`.
+    pub async fn kv(&self, i: usize) -> KvClient<Channel> {
+        let ch = Channel::from_shared(format!("http://{}", self.replicas[i].peer_addr))
+            .expect("uri")
+            .connect_lazy();
+        KvClient::new(ch).max_decoding_message_size(64 << 20)
+    }
+
+    /// Status of replica `i`, if it answers.
+    pub async fn status(&self, i: usize, hash: bool) -> Option<StatusResponse> {
+        let mut kv = self.kv(i).await;
+        let mut req = tonic::Request::new(StatusRequest { with_hash: hash });
+        req.set_timeout(Duration::from_secs(5));
+        kv.status(req).await.ok().map(|r| r.into_inner())
+    }
+
+    /// Waits until every running replica agrees on one leader; returns the leader's position.
+    pub async fn wait_leader(&mut self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let running: Vec<usize> = (0..self.replicas.len())
+                .filter(|&i| self.replicas[i].is_running())
+                .collect();
+            let mut leaders = Vec::new();
+            let mut all = true;
+            for &i in &running {
+                match self.status(i, false).await {
+                    Some(s) if s.has_leader => leaders.push(s.leader_id),
+                    _ => all = false,
+                }
+            }
+            if all && !leaders.is_empty() && leaders.iter().all(|l| *l == leaders[0]) {
+                let pos = self.replicas.iter().position(|r| r.id == leaders[0]);
+                if let Some(pos) = pos {
+                    if running.contains(&pos) {
+                        return pos;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no agreed leader within {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until every running replica reports the same revision and state hash.
+    pub async fn wait_converged(&mut self, timeout: Duration) -> (i64, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let running: Vec<usize> = (0..self.replicas.len())
+                .filter(|&i| self.replicas[i].is_running())
+                .collect();
+            let mut seen = Vec::new();
+            for &i in &running {
+                if let Some(s) = self.status(i, true).await {
+                    seen.push((s.hash_revision, s.state_hash));
+                }
+            }
+            if seen.len() == running.len() && seen.iter().all(|s| *s == seen[0]) {
+                return seen.swap_remove(0);
+            }
+            assert!(Instant::now() < deadline, "replicas did not converge: {seen:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Position of any running replica that is not `leader`.
+    pub fn follower_of(&mut self, leader: usize) -> usize {
+        (0..self.replicas.len())
+            .find(|&i| i != leader && self.replicas[i].is_running())
+            .expect("a running follower")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.replicas.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// A single-put transaction.
+pub fn put_txn(key: &str, value: &[u8]) -> TxnRequest {
+    TxnRequest {
+        success: vec![Op {
+            op: Some(op::Op::Put(PutOp {
+                key: key.as_bytes().to_vec(),
+                value: value.to_vec(),
+            })),
+        }],
+        ..Default::default()
+    }
+}
+
+/// Puts `key` through replica `i`'s Kv service; returns the new revision.
+pub async fn put(kv: &mut KvClient<Channel>, key: &str, value: &[u8]) -> Result<i64, tonic::Status> {
+    let mut req = tonic::Request::new(put_txn(key, value));
+    req.set_timeout(Duration::from_secs(15));
+    kv.txn(req).await.map(|r| r.into_inner().revision)
+}
+
+/// Reads one key (linearizable unless `serializable`) at `revision` (0 = current).
+pub async fn get(
+    kv: &mut KvClient<Channel>,
+    key: &str,
+    revision: i64,
+    serializable: bool,
+) -> Result<Option<Vec<u8>>, tonic::Status> {
+    let r = kv
+        .range(RangeRequest {
+            key: key.as_bytes().to_vec(),
+            revision,
+            serializable,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(r.kvs.into_iter().next().map(|kv| kv.value))
+}
+
+/// Retries `f` until it succeeds or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("gave up after {timeout:?}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}

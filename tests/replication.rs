@@ -14,6 +14,7 @@ const T: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_writes_are_forwarded_and_every_replica_has_the_same_revisions() {
     let mut c = Cluster::start(Options::default());
+    c.wait_bootstrapped(T).await;
     let leader = c.wait_leader(T).await;
     let follower = c.follower_of(leader);
     let mut kv = c.kv(follower).await;
@@ -306,6 +307,7 @@ async fn kill_9_during_a_write_load_loses_no_acknowledged_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_values_and_bad_keys_are_rejected_before_the_log() {
     let mut c = Cluster::start(Options::default());
+    c.wait_bootstrapped(T).await;
     let leader = c.wait_leader(T).await;
     let follower = c.follower_of(leader);
     let before = c.status(leader, false).await.unwrap().last_log_index;

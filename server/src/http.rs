@@ -1,4 +1,4 @@
-//! The HTTP listener of a replica: health and metrics endpoints (the Kubernetes API joins it).
+//! The HTTP listener of a replica: health, metrics and the Kubernetes API.
 
 use std::sync::Arc;
 
@@ -10,6 +10,8 @@ use axum::Router;
 use kuberaft_raft::RaftNode;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::api::{self, Api};
+
 /// What the HTTP handlers share.
 #[derive(Clone)]
 pub struct HttpState {
@@ -19,14 +21,21 @@ pub struct HttpState {
     pub metrics: PrometheusHandle,
 }
 
-/// The HTTP routes of a replica.
-pub fn router(state: HttpState) -> Router {
+/// The HTTP routes of a replica: health, metrics, `/version`, and the Kubernetes API.
+pub fn router(state: HttpState, api: Api) -> Router {
+    let kube = Router::new().fallback(api::dispatch).with_state(api);
     Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/healthz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/version", get(version))
         .with_state(state)
+        .fallback_service(kube)
+}
+
+async fn version() -> Response {
+    axum::Json(api::discovery::version()).into_response()
 }
 
 async fn livez(State(s): State<HttpState>) -> Response {

@@ -3,6 +3,7 @@
 //! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas) and
 //! `endpoint status` (one row per member).
 
+mod api;
 mod cluster;
 mod config;
 mod http;

@@ -2,12 +2,16 @@
 
 use std::future::IntoFuture;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use kuberaft_raft::RaftNode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::api::registry::Registry;
+use crate::api::store::Store;
+use crate::api::Api;
 use crate::config::ServeConfig;
 use crate::http::{router, HttpState};
 use crate::observability::{install_metrics, spawn_gauges};
@@ -36,10 +40,18 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         peer_listener,
         stopped(stop_rx.clone()),
     ));
-    let app = router(HttpState {
-        node: node.clone(),
-        metrics,
-    });
+    let api = Api {
+        registry: Arc::new(Registry::new()),
+        store: Store::new(node.clone()),
+    };
+    crate::api::namespaces::spawn(api.store.clone(), api.registry.clone());
+    let app = router(
+        HttpState {
+            node: node.clone(),
+            metrics,
+        },
+        api,
+    );
     let api = tokio::spawn(
         axum::serve(api_listener, app)
             .with_graceful_shutdown(stopped(stop_rx.clone()))

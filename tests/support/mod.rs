@@ -217,6 +217,32 @@ impl Cluster {
         }
     }
 
+    /// Waits until the leader has created the system namespaces (four writes), so a test that
+    /// counts revisions is the only writer afterwards.
+    pub async fn wait_bootstrapped(&mut self, timeout: Duration) {
+        let leader = self.wait_leader(timeout).await;
+        let this = &*self;
+        eventually(timeout, || async move {
+            let mut kv = this.kv(leader).await;
+            let r = kv
+                .range(RangeRequest {
+                    key: b"/registry/core/namespaces/".to_vec(),
+                    prefix: true,
+                    count_only: true,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            if r.count >= 4 {
+                Ok(())
+            } else {
+                Err(format!("{} namespaces", r.count))
+            }
+        })
+        .await;
+    }
+
     /// Waits until every running replica reports the same revision and state hash.
     pub async fn wait_converged(&mut self, timeout: Duration) -> (i64, String) {
         let deadline = Instant::now() + timeout;

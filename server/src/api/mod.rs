@@ -1,0 +1,186 @@
+//! The Kubernetes REST API on a replica: routing, representations and the generic store.
+//!
+//! One handler serves every path under `/api` and `/apis`: it resolves the path against the
+//! registry, negotiates the representation, decodes the body and runs the verb on the generic
+//! store. Per-type differences live in data ([`registry`]) and small hooks ([`strategy`]).
+
+pub mod discovery;
+pub mod handlers;
+pub mod meta;
+pub mod namespaces;
+pub mod registry;
+pub mod request;
+pub mod selector;
+pub mod status;
+pub mod store;
+pub mod strategy;
+pub mod table;
+pub mod watch;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use handlers::{DeleteOptions, PatchType, Query, Reply};
+use registry::Registry;
+use request::{content_type, decode_body, negotiate, parse_path, Format, Target, MAX_BODY_BYTES};
+use status::{ApiError, ApiResult};
+use store::Store;
+
+/// What the API handlers share.
+#[derive(Clone)]
+pub struct Api {
+    /// The resource types served.
+    pub registry: Arc<Registry>,
+    /// The generic store over this replica.
+    pub store: Store,
+}
+
+fn is_pretty(q: &Query) -> bool {
+    q.get("pretty").is_some_and(|v| v == "true" || v == "1")
+}
+
+/// Renders a value in the negotiated representation.
+pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let (ctype, bytes) = match format {
+        Format::Yaml => match serde_yaml::to_string(body) {
+            Ok(s) => ("application/yaml", s.into_bytes()),
+            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+        },
+        Format::Json | Format::Table(_) => {
+            let bytes = if pretty {
+                serde_json::to_vec_pretty(body)
+            } else {
+                serde_json::to_vec(body)
+            };
+            match bytes {
+                Ok(b) => ("application/json", b),
+                Err(e) => return ApiError::internal(e.to_string()).into_response(),
+            }
+        }
+    };
+    (code, [(header::CONTENT_TYPE, ctype)], bytes).into_response()
+}
+
+fn parse_query(raw: Option<&str>) -> ApiResult<Query> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or(""))
+        .map(|pairs| pairs.into_iter().collect())
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> ApiResult<bytes::Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(ApiError::too_large(MAX_BODY_BYTES));
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::too_large(MAX_BODY_BYTES))
+}
+
+fn host_of(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string()
+}
+
+/// Serves every request under `/api` and `/apis`.
+pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
+    match serve(&api, request).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
+    let (parts, body) = request.into_parts();
+    let q = parse_query(parts.uri.query())?;
+    let pretty = is_pretty(&q);
+    let format = negotiate(&parts.headers)?;
+    let plain = if format == Format::Yaml {
+        Format::Yaml
+    } else {
+        Format::Json
+    };
+    let target = parse_path(&api.registry, parts.uri.path())?;
+    let req = match target {
+        Target::Resource(r) => r,
+        discovery_target => {
+            if parts.method != Method::GET {
+                return Err(ApiError::method_not_allowed("discovery documents are read-only"));
+            }
+            let doc = match discovery_target {
+                Target::CoreVersions => discovery::core_versions(&host_of(&parts.headers)),
+                Target::Groups => discovery::groups(&api.registry),
+                Target::Group(g) => discovery::group(&api.registry, &g).ok_or_else(ApiError::no_route)?,
+                Target::ResourceList { group, version } => {
+                    discovery::resource_list(&api.registry, &group, &version)
+                }
+                Target::Resource(_) => return Err(ApiError::no_route()),
+            };
+            return Ok(render(200, &doc, plain, pretty));
+        }
+    };
+    let store = &api.store;
+    let is_watch = req.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let reply: Reply = match (parts.method.clone(), req.name.is_some()) {
+        (Method::GET, false) if is_watch => return watch::serve(store, &req, &q, plain).await,
+        (Method::GET, true) if is_watch => {
+            let mut one = req.clone();
+            let name = one.name.take().unwrap_or_default();
+            let mut q = q.clone();
+            q.insert("fieldSelector".into(), format!("metadata.name={name}"));
+            return watch::serve(store, &one, &q, plain).await;
+        }
+        (Method::GET, false) => handlers::list(store, &req, &q).await?,
+        (Method::GET, true) => handlers::get(store, &req, &q).await?,
+        (Method::POST, _) => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            handlers::create(store, &req, &q, obj).await?
+        }
+        (Method::PUT, true) => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            handlers::update(store, &req, &q, obj).await?
+        }
+        (Method::PATCH, true) => {
+            let kind = PatchType::from_content_type(&content_type(&parts.headers))?;
+            let bytes = read_body(&parts.headers, body).await?;
+            handlers::patch(store, &req, &q, kind, &bytes).await?
+        }
+        (Method::DELETE, true) => {
+            let bytes = read_body(&parts.headers, body).await?;
+            handlers::delete(store, &req, &DeleteOptions::parse(&bytes, &q)?).await?
+        }
+        (Method::DELETE, false) => {
+            let bytes = read_body(&parts.headers, body).await?;
+            handlers::delete_collection(store, &req, &q, &DeleteOptions::parse(&bytes, &q)?).await?
+        }
+        (m, _) => {
+            return Err(ApiError::method_not_allowed(format!(
+                "method {m} is not allowed on this path"
+            )))
+        }
+    };
+    if let (Format::Table(version), Some((objects, rv))) = (format, &reply.table_rows) {
+        let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
+        return Ok(render(
+            reply.code,
+            &table::table(objects, rv, version, include),
+            format,
+            pretty,
+        ));
+    }
+    Ok(render(reply.code, &reply.body, plain, pretty))
+}

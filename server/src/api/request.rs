@@ -1,0 +1,297 @@
+//! Reading a request: which resource a path names, which representation the client accepts,
+//! and the body decoded from JSON or YAML.
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+
+use super::registry::{Registry, ResourceType};
+use super::status::{ApiError, ApiResult};
+
+/// Largest request body accepted (kube-apiserver's limit).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// What a path under `/api` or `/apis` addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// `/api`
+    CoreVersions,
+    /// `/apis`
+    Groups,
+    /// `/apis/{group}`
+    Group(String),
+    /// `/api/v1` or `/apis/{group}/{version}`
+    ResourceList {
+        /// API group ("" for core).
+        group: String,
+        /// Version.
+        version: String,
+    },
+    /// A collection or an object of one resource type.
+    Resource(ResourceRequest),
+}
+
+/// A request for a collection, an object or an object's subresource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceRequest {
+    /// The resource type.
+    pub rt: ResourceType,
+    /// The namespace in the path (`None` for cluster-scoped paths and all-namespace lists).
+    pub namespace: Option<String>,
+    /// The object name (`None` for a collection).
+    pub name: Option<String>,
+    /// `status`, `scale`, … (`None` for the main resource).
+    pub subresource: Option<String>,
+    /// The legacy `/watch/` path prefix was used.
+    pub watch_path: bool,
+}
+
+fn segments(path: &str) -> Vec<&str> {
+    path.split('/').filter(|s| !s.is_empty()).collect()
+}
+
+/// Resolves a request path against the registry.
+pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
+    let segs = segments(path);
+    let (group, version, rest) = match segs.as_slice() {
+        ["api"] => return Ok(Target::CoreVersions),
+        ["apis"] => return Ok(Target::Groups),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g] => return Ok(Target::Group((*g).to_string())),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::no_route()),
+    };
+    if rest.is_empty() {
+        if registry.in_group_version(group, version).next().is_none() {
+            return Err(ApiError::no_route());
+        }
+        return Ok(Target::ResourceList {
+            group: group.to_string(),
+            version: version.to_string(),
+        });
+    }
+    let (watch_path, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, rest),
+    };
+    let lookup = |plural: &str| {
+        registry
+            .lookup(group, version, plural)
+            .cloned()
+            .ok_or_else(ApiError::no_route)
+    };
+    // namespaces/{ns}/{plural}... addresses a namespaced type; anything else is cluster-scoped
+    // (including the namespace object itself and its subresources).
+    if let ["namespaces", ns, plural, tail @ ..] = rest {
+        if let Some(rt) = registry.lookup(group, version, plural).filter(|t| t.namespaced) {
+            let (name, sub) = match tail {
+                [] => (None, None),
+                [name] => (Some(*name), None),
+                [name, sub] => (Some(*name), Some(*sub)),
+                _ => return Err(ApiError::no_route()),
+            };
+            return Ok(Target::Resource(ResourceRequest {
+                rt: rt.clone(),
+                namespace: Some((*ns).to_string()),
+                name: name.map(str::to_string),
+                subresource: sub.map(str::to_string),
+                watch_path,
+            }));
+        }
+    }
+    let (rt, name, sub) = match rest {
+        [plural] => (lookup(plural)?, None, None),
+        [plural, name] => (lookup(plural)?, Some(*name), None),
+        [plural, name, sub] => (lookup(plural)?, Some(*name), Some(*sub)),
+        _ => return Err(ApiError::no_route()),
+    };
+    if rt.namespaced && name.is_some() {
+        return Err(ApiError::no_route());
+    }
+    Ok(Target::Resource(ResourceRequest {
+        rt,
+        namespace: None,
+        name: name.map(str::to_string),
+        subresource: sub.map(str::to_string),
+        watch_path,
+    }))
+}
+
+/// The representation a client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `application/json`
+    Json,
+    /// `application/yaml`
+    Yaml,
+    /// `application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, carrying the version.
+    Table(&'static str),
+}
+
+/// Chooses the response format from the `Accept` header (first acceptable entry wins).
+pub fn negotiate(headers: &HeaderMap) -> ApiResult<Format> {
+    let Some(accept) = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(Format::Json);
+    };
+    if accept.trim().is_empty() {
+        return Ok(Format::Json);
+    }
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let mut as_kind = None;
+        let mut group = None;
+        let mut version = None;
+        let mut q_zero = false;
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=') {
+                match k.trim() {
+                    "as" => as_kind = Some(v.trim().to_string()),
+                    "g" => group = Some(v.trim().to_string()),
+                    "v" => version = Some(v.trim().to_string()),
+                    "q" => q_zero = v.trim().parse::<f32>().is_ok_and(|q| q == 0.0),
+                    _ => {}
+                }
+            }
+        }
+        if q_zero {
+            continue;
+        }
+        let json_like = matches!(media.as_str(), "application/json" | "application/*" | "*/*");
+        match as_kind.as_deref() {
+            Some("Table") if json_like && group.as_deref() == Some("meta.k8s.io") => match version.as_deref()
+            {
+                Some("v1") => return Ok(Format::Table("v1")),
+                Some("v1beta1") => return Ok(Format::Table("v1beta1")),
+                _ => continue,
+            },
+            Some(_) => continue,
+            None => {}
+        }
+        match media.as_str() {
+            "application/json" | "application/*" | "*/*" => return Ok(Format::Json),
+            "application/yaml" => return Ok(Format::Yaml),
+            _ => continue,
+        }
+    }
+    Err(ApiError::not_acceptable(accept))
+}
+
+/// The media type of a request body.
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Decodes a JSON or YAML body into a JSON value (YAML through serde_yaml, whose alias
+/// expansion and nesting are bounded).
+pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
+    match content_type {
+        "" | "application/json" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as JSON: {e}"
+            ))
+        }),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            serde_yaml::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the body of the request could not be decoded as YAML: {e}"
+                ))
+            })
+        }
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(p: &str) -> ApiResult<Target> {
+        parse_path(&Registry::new(), p)
+    }
+
+    fn resource(p: &str) -> ResourceRequest {
+        match parse(p).unwrap() {
+            Target::Resource(r) => r,
+            other => panic!("{p}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn paths_resolve_to_collections_objects_and_subresources() {
+        let r = resource("/api/v1/namespaces/default/configmaps/x");
+        assert_eq!(
+            (r.rt.plural, r.namespace.as_deref(), r.name.as_deref()),
+            ("configmaps", Some("default"), Some("x"))
+        );
+        let r = resource("/api/v1/namespaces/default");
+        assert_eq!((r.rt.plural, r.name.as_deref()), ("namespaces", Some("default")));
+        let r = resource("/api/v1/namespaces/default/status");
+        assert_eq!(
+            (r.rt.plural, r.subresource.as_deref()),
+            ("namespaces", Some("status"))
+        );
+        let r = resource("/apis/apps/v1/namespaces/a/deployments/d/scale");
+        assert_eq!(r.subresource.as_deref(), Some("scale"));
+        let r = resource("/api/v1/configmaps");
+        assert_eq!((r.rt.plural, r.namespace), ("configmaps", None));
+        let r = resource("/api/v1/watch/namespaces/a/pods");
+        assert!(r.watch_path);
+        assert_eq!(parse("/apis").unwrap(), Target::Groups);
+        assert!(matches!(
+            parse("/apis/apps/v1").unwrap(),
+            Target::ResourceList { .. }
+        ));
+        assert_eq!(parse("/api/v1/configmaps/x").unwrap_err().code, 404);
+        assert_eq!(parse("/api/v2/pods").unwrap_err().code, 404);
+        assert_eq!(parse("/apis/apps/v1/widgets").unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn accept_headers_pick_the_first_supported_format() {
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(axum::http::header::ACCEPT, v.parse().unwrap());
+            m
+        };
+        let kubectl_get = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(negotiate(&h(kubectl_get)).unwrap(), Format::Table("v1"));
+        assert_eq!(negotiate(&h("application/yaml")).unwrap(), Format::Yaml);
+        assert_eq!(
+            negotiate(&h(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+            ))
+            .unwrap(),
+            Format::Json
+        );
+        assert_eq!(negotiate(&h("text/html")).unwrap_err().code, 406);
+        assert_eq!(
+            negotiate(&h("application/yaml;q=0, application/json")).unwrap(),
+            Format::Json
+        );
+        assert_eq!(negotiate(&HeaderMap::new()).unwrap(), Format::Json);
+    }
+
+    #[test]
+    fn bodies_decode_or_fail_with_the_right_status() {
+        assert_eq!(decode_body("application/yaml", b"a: 1").unwrap()["a"], 1);
+        assert_eq!(decode_body("application/json", b"{").unwrap_err().code, 400);
+        assert_eq!(decode_body("text/plain", b"x").unwrap_err().code, 415);
+        let deep = "[".repeat(10_000);
+        assert_eq!(
+            decode_body("application/json", deep.as_bytes()).unwrap_err().code,
+            400
+        );
+        let bomb = "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
+        assert_eq!(
+            decode_body("application/yaml", bomb.as_bytes()).unwrap_err().code,
+            400
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! API errors as Kubernetes `Status` objects, with the codes and reasons kube-apiserver uses.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use kuberaft_raft::NodeError;
+use serde_json::{json, Value};
+
+/// A failed API request; renders as a `Status` body with the matching HTTP code.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// `details` of the Status (name, group, kind, causes), if any.
+    pub details: Option<Value>,
+    /// Seconds the client should wait before retrying (sets `Retry-After`).
+    pub retry_after: Option<u64>,
+}
+
+/// Result of an API operation.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        let mut d = json!({"name": name, "kind": kind});
+        if !group.is_empty() {
+            d["group"] = json!(group);
+        }
+        self.details = Some(d);
+        self
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for `plural "name"`.
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(404, "NotFound", format!("{what} \"{name}\" not found")).with_details(group, plural, name)
+    }
+
+    /// 404 NotFound for a path that serves nothing.
+    pub fn no_route() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(409, "AlreadyExists", format!("{what} \"{name}\" already exists"))
+            .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict on a stale resourceVersion or precondition.
+    pub fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {what} \"{name}\": {why}"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(403, "Forbidden", format!("{what} \"{name}\" is forbidden: {why}"))
+            .with_details(group, plural, name)
+    }
+
+    /// 422 Invalid with field causes `(field, message)`.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: &[(String, String)]) -> Self {
+        let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let shown = if summary.len() == 1 {
+            summary[0].clone()
+        } else {
+            format!("[{}]", summary.join(", "))
+        };
+        let mut e = Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {shown}"))
+            .with_details(group, kind, name);
+        if let Some(d) = e.details.as_mut() {
+            d["causes"] = causes
+                .iter()
+                .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+                .collect();
+        }
+        e
+    }
+
+    /// 406 NotAcceptable.
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: application/json, application/yaml (asked for {accept:?})"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?})"),
+        )
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("the request body is larger than {limit} bytes"),
+        )
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// 503 ServiceUnavailable (no leader, quorum lost).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        let mut e = Self::new(503, "ServiceUnavailable", message);
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 504 Timeout.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        let mut e = Self::new(504, "Timeout", message);
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// The `Status` object.
+    pub fn body(&self) -> Value {
+        let mut v = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            v["details"] = d.clone();
+        }
+        v
+    }
+}
+
+fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::NoLeader | NodeError::Unavailable(_) | NodeError::ShuttingDown => {
+                ApiError::unavailable(e.to_string())
+            }
+            NodeError::Timeout(..) => ApiError::timeout(e.to_string()),
+            NodeError::Rejected(m) => ApiError::bad_request(m),
+            NodeError::Storage(s) => match s {
+                kuberaft_storage::StorageError::TooLarge { .. }
+                | kuberaft_storage::StorageError::InvalidKey(_)
+                | kuberaft_storage::StorageError::InvalidRequest(_) => ApiError::bad_request(s.to_string()),
+                other => ApiError::internal(other.to_string()),
+            },
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.body().to_string(),
+        )
+            .into_response();
+        if let Some(s) = self.retry_after {
+            if let Ok(v) = s.to_string().parse() {
+                resp.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+            }
+        }
+        resp
+    }
+}

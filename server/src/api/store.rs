@@ -1,0 +1,206 @@
+//! The generic object store: Kubernetes objects as JSON in the replicated MVCC store.
+//!
+//! Objects are stored without `metadata.resourceVersion`; on every read it is set to the key's
+//! mod revision, so an object's resourceVersion is exactly the store revision that last changed
+//! it, and a list's resourceVersion is the revision it was read at. Writes are compare-and-swap
+//! transactions on the mod revision.
+
+use std::sync::Arc;
+
+use kuberaft_proto as pb;
+use kuberaft_raft::RaftNode;
+use serde_json::{json, Value};
+
+use super::status::{ApiError, ApiResult};
+
+/// An object read from the store, with its resourceVersion set.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The object.
+    pub obj: Value,
+    /// Its mod revision (= resourceVersion).
+    pub rv: i64,
+}
+
+/// The outcome of a compare-and-swap write.
+#[derive(Debug)]
+pub enum Cas {
+    /// The write happened at this revision.
+    Done(i64),
+    /// The compare failed; the key's current state (`None` when absent).
+    Failed(Option<Stored>),
+}
+
+/// Generic access to objects in the replicated store.
+#[derive(Clone)]
+pub struct Store {
+    node: Arc<RaftNode>,
+}
+
+fn decode(kv: pb::KeyValue) -> ApiResult<Stored> {
+    let mut obj: Value = serde_json::from_slice(&kv.value).map_err(|e| {
+        ApiError::internal(format!(
+            "stored object {} is not JSON: {e}",
+            String::from_utf8_lossy(&kv.key)
+        ))
+    })?;
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
+    }
+    Ok(Stored {
+        obj,
+        rv: kv.mod_revision,
+    })
+}
+
+fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
+    let mut obj = obj.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+fn put(key: &str, value: Vec<u8>) -> pb::Op {
+    pb::Op {
+        op: Some(pb::op::Op::Put(pb::PutOp {
+            key: key.as_bytes().to_vec(),
+            value,
+        })),
+    }
+}
+
+fn mod_rev_is(key: &str, rev: i64) -> pb::Compare {
+    pb::Compare {
+        key: key.as_bytes().to_vec(),
+        target: Some(pb::compare::Target::ModRevision(rev)),
+    }
+}
+
+impl Store {
+    /// A store over `node`.
+    pub fn new(node: Arc<RaftNode>) -> Self {
+        Store { node }
+    }
+
+    /// The replica behind the store.
+    pub fn node(&self) -> &Arc<RaftNode> {
+        &self.node
+    }
+
+    async fn range(&self, req: pb::RangeRequest, consistent: bool) -> ApiResult<pb::RangeResponse> {
+        if consistent {
+            self.node.read_barrier().await?;
+        }
+        let mvcc = self.node.mvcc().clone();
+        tokio::task::spawn_blocking(move || mvcc.range(&req))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| ApiError::from(kuberaft_raft::NodeError::from(e)))
+    }
+
+    /// Reads one object (linearizable when `consistent`).
+    pub async fn get(&self, key: &str, consistent: bool) -> ApiResult<Option<Stored>> {
+        let resp = self
+            .range(
+                pb::RangeRequest {
+                    key: key.as_bytes().to_vec(),
+                    ..Default::default()
+                },
+                consistent,
+            )
+            .await?;
+        resp.kvs.into_iter().next().map(decode).transpose()
+    }
+
+    /// Reads every object under `prefix`; returns them with the revision they were read at.
+    pub async fn list(&self, prefix: &str, consistent: bool) -> ApiResult<(Vec<Stored>, i64)> {
+        let resp = self
+            .range(
+                pb::RangeRequest {
+                    key: prefix.as_bytes().to_vec(),
+                    prefix: true,
+                    ..Default::default()
+                },
+                consistent,
+            )
+            .await?;
+        let items = resp.kvs.into_iter().map(decode).collect::<ApiResult<Vec<_>>>()?;
+        Ok((items, resp.revision))
+    }
+
+    async fn txn(&self, txn: pb::TxnRequest) -> ApiResult<pb::TxnResponse> {
+        let result = self
+            .node
+            .write(pb::Command {
+                command: Some(pb::command::Command::Txn(txn)),
+            })
+            .await?;
+        match result.result {
+            Some(pb::command_result::Result::Txn(t)) => Ok(t),
+            Some(pb::command_result::Result::Rejected(m)) => Err(ApiError::bad_request(m)),
+            other => Err(ApiError::internal(format!("unexpected result {other:?}"))),
+        }
+    }
+
+    fn failed(t: pb::TxnResponse) -> ApiResult<Cas> {
+        Ok(Cas::Failed(
+            t.compared.into_iter().next().map(decode).transpose()?,
+        ))
+    }
+
+    /// Creates `obj` at `key` if the key is absent.
+    pub async fn create(&self, key: &str, obj: &Value) -> ApiResult<Cas> {
+        let t = self
+            .txn(pb::TxnRequest {
+                compares: vec![pb::Compare {
+                    key: key.as_bytes().to_vec(),
+                    target: Some(pb::compare::Target::Exists(false)),
+                }],
+                success: vec![put(key, encode(obj)?)],
+                failure: vec![],
+            })
+            .await?;
+        if t.succeeded {
+            Ok(Cas::Done(t.revision))
+        } else {
+            Self::failed(t)
+        }
+    }
+
+    /// Replaces the object at `key` if its mod revision is still `rev`.
+    pub async fn update(&self, key: &str, obj: &Value, rev: i64) -> ApiResult<Cas> {
+        let t = self
+            .txn(pb::TxnRequest {
+                compares: vec![mod_rev_is(key, rev)],
+                success: vec![put(key, encode(obj)?)],
+                failure: vec![],
+            })
+            .await?;
+        if t.succeeded {
+            Ok(Cas::Done(t.revision))
+        } else {
+            Self::failed(t)
+        }
+    }
+
+    /// Deletes the object at `key` if its mod revision is still `rev`.
+    pub async fn delete(&self, key: &str, rev: i64) -> ApiResult<Cas> {
+        let t = self
+            .txn(pb::TxnRequest {
+                compares: vec![mod_rev_is(key, rev)],
+                success: vec![pb::Op {
+                    op: Some(pb::op::Op::Delete(pb::DeleteOp {
+                        key: key.as_bytes().to_vec(),
+                    })),
+                }],
+                failure: vec![],
+            })
+            .await?;
+        if t.succeeded {
+            Ok(Cas::Done(t.revision))
+        } else {
+            Self::failed(t)
+        }
+    }
+}

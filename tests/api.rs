@@ -1,0 +1,476 @@
+//! The Kubernetes REST API on a real three-replica cluster, driven by the real `kubectl` and by
+//! plain HTTP.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const T: Duration = Duration::from_secs(30);
+
+struct Kube {
+    cluster: Cluster,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Kube {
+    async fn start() -> Kube {
+        let mut cluster = Cluster::start(Options::default());
+        cluster.wait_leader(T).await;
+        let kubeconfig = cluster.dir.path().join("kubeconfig");
+        let mut text = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+        for r in &cluster.replicas {
+            text.push_str(&format!(
+                "- name: node-{}\n  cluster:\n    server: http://{}\n",
+                r.id, r.api_addr
+            ));
+        }
+        text.push_str("contexts:\n");
+        for r in &cluster.replicas {
+            text.push_str(&format!(
+                "- name: node-{0}\n  context: {{cluster: node-{0}, user: u}}\n",
+                r.id
+            ));
+        }
+        text.push_str("current-context: node-1\nusers:\n- name: u\n  user: {}\n");
+        std::fs::write(&kubeconfig, text).unwrap();
+        let k = Kube { cluster, kubeconfig };
+        // The leader creates the system namespaces shortly after it is elected.
+        eventually(T, || async {
+            let (ok, out, err) = k.kubectl("node-1", &["get", "ns", "default", "-o", "name"]);
+            if ok {
+                Ok(out)
+            } else {
+                Err(err)
+            }
+        })
+        .await;
+        k
+    }
+
+    fn kubectl(&self, context: &str, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--context", context, "--request-timeout", "20s"])
+            .args(args)
+            .output()
+            .expect("kubectl is installed");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, context: &str, args: &[&str]) -> String {
+        let (ok, out, err) = self.kubectl(context, args);
+        assert!(ok, "kubectl {args:?} failed: {err}");
+        out
+    }
+
+    fn url(&self, node: usize, path: &str) -> String {
+        format!("http://{}{path}", self.cluster.replicas[node].api_addr)
+    }
+}
+
+const DEMO: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: demo
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: demo
+data:
+  a: \"1\"
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_creates_on_one_replica_and_reads_from_another() {
+    let k = Kube::start().await;
+    let out = k.ok("node-1", &["get", "ns", "-o", "name"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(out.contains(&format!("namespace/{ns}")), "{out}");
+    }
+    let file = k.cluster.dir.path().join("demo.yaml");
+    std::fs::write(&file, DEMO).unwrap();
+    let out = k.ok(
+        "node-2",
+        &["create", "--validate=false", "-f", file.to_str().unwrap()],
+    );
+    assert!(
+        out.contains("namespace/demo created") && out.contains("configmap/app created"),
+        "{out}"
+    );
+    let yaml = k.ok("node-3", &["-n", "demo", "get", "configmap", "app", "-o", "json"]);
+    let cm: Value = serde_json::from_str(&yaml).unwrap();
+    assert_eq!(cm["data"]["a"], "1");
+    assert_eq!(cm["metadata"]["uid"].as_str().unwrap().len(), 36);
+    assert!(cm["metadata"]["creationTimestamp"].is_string());
+    let rv: i64 = cm["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv > 0);
+    k.ok("node-1", &["-n", "demo", "label", "configmap", "app", "tier=web"]);
+    k.ok(
+        "node-3",
+        &[
+            "-n",
+            "demo",
+            "annotate",
+            "configmap",
+            "app",
+            "note=hi",
+            "--overwrite",
+        ],
+    );
+    let out = k.ok("node-2", &["get", "cm", "-A", "-l", "tier=web", "-o", "name"]);
+    assert_eq!(out.trim(), "configmap/app");
+    let out = k.ok("node-2", &["get", "cm", "-A", "-l", "tier!=web", "-o", "name"]);
+    assert_eq!(out.trim(), "");
+    let out = k.ok(
+        "node-1",
+        &[
+            "-n",
+            "demo",
+            "get",
+            "cm",
+            "app",
+            "-o",
+            "jsonpath={.metadata.annotations.note}",
+        ],
+    );
+    assert_eq!(out, "hi");
+    let table = k.ok("node-1", &["get", "cm", "-A"]);
+    assert!(
+        table.starts_with("NAMESPACE") && table.contains("demo") && table.contains("app"),
+        "{table}"
+    );
+    // A duplicate create is AlreadyExists.
+    let (ok, _, err) = k.kubectl(
+        "node-1",
+        &["create", "--validate=false", "-f", file.to_str().unwrap()],
+    );
+    assert!(!ok && err.contains("AlreadyExists"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizers_hold_an_object_and_namespace_deletion_cascades() {
+    let k = Kube::start().await;
+    let file = k.cluster.dir.path().join("demo.yaml");
+    std::fs::write(
+        &file,
+        format!("{DEMO}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: demo, finalizers: [example.com/hold]}}\n"),
+    )
+    .unwrap();
+    k.ok(
+        "node-1",
+        &["create", "--validate=false", "-f", file.to_str().unwrap()],
+    );
+    k.ok("node-2", &["-n", "demo", "delete", "cm", "held", "--wait=false"]);
+    let ts = k.ok(
+        "node-3",
+        &[
+            "-n",
+            "demo",
+            "get",
+            "cm",
+            "held",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ],
+    );
+    assert!(!ts.is_empty(), "held by its finalizer, marked for deletion");
+    k.ok(
+        "node-1",
+        &[
+            "-n",
+            "demo",
+            "patch",
+            "cm",
+            "held",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
+    );
+    let (ok, _, err) = k.kubectl("node-1", &["-n", "demo", "get", "cm", "held"]);
+    assert!(
+        !ok && err.contains("NotFound"),
+        "gone once the finalizer is removed: {err}"
+    );
+    // Deleting the namespace marks it Terminating, forbids new content, empties it, removes it.
+    k.ok("node-1", &["delete", "ns", "demo", "--wait=false"]);
+    let resp = reqwest::Client::new()
+        .post(k.url(1, "/api/v1/namespaces/demo/configmaps"))
+        .json(&json!({"metadata": {"name": "late"}}))
+        .send()
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    assert!(
+        code == 403 || code == 404,
+        "create in a terminating namespace: {code}"
+    );
+    eventually(T, || async {
+        let (ok, _, err) = k.kubectl("node-3", &["get", "ns", "demo"]);
+        if !ok && err.contains("NotFound") {
+            Ok(())
+        } else {
+            Err("namespace still there".to_string())
+        }
+    })
+    .await;
+    assert_eq!(k.ok("node-2", &["get", "cm", "-A", "-o", "name"]).trim(), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_streams_changes() {
+    let k = Kube::start().await;
+    let child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&k.kubeconfig)
+        .args([
+            "--context",
+            "node-3",
+            "get",
+            "cm",
+            "-n",
+            "default",
+            "-w",
+            "-o",
+            "name",
+            "--request-timeout",
+            "8s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let http = reqwest::Client::new();
+    for name in ["w1", "w2"] {
+        let r = http
+            .post(k.url(0, "/api/v1/namespaces/default/configmaps"))
+            .json(&json!({"metadata": {"name": name}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("configmap/w1") && text.contains("configmap/w2"),
+        "{text}"
+    );
+}
+
+async fn call(method: reqwest::Method, url: &str, ctype: &str, body: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .request(method, url)
+        .header("content-type", ctype)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let code = r.status().as_u16();
+    (code, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_status_codes_and_status_bodies() {
+    use reqwest::Method as M;
+    let k = Kube::start().await;
+    let cms = k.url(1, "/api/v1/namespaces/default/configmaps");
+    let j = "application/json";
+    let (code, body) = call(M::POST, &cms, j, r#"{"metadata":{"name":"c1"},"data":{"k":"v"}}"#).await;
+    assert_eq!(code, 201, "{body}");
+    let rv = body["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let cases: Vec<(M, String, &str, String, u16, &str)> = vec![
+        (
+            M::POST,
+            cms.clone(),
+            j,
+            r#"{"metadata":{"name":"c1"}}"#.into(),
+            409,
+            "AlreadyExists",
+        ),
+        (
+            M::GET,
+            format!("{cms}/missing"),
+            j,
+            String::new(),
+            404,
+            "NotFound",
+        ),
+        (M::POST, cms.clone(), j, "{not json".into(), 400, "BadRequest"),
+        (
+            M::POST,
+            cms.clone(),
+            "text/plain",
+            "x".into(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            M::POST,
+            cms.clone(),
+            j,
+            r#"{"metadata":{"name":"Bad_Name"}}"#.into(),
+            422,
+            "Invalid",
+        ),
+        (
+            M::POST,
+            cms.clone(),
+            j,
+            r#"{"kind":"Secret","metadata":{"name":"x"}}"#.into(),
+            400,
+            "BadRequest",
+        ),
+        (
+            M::POST,
+            cms.clone(),
+            j,
+            r#"{"metadata":{"name":"x","namespace":"other"}}"#.into(),
+            400,
+            "BadRequest",
+        ),
+        (
+            M::POST,
+            k.url(0, "/api/v1/namespaces/nope/configmaps"),
+            j,
+            r#"{"metadata":{"name":"x"}}"#.into(),
+            404,
+            "NotFound",
+        ),
+        (
+            M::PUT,
+            format!("{cms}/c1"),
+            j,
+            format!(
+                r#"{{"metadata":{{"name":"c1","resourceVersion":"{}"}}}}"#,
+                rv.parse::<i64>().unwrap() - 1
+            ),
+            409,
+            "Conflict",
+        ),
+        (
+            M::GET,
+            k.url(2, "/api/v1/widgets"),
+            j,
+            String::new(),
+            404,
+            "NotFound",
+        ),
+        (
+            M::POST,
+            cms.clone(),
+            "application/yaml",
+            "a: &a [x,x]\nb: [*a, *a\n".into(),
+            400,
+            "BadRequest",
+        ),
+        (M::POST, cms.clone(), j, "[".repeat(100_000), 400, "BadRequest"),
+        (
+            M::DELETE,
+            format!("{cms}/c1"),
+            j,
+            r#"{"preconditions":{"uid":"wrong"}}"#.into(),
+            409,
+            "Conflict",
+        ),
+    ];
+    for (i, (method, url, ctype, body, want, reason)) in cases.into_iter().enumerate() {
+        let (code, status) = call(method, &url, ctype, &body).await;
+        assert_eq!(code, want, "case {i}: {status}");
+        assert_eq!(status["kind"], "Status", "case {i}");
+        assert_eq!(status["reason"], reason, "case {i}: {status}");
+        assert_eq!(status["code"], want, "case {i}");
+    }
+    // A body over 3 MiB is refused before it is read.
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&k.cluster.replicas[1].api_addr).unwrap();
+        write!(
+            s,
+            "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{{"
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
+        assert!(resp.contains("RequestEntityTooLarge"), "{resp}");
+    }
+    // None of the failed writes changed anything.
+    let (code, list) = call(M::GET, &cms, j, "").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "ConfigMapList");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["c1"]);
+    // YAML out, 406 for what we cannot produce, merge patch, and a correct PUT.
+    let r = reqwest::Client::new()
+        .get(format!("{cms}/c1"))
+        .header("accept", "application/yaml")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/yaml");
+    assert!(r.text().await.unwrap().contains("name: c1"));
+    let r = reqwest::Client::new()
+        .get(format!("{cms}/c1"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 406);
+    let (code, patched) = call(
+        M::PATCH,
+        &format!("{cms}/c1"),
+        "application/merge-patch+json",
+        r#"{"data":{"k":null,"n":"1"}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["data"], json!({"n": "1"}));
+    let rv = patched["metadata"]["resourceVersion"].as_str().unwrap();
+    let (code, put) = call(
+        M::PUT,
+        &format!("{cms}/c1"),
+        j,
+        &format!(r#"{{"metadata":{{"name":"c1","resourceVersion":"{rv}"}},"data":{{"z":"2"}}}}"#),
+    )
+    .await;
+    assert_eq!(code, 200, "{put}");
+    assert_eq!(put["metadata"]["uid"], body["metadata"]["uid"]);
+    let (code, _) = call(
+        M::PATCH,
+        &format!("{cms}/c1"),
+        "application/json-patch+json",
+        r#"[{"op":"test","path":"/data/z","value":"nope"}]"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    // Discovery and version.
+    let (code, v) = call(M::GET, &k.url(0, "/version"), j, "").await;
+    assert_eq!((code, v["major"].as_str()), (200, Some("1")));
+    let (_, apps) = call(M::GET, &k.url(0, "/apis/apps/v1"), j, "").await;
+    assert!(apps["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "deployments/scale"));
+}

@@ -44,7 +44,12 @@ pub async fn serve(
         .tcp_nodelay(true)
         .add_service(peer)
         .add_service(kv)
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        // Nagle's algorithm with delayed ACKs stalls every small reply by ~40 ms; tonic only
+        // applies TCP_NODELAY to listeners it binds itself, so set it on ours.
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
         .await
 }
 

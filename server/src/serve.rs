@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use kuberaft_raft::RaftNode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -52,6 +53,12 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         },
         api,
     );
+    // Small API responses must not wait on Nagle's algorithm.
+    let api_listener = api_listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let api = tokio::spawn(
         axum::serve(api_listener, app)
             .with_graceful_shutdown(stopped(stop_rx.clone()))

@@ -92,6 +92,33 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
             .unwrap();
         assert_eq!(http.status(), 200);
     }
+    // Prometheus metrics with the Raft and storage series operators graph.
+    let metrics = reqwest::get(format!("http://127.0.0.1:{api}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "kuberaft_raft_term",
+        "kuberaft_raft_is_leader",
+        "kuberaft_raft_leader_changes_total",
+        "kuberaft_raft_commit_index",
+        "kuberaft_raft_applied_index",
+        "kuberaft_store_revision",
+        "kuberaft_store_compacted_revision",
+        "kuberaft_store_db_size_bytes",
+        "kuberaft_storage_fsync_duration_seconds_bucket",
+    ] {
+        assert!(
+            metrics.contains(series),
+            "{series} missing from /metrics:\n{metrics}"
+        );
+    }
+    let live = reqwest::get(format!("http://127.0.0.1:{api}/livez"))
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
     let (ok, out, err) = run(&[
         "endpoint",
         "status",

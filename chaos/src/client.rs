@@ -1,9 +1,11 @@
 //! One client type for both benchmarked systems, so the workload driver does not care which
 //! one it talks to.
 //!
-//! kuberaft is driven through its `Kv` gRPC service on each replica's peer address (a put is a
-//! `Txn` with one `Put` in `success`); etcd through its v3 `KV` gRPC service on each member's
-//! client URL. A `Range` with `serializable: false` is linearizable on both.
+//! kuberaft is driven either through its `Kv` gRPC service on each replica's peer address (a put
+//! is a `Txn` with one `Put` in `success`) or, for the API benchmark, through the Kubernetes
+//! HTTP API as ConfigMaps; etcd through its v3 `KV` gRPC service on each member's client URL. A
+//! `Range` with `serializable: false` is linearizable on both; over HTTP, an unset
+//! resourceVersion is the linearizable ("Most Recent") read and `resourceVersion=0` the local one.
 
 use std::time::Duration;
 
@@ -57,13 +59,153 @@ pub async fn connect(addr: &str) -> anyhow::Result<Channel> {
         .with_context(|| format!("cannot connect to {addr}"))
 }
 
-/// A KV client of one replica of either system. Cloning is cheap and shares the connection.
+/// A client of one replica of either system. Cloning is cheap and shares the connection(s).
 #[derive(Debug, Clone)]
 pub enum Client {
     /// kuberaft's `Kv` service.
     Kuberaft(kuberaft_proto::kv_client::KvClient<Channel>),
     /// etcd's v3 `KV` service.
     Etcd(etcdpb::kv_client::KvClient<Channel>),
+    /// kuberaft's Kubernetes HTTP API: keys are ConfigMaps.
+    Http(HttpClient),
+}
+
+/// How long one HTTP request may take before it counts as failed.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The namespace of the API benchmark's preloaded ConfigMaps (the ones reads and lists see).
+pub const PRELOAD_NAMESPACE: &str = "bench";
+/// The namespace the API benchmark's creates write to, so lists keep seeing only the preload.
+pub const WRITE_NAMESPACE: &str = "bench-writes";
+/// Keys under this prefix are preloaded entries (see `workload::preload_key`).
+pub const PRELOAD_PREFIX: &str = "/bench/preload/";
+
+/// A Kubernetes API client of one replica: a keep-alive connection pool and the base URL.
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// Why an HTTP operation failed, as one line.
+fn http_error(e: reqwest::Error) -> tonic::Status {
+    tonic::Status::unavailable(format!("HTTP: {e}"))
+}
+
+/// A non-success HTTP answer as an error carrying the status code and the start of the body.
+async fn http_check(resp: reqwest::Response) -> Result<reqwest::Response, tonic::Status> {
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let code = resp.status();
+    let body = resp.text().await.unwrap_or_default();
+    let head: String = body.chars().take(200).collect();
+    Err(tonic::Status::unknown(format!("HTTP {code}: {head}")))
+}
+
+/// The ConfigMap name standing for a benchmark key (names must be DNS subdomains).
+pub fn configmap_name(key: &[u8]) -> String {
+    let dashed: String = String::from_utf8_lossy(key)
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c,
+            false => '-',
+        })
+        .collect();
+    dashed.trim_matches('-').to_string()
+}
+
+impl HttpClient {
+    /// A client of the replica whose API listens at `addr` (`host:port`).
+    pub fn new(addr: &str) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(HTTP_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .build()
+            .context("cannot build an HTTP client")?;
+        Ok(Self {
+            http,
+            base: format!("http://{addr}"),
+        })
+    }
+
+    /// The ConfigMap collection holding `key`: preloaded keys in one namespace, fresh writes in
+    /// another.
+    fn collection(&self, key: &[u8]) -> String {
+        let namespace = if key.starts_with(PRELOAD_PREFIX.as_bytes()) {
+            PRELOAD_NAMESPACE
+        } else {
+            WRITE_NAMESPACE
+        };
+        format!("{}/api/v1/namespaces/{namespace}/configmaps", self.base)
+    }
+
+    /// Creates the benchmark namespaces unless they exist.
+    pub async fn ensure_namespaces(&self) -> anyhow::Result<()> {
+        for name in [PRELOAD_NAMESPACE, WRITE_NAMESPACE] {
+            let body = serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+            });
+            let resp = self
+                .http
+                .post(format!("{}/api/v1/namespaces", self.base))
+                .json(&body)
+                .send()
+                .await
+                .with_context(|| format!("cannot create namespace {name}"))?;
+            anyhow::ensure!(
+                resp.status().is_success() || resp.status() == reqwest::StatusCode::CONFLICT,
+                "creating namespace {name} answered {}",
+                resp.status()
+            );
+        }
+        Ok(())
+    }
+
+    async fn create(&self, key: &[u8], value: &[u8]) -> Result<(), tonic::Status> {
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": configmap_name(key)},
+            "data": {"value": String::from_utf8_lossy(value)},
+        });
+        let resp = self
+            .http
+            .post(self.collection(key))
+            .json(&body)
+            .send()
+            .await
+            .map_err(http_error)?;
+        http_check(resp).await?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &[u8], serializable: bool) -> Result<bool, tonic::Status> {
+        let mut req = self
+            .http
+            .get(format!("{}/{}", self.collection(key), configmap_name(key)));
+        if serializable {
+            req = req.query(&[("resourceVersion", "0")]);
+        }
+        let resp = req.send().await.map_err(http_error)?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(false);
+        }
+        http_check(resp).await?.bytes().await.map_err(http_error)?;
+        Ok(true)
+    }
+
+    async fn list(&self, prefix: &[u8], serializable: bool) -> Result<usize, tonic::Status> {
+        let mut req = self.http.get(self.collection(prefix));
+        if serializable {
+            req = req.query(&[("resourceVersion", "0")]);
+        }
+        let resp = http_check(req.send().await.map_err(http_error)?).await?;
+        let list: serde_json::Value = resp.json().await.map_err(http_error)?;
+        Ok(list["items"].as_array().map_or(0, Vec::len))
+    }
 }
 
 impl Client {
@@ -74,6 +216,11 @@ impl Client {
             System::Kuberaft => Client::Kuberaft(kuberaft_proto::kv_client::KvClient::new(channel)),
             System::Etcd => Client::Etcd(etcdpb::kv_client::KvClient::new(channel)),
         })
+    }
+
+    /// A Kubernetes API client of the kuberaft replica whose API listens at `addr`.
+    pub fn http(addr: &str) -> anyhow::Result<Self> {
+        Ok(Client::Http(HttpClient::new(addr)?))
     }
 
     /// Writes `value` at `key`.
@@ -94,6 +241,7 @@ impl Client {
                 let req = etcdpb::PutRequest { key, value, lease: 0 };
                 c.put(req).await?;
             }
+            Client::Http(c) => c.create(&key, &value).await?,
         }
         Ok(())
     }
@@ -118,6 +266,64 @@ impl Client {
                 };
                 Ok(!c.range(req).await?.into_inner().kvs.is_empty())
             }
+            Client::Http(c) => c.get(&key, serializable).await,
         }
+    }
+
+    /// Lists every key under `prefix` (over HTTP: every ConfigMap of the namespace holding it);
+    /// `serializable` as for [`Client::get`]. Returns how many there are.
+    pub async fn list(&mut self, prefix: Vec<u8>, serializable: bool) -> Result<usize, tonic::Status> {
+        match self {
+            Client::Kuberaft(c) => {
+                let req = kuberaft_proto::RangeRequest {
+                    key: prefix,
+                    prefix: true,
+                    serializable,
+                    ..Default::default()
+                };
+                Ok(c.range(req).await?.into_inner().kvs.len())
+            }
+            Client::Etcd(c) => {
+                let req = etcdpb::RangeRequest {
+                    range_end: prefix_end(&prefix),
+                    key: prefix,
+                    serializable,
+                    ..Default::default()
+                };
+                Ok(c.range(req).await?.into_inner().kvs.len())
+            }
+            Client::Http(c) => c.list(&prefix, serializable).await,
+        }
+    }
+}
+
+/// The end of the key range holding every key that starts with `prefix` (etcd's convention:
+/// the prefix with its last byte incremented).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end(b"/bench/preload/"), b"/bench/preload0".to_vec());
+        assert_eq!(prefix_end(&[b'a', 0xff]), b"b".to_vec());
+        assert_eq!(prefix_end(&[0xff]), vec![0]);
+    }
+
+    #[test]
+    fn configmap_names_are_dns_subdomains() {
+        assert_eq!(configmap_name(b"/bench/preload/0042"), "bench-preload-0042");
+        assert_eq!(configmap_name(b"/bench/put-c16-r0/3/7"), "bench-put-c16-r0-3-7");
     }
 }

@@ -359,6 +359,8 @@ pub struct KuberaftCluster {
     dir: ScratchDir,
     /// Peer addresses (`host:port`, where the `Kv` service runs), one per node.
     pub addrs: Vec<String>,
+    /// Kubernetes API addresses (`host:port`), one per node.
+    pub api_addrs: Vec<String>,
 }
 
 impl KuberaftCluster {
@@ -380,6 +382,9 @@ impl KuberaftCluster {
             process,
             addrs: (0..REPLICAS)
                 .map(|i| format!("127.0.0.1:{}", ports.kuberaft_peer() + i))
+                .collect(),
+            api_addrs: (0..REPLICAS)
+                .map(|i| format!("127.0.0.1:{}", ports.kuberaft_api() + i))
                 .collect(),
             dir,
         };

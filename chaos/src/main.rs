@@ -2,7 +2,9 @@
 //!
 //! `kuberaft-bench kv` starts a local three-member etcd cluster and a local three-node kuberaft
 //! cluster side by side, drives each with closed-loop clients, and prints a markdown table
-//! comparing throughput and latency (see `kuberaft-bench kv --help`).
+//! comparing throughput and latency (see `kuberaft-bench kv --help`). `kuberaft-bench api` does
+//! the same with kuberaft driven through its Kubernetes HTTP API (ConfigMaps), so the cost of
+//! the API layer shows against the raw store.
 
 mod client;
 mod cluster;
@@ -35,7 +37,56 @@ enum Command {
     /// Compare kuberaft's KV throughput and latency with etcd's on this machine.
     #[command(long_about = KV_ABOUT)]
     Kv(KvArgs),
+    /// Compare ConfigMap writes, reads and lists through kuberaft's HTTP API with etcd's KV.
+    #[command(long_about = API_ABOUT)]
+    Api(KvArgs),
 }
+
+/// Which interface of kuberaft a benchmark drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The `Kv` gRPC service (the raw replicated store).
+    Kv,
+    /// The Kubernetes HTTP API, with ConfigMaps standing for keys.
+    Api,
+}
+
+impl Mode {
+    /// The operations run when `--ops` is not given.
+    fn default_ops(self) -> Vec<Op> {
+        match self {
+            Mode::Kv => vec![Op::Put, Op::GetLinearizable, Op::GetSerializable],
+            Mode::Api => vec![
+                Op::Put,
+                Op::GetLinearizable,
+                Op::GetSerializable,
+                Op::ListLinearizable,
+                Op::ListSerializable,
+            ],
+        }
+    }
+}
+
+/// Long help of `kuberaft-bench api`.
+const API_ABOUT: &str = "\
+Compare ConfigMap writes, reads and lists through kuberaft's HTTP API with etcd's KV.
+
+Like `kuberaft-bench kv` (same clusters, ports, alternation and report), but kuberaft is driven
+through the Kubernetes HTTP API of its three replicas (HTTP/1.1 keep-alive, JSON), so the
+table shows what the API layer costs on top of the raw store. etcd is driven exactly as in
+`kv`: it is the bare-store baseline the API is held to.
+
+Operations (kuberaft over HTTP / etcd):
+  put                POST a ConfigMap with --value-size bytes of data / Put
+  get-linearizable   GET one of 1000 preloaded ConfigMaps, resourceVersion unset (Most Recent)
+                     / linearizable Range
+  get-serializable   the same GET with resourceVersion=0 (Any) / serializable Range
+  list-linearizable  list the 1000 preloaded ConfigMaps, resourceVersion unset
+                     / linearizable Range of the 1000 preloaded keys
+  list-serializable  the same list with resourceVersion=0 / serializable Range
+
+Example:
+  kuberaft-bench api --concurrency 1,16,64 --duration-secs 10 --runs 3 --json api.json";
 
 /// Long help of `kuberaft-bench kv`.
 const KV_ABOUT: &str = "\
@@ -90,13 +141,9 @@ pub struct KvArgs {
     /// Systems to benchmark (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "kuberaft,etcd")]
     pub systems: Vec<System>,
-    /// Operations to benchmark (comma-separated), in this order.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "put,get-linearizable,get-serializable"
-    )]
+    /// Operations to benchmark (comma-separated), in this order [default: kv: put,
+    /// get-linearizable, get-serializable; api: those and list-linearizable, list-serializable].
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub ops: Vec<Op>,
     /// The kuberaft binary [default: `kuberaft` next to this executable].
     #[arg(long)]
@@ -172,6 +219,26 @@ async fn connect_all(system: System, addrs: &[String]) -> anyhow::Result<Vec<Cli
     Ok(clients)
 }
 
+/// How long the API may take to accept the benchmark's namespaces after the cluster is up.
+const API_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One Kubernetes API client per replica, after creating the benchmark's namespaces.
+async fn connect_http(addrs: &[String]) -> anyhow::Result<Vec<Client>> {
+    let mut clients = Vec::new();
+    for addr in addrs {
+        clients.push(Client::http(addr)?);
+    }
+    let first = client::HttpClient::new(&addrs[0])?;
+    let deadline = std::time::Instant::now() + API_READY_TIMEOUT;
+    loop {
+        match first.ensure_namespaces().await {
+            Ok(()) => return Ok(clients),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
 /// A running system under test.
 struct Target {
     system: System,
@@ -179,9 +246,12 @@ struct Target {
     preloaded: bool,
 }
 
-/// Runs `kuberaft-bench kv`.
-async fn run_kv(mut args: KvArgs) -> anyhow::Result<()> {
+/// Runs `kuberaft-bench kv` or `kuberaft-bench api`.
+async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
     args.systems = dedup_keep_order(&args.systems);
+    if args.ops.is_empty() {
+        args.ops = mode.default_ops();
+    }
     args.ops = dedup_keep_order(&args.ops);
     if args.systems.is_empty() || args.ops.is_empty() {
         bail!("--systems and --ops must not be empty");
@@ -231,9 +301,13 @@ async fn run_kv(mut args: KvArgs) -> anyhow::Result<()> {
         });
     }
     if let Some(c) = &kuberaft {
+        let clients = match mode {
+            Mode::Kv => connect_all(System::Kuberaft, &c.addrs).await?,
+            Mode::Api => connect_http(&c.api_addrs).await?,
+        };
         targets.push(Target {
             system: System::Kuberaft,
-            clients: connect_all(System::Kuberaft, &c.addrs).await?,
+            clients,
             preloaded: false,
         });
     }
@@ -286,9 +360,13 @@ async fn run_kv(mut args: KvArgs) -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let etcd_version = etcd.as_ref().and_then(|_| etcd_version(&args.etcd_bin));
     let table = report::markdown(&cells, &args.ops, &args.concurrency.0);
+    let interface = match mode {
+        Mode::Kv => "kuberaft through its Kv gRPC service",
+        Mode::Api => "kuberaft through its Kubernetes HTTP API (ConfigMaps, HTTP/1.1, JSON)",
+    };
     println!(
-        "3 replicas per system on one host ({cpus} CPUs, shared with the clients); {} B values; \
-         {} s measured after {} s warm-up; median of {} run(s); {}.\n",
+        "3 replicas per system on one host ({cpus} CPUs, shared with the clients); {interface}; \
+         {} B values; {} s measured after {} s warm-up; median of {} run(s); {}.\n",
         args.value_size,
         args.duration_secs,
         args.warmup_secs,
@@ -298,7 +376,10 @@ async fn run_kv(mut args: KvArgs) -> anyhow::Result<()> {
     print!("{table}");
     if let Some(path) = &args.json {
         let report = report::Report {
-            benchmark: "kv",
+            benchmark: match mode {
+                Mode::Kv => "kv",
+                Mode::Api => "api",
+            },
             config: &args,
             host_cpus: cpus,
             etcd_version,
@@ -334,17 +415,17 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Kv(args) => {
-            // On a signal the benchmark future is dropped, and with it the clusters' guards,
-            // which stop the servers and remove their data.
-            tokio::select! {
-                r = run_kv(args) => r,
-                r = shutdown_signal() => {
-                    r?;
-                    bail!("interrupted; stopping the clusters")
-                }
-            }
+    let (mode, args) = match cli.command {
+        Command::Kv(args) => (Mode::Kv, args),
+        Command::Api(args) => (Mode::Api, args),
+    };
+    // On a signal the benchmark future is dropped, and with it the clusters' guards, which
+    // stop the servers and remove their data.
+    tokio::select! {
+        r = run_bench(mode, args) => r,
+        r = shutdown_signal() => {
+            r?;
+            bail!("interrupted; stopping the clusters")
         }
     }
 }
@@ -373,10 +454,22 @@ mod tests {
     #[test]
     fn cli_defaults() {
         let cli = Cli::try_parse_from(["kuberaft-bench", "kv"]).unwrap();
-        let Command::Kv(args) = cli.command;
+        let Command::Kv(args) = cli.command else {
+            panic!("not kv")
+        };
         assert_eq!(args.concurrency.0, vec![1, 16, 64, 256]);
         assert_eq!(args.systems, vec![System::Kuberaft, System::Etcd]);
-        assert_eq!(args.ops, vec![Op::Put, Op::GetLinearizable, Op::GetSerializable]);
+        assert!(args.ops.is_empty(), "the default comes from the mode");
+        assert_eq!(
+            Mode::Kv.default_ops(),
+            vec![Op::Put, Op::GetLinearizable, Op::GetSerializable]
+        );
+        assert!(Mode::Api.default_ops().contains(&Op::ListLinearizable));
+        let cli = Cli::try_parse_from(["kuberaft-bench", "api", "--ops", "list-serializable"]).unwrap();
+        let Command::Api(args) = cli.command else {
+            panic!("not api")
+        };
+        assert_eq!(args.ops, vec![Op::ListSerializable]);
         assert_eq!(args.duration_secs, 10);
         assert_eq!(args.warmup_secs, 1);
         assert_eq!(args.value_size, 1024);
@@ -398,7 +491,9 @@ mod tests {
             "2,3",
         ])
         .unwrap();
-        let Command::Kv(args) = cli.command;
+        let Command::Kv(args) = cli.command else {
+            panic!("not kv")
+        };
         assert_eq!(args.systems, vec![System::Etcd]);
         assert_eq!(args.ops, vec![Op::GetSerializable, Op::Put]);
         assert_eq!(args.concurrency.0, vec![2, 3]);

@@ -12,7 +12,7 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 
-use crate::client::Client;
+use crate::client::{Client, PRELOAD_PREFIX};
 
 /// Number of keys written before the read workloads; each read picks one at random.
 pub const PRELOAD_KEYS: u64 = 1000;
@@ -33,6 +33,10 @@ pub enum Op {
     GetLinearizable,
     /// Serializable read of a random preloaded key from the replica's local state.
     GetSerializable,
+    /// Linearizable read of all preloaded keys.
+    ListLinearizable,
+    /// Serializable read of all preloaded keys from the replica's local state.
+    ListSerializable,
 }
 
 impl Op {
@@ -42,6 +46,8 @@ impl Op {
             Op::Put => "put",
             Op::GetLinearizable => "get-linearizable",
             Op::GetSerializable => "get-serializable",
+            Op::ListLinearizable => "list-linearizable",
+            Op::ListSerializable => "list-serializable",
         }
     }
 
@@ -56,6 +62,10 @@ impl std::fmt::Display for Op {
         f.write_str(self.name())
     }
 }
+
+/// Printable bytes for written values: ConfigMap data must be text, and the KV systems get the
+/// same bytes so both store the same amount.
+const VALUE_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
 /// A small xorshift64 generator: enough to pick keys and fill values, no extra crate.
 #[derive(Debug, Clone)]
@@ -83,18 +93,17 @@ impl XorShift {
         self.next_u64() % n
     }
 
-    /// Fills `buf` with pseudo-random bytes.
+    /// Fills `buf` with pseudo-random printable bytes (letters and digits).
     pub fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let bytes = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        for b in buf.iter_mut() {
+            *b = VALUE_ALPHABET[self.below(VALUE_ALPHABET.len() as u64) as usize];
         }
     }
 }
 
 /// The key of preloaded entry `i`.
 pub fn preload_key(i: u64) -> Vec<u8> {
-    format!("/bench/preload/{i:04}").into_bytes()
+    format!("{PRELOAD_PREFIX}{i:04}").into_bytes()
 }
 
 /// An empty latency histogram (microseconds, 3 significant digits).
@@ -223,7 +232,7 @@ async fn drive(
             Op::Put => {
                 // Make every value differ from the previous one without refilling it all.
                 let n = value.len().min(8);
-                value[..n].copy_from_slice(&rng.next_u64().to_le_bytes()[..n]);
+                rng.fill(&mut value[..n]);
                 let key = format!("/bench/{}/{task}/{seq}", spec.tag).into_bytes();
                 with_timeout(client.put(key, value.clone())).await
             }
@@ -233,6 +242,14 @@ async fn drive(
                 match with_timeout(client.get(key, serializable)).await {
                     Ok(true) => Ok(()),
                     Ok(false) => Err("a preloaded key is missing".to_string()),
+                    Err(e) => Err(e),
+                }
+            }
+            Op::ListLinearizable | Op::ListSerializable => {
+                let serializable = spec.op == Op::ListSerializable;
+                match with_timeout(client.list(PRELOAD_PREFIX.as_bytes().to_vec(), serializable)).await {
+                    Ok(n) if n as u64 == PRELOAD_KEYS => Ok(()),
+                    Ok(n) => Err(format!("listed {n} preloaded keys, expected {PRELOAD_KEYS}")),
                     Err(e) => Err(e),
                 }
             }
@@ -336,10 +353,14 @@ mod tests {
     }
 
     #[test]
-    fn fill_handles_partial_chunks() {
-        let mut buf = vec![0u8; 13];
+    fn fill_writes_varied_printable_bytes() {
+        let mut buf = vec![0u8; 64];
         XorShift::new(3).fill(&mut buf);
-        assert!(buf[8..].iter().any(|&b| b != 0));
+        assert!(buf.iter().all(|b| b.is_ascii_alphanumeric()));
+        let mut distinct = buf.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 10, "{buf:?}");
     }
 
     #[test]

@@ -7,75 +7,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use support::kube::Kube;
 use support::*;
 
 const T: Duration = Duration::from_secs(30);
-
-struct Kube {
-    cluster: Cluster,
-    kubeconfig: std::path::PathBuf,
-}
-
-impl Kube {
-    async fn start() -> Kube {
-        let mut cluster = Cluster::start(Options::default());
-        cluster.wait_leader(T).await;
-        let kubeconfig = cluster.dir.path().join("kubeconfig");
-        let mut text = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
-        for r in &cluster.replicas {
-            text.push_str(&format!(
-                "- name: node-{}\n  cluster:\n    server: http://{}\n",
-                r.id, r.api_addr
-            ));
-        }
-        text.push_str("contexts:\n");
-        for r in &cluster.replicas {
-            text.push_str(&format!(
-                "- name: node-{0}\n  context: {{cluster: node-{0}, user: u}}\n",
-                r.id
-            ));
-        }
-        text.push_str("current-context: node-1\nusers:\n- name: u\n  user: {}\n");
-        std::fs::write(&kubeconfig, text).unwrap();
-        let k = Kube { cluster, kubeconfig };
-        // The leader creates the system namespaces shortly after it is elected.
-        eventually(T, || async {
-            let (ok, out, err) = k.kubectl("node-1", &["get", "ns", "default", "-o", "name"]);
-            if ok {
-                Ok(out)
-            } else {
-                Err(err)
-            }
-        })
-        .await;
-        k
-    }
-
-    fn kubectl(&self, context: &str, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--context", context, "--request-timeout", "20s"])
-            .args(args)
-            .output()
-            .expect("kubectl is installed");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, context: &str, args: &[&str]) -> String {
-        let (ok, out, err) = self.kubectl(context, args);
-        assert!(ok, "kubectl {args:?} failed: {err}");
-        out
-    }
-
-    fn url(&self, node: usize, path: &str) -> String {
-        format!("http://{}{path}", self.cluster.replicas[node].api_addr)
-    }
-}
 
 const DEMO: &str = "apiVersion: v1
 kind: Namespace
@@ -238,6 +173,8 @@ async fn kubectl_get_watch_streams_changes() {
     let child = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&k.kubeconfig)
+        .arg("--cache-dir")
+        .arg(&k.cache_dir)
         .args([
             "--context",
             "node-3",

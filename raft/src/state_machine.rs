@@ -76,16 +76,18 @@ impl StateMachine {
     }
 
     fn applied_marker(&self) -> Result<(Option<LogId>, StoredMembership), StorageError<u64>> {
-        let (applied, membership) = self
+        let meta = self
             .mvcc
             .raft_meta()
             .map_err(|e| StorageIOError::read_state_machine(&e))?;
-        let applied = applied
+        let applied = meta
+            .applied
             .map(|b| decode::<Option<LogId>>("applied", &b))
             .transpose()
             .map_err(|e| StorageIOError::read_state_machine(&e))?
             .flatten();
-        let membership = membership
+        let membership = meta
+            .membership
             .map(|b| decode::<StoredMembership>("membership", &b))
             .transpose()
             .map_err(|e| StorageIOError::read_state_machine(&e))?

@@ -197,6 +197,7 @@ async fn wait_ready(nodes: &mut [Node], timeout: Duration) -> anyhow::Result<()>
 
 /// Runs `cluster up` until Ctrl-C or SIGTERM.
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let signal = crate::serve::shutdown_signal()?;
     let configs = prepare(&args)?;
     let dir = std::fs::canonicalize(&args.dir)?;
     let exe = std::env::current_exe()?;
@@ -244,7 +245,6 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     println!("kubeconfig: {}", kubeconfig_path.display());
     println!("  export KUBECONFIG={}", kubeconfig_path.display());
     println!("Press Ctrl-C to stop the cluster.");
-    let signal = crate::serve::shutdown_signal();
     tokio::pin!(signal);
     let mut reported = std::collections::HashSet::new();
     loop {

@@ -30,6 +30,12 @@ pub fn router(state: HttpState, api: Api) -> Router {
         .route("/healthz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/version", get(version))
+        .route("/openapi/v2", get(api::openapi::v2))
+        .route("/openapi/v3", get(api::openapi::v3_index))
+        .route(
+            "/openapi/v3/{*group_version}",
+            get(api::openapi::v3_group_version),
+        )
         .with_state(state)
         .fallback_service(kube)
 }

@@ -20,6 +20,7 @@ use crate::observability::{install_metrics, spawn_gauges};
 /// Runs the replica described by the config file at `path`.
 pub async fn run(path: &Path) -> anyhow::Result<()> {
     let config = ServeConfig::load(path)?;
+    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
     let metrics = install_metrics()?;
     // Bind both listeners first: a port conflict is reported before the data dir is touched.
     let peer_listener = TcpListener::bind(config.peer_listen())
@@ -72,7 +73,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         "replica started"
     );
     let outcome = tokio::select! {
-        _ = shutdown_signal() => Ok(()),
+        _ = shutdown => Ok(()),
         Some(reason) = fatal.recv() => Err(anyhow::anyhow!("refusing to run: {reason}")),
     };
     let _ = stop_tx.send(true);
@@ -82,18 +83,17 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     outcome
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
+/// Installs the SIGINT (Ctrl-C) and SIGTERM handlers now and returns a future that resolves
+/// on the first of them. Installing eagerly matters: a signal that arrives between "ready" and
+/// the first poll of a lazily installed handler would kill the process uncleanly.
+pub fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
+    })
 }

@@ -143,15 +143,13 @@ impl LogStore {
             IteratorMode::From(&be(start), Direction::Forward),
         );
         let mut out = Vec::new();
-        let mut expect = start;
-        for item in it {
+        for (expect, item) in (start..).zip(it) {
             let (k, v) = item?;
             let index = from_be(&k).ok_or_else(|| StorageError::corrupt("log", "bad index key"))?;
             if index != expect {
                 break;
             }
             out.push((index, v.to_vec()));
-            expect += 1;
         }
         Ok(out)
     }

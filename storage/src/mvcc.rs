@@ -196,12 +196,12 @@ impl Mvcc {
     }
 
     /// The Raft layer's applied marker and membership record, as last applied.
-    pub fn raft_meta(&self) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), StorageError> {
+    pub fn raft_meta(&self) -> Result<RaftMeta, StorageError> {
         let cf = self.db.cf(CF_SM);
-        Ok((
-            self.db.db.get_cf(cf, META_APPLIED)?,
-            self.db.db.get_cf(cf, META_MEMBERSHIP)?,
-        ))
+        Ok(RaftMeta {
+            applied: self.db.db.get_cf(cf, META_APPLIED)?,
+            membership: self.db.db.get_cf(cf, META_MEMBERSHIP)?,
+        })
     }
 
     /// Starts a batch of applies; nothing is visible until [`ApplyBatch::commit`].
@@ -640,4 +640,14 @@ fn tombstone(prev: KeyValue, rev: i64) -> Change {
         },
         prev: Some(prev),
     }
+}
+
+/// The Raft layer's bookkeeping kept beside the state (opaque bytes to this crate), so the
+/// applied point and the membership move atomically with the data they describe.
+#[derive(Debug, Clone, Default)]
+pub struct RaftMeta {
+    /// The encoded last-applied log id, if anything was applied.
+    pub applied: Option<Vec<u8>>,
+    /// The encoded membership record, if one was applied.
+    pub membership: Option<Vec<u8>>,
 }

@@ -15,7 +15,7 @@ use super::request::ResourceRequest;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{Cas, Store, Stored};
-use super::strategy::{allow_create_on_update, default_on_create, keep_status, take_status_only};
+use super::strategy::{self, allow_create_on_update, take_status_only};
 
 /// Query parameters of a request.
 pub type Query = HashMap<String, String>;
@@ -64,7 +64,7 @@ fn consistent(q: &Query) -> bool {
 }
 
 /// The client's resourceVersion precondition in a body, if any.
-fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
+pub(super) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     match meta_str(obj, "resourceVersion") {
         None | Some("") => Ok(None),
         Some(rv) => rv.parse::<i64>().map(Some).map_err(|_| {
@@ -75,8 +75,11 @@ fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     }
 }
 
-/// GET of one object.
+/// GET of one object (or of its scale subresource).
 pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
+    if req.subresource.as_deref() == Some("scale") {
+        return super::scale::get(store, req, q).await;
+    }
     let name = name_of(req)?;
     let stored = store
         .get(&key(req, name), consistent(q))
@@ -157,7 +160,7 @@ fn with_rv(mut obj: Value, rev: i64) -> Value {
 }
 
 /// Whether `dryRun` asks for a dry run (`All`); any other value is a 400.
-fn dry_run(q: &Query) -> ApiResult<bool> {
+pub(super) fn dry_run(q: &Query) -> ApiResult<bool> {
     match q.get("dryRun").map(String::as_str) {
         None | Some("") => Ok(false),
         Some("All") => Ok(true),
@@ -181,27 +184,30 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, mut obj: Va
             "a namespaced object must be created in a namespace",
         ));
     }
-    default_on_create(&req.rt, &mut obj);
+    strategy::prepare_for_create(&req.rt, &mut obj);
     check_namespace(store, req).await?;
     let key = key(req, &name);
     if dry {
         return match store.get(&key, true).await? {
             Some(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
-            None => Ok(Reply::object(201, obj)),
+            None => {
+                strategy::preview(store, &req.rt, &key, &mut obj).await?;
+                Ok(Reply::object(201, obj))
+            }
         };
     }
-    match store.create(&key, &obj).await? {
+    match strategy::create(store, &req.rt, &key, &mut obj).await? {
         Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev))),
         Cas::Failed(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
     }
 }
 
 /// The object a write would store, computed from the current one.
-type Mutation<'a> = Box<dyn FnMut(Option<&Stored>) -> ApiResult<Value> + Send + 'a>;
+pub(super) type Mutation<'a> = Box<dyn FnMut(Option<&Stored>) -> ApiResult<Value> + Send + 'a>;
 
 /// Read-modify-write with compare-and-swap. `pinned` is the client's resourceVersion
 /// precondition: with one, a lost race is a 409; without, it is retried on the fresh object.
-async fn guaranteed_update(
+pub(super) async fn guaranteed_update(
     store: &Store,
     req: &ResourceRequest,
     name: &str,
@@ -238,18 +244,21 @@ async fn guaranteed_update(
                         .is_none_or(|f| f.is_empty());
                 if finalized {
                     match store.delete(&key, cur.rv).await? {
-                        Cas::Done(_) => return Ok(Reply::object(200, with_rv(next, cur.rv))),
+                        Cas::Done(_) => {
+                            strategy::after_delete(store, rt, &next).await;
+                            return Ok(Reply::object(200, with_rv(next, cur.rv)));
+                        }
                         Cas::Failed(fresh) => {
                             current = fresh;
                             continue;
                         }
                     }
                 }
-                store.update(&key, &next, cur.rv).await?
+                strategy::update(store, rt, &key, &mut next, cur.rv).await?
             }
             None => {
                 prepare_create(rt, &mut next, req.namespace.as_deref())?;
-                default_on_create(rt, &mut next);
+                strategy::prepare_for_create(rt, &mut next);
                 check_namespace(store, req).await?;
                 if dry {
                     return Ok(Reply::object(201, next));
@@ -281,6 +290,7 @@ pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, body: Value
     let rt = req.rt.clone();
     let status_only = match req.subresource.as_deref() {
         None => false,
+        Some("scale") if rt.has_scale => return super::scale::update(store, req, q, body).await,
         Some("status") if rt.has_status => true,
         Some(other) => {
             return Err(ApiError::not_found(
@@ -301,7 +311,7 @@ pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, body: Value
                     next = take_status_only(&cur.obj, &next);
                 } else {
                     prepare_update(&rt, &cur.obj, &mut next, &n)?;
-                    keep_status(&rt, &cur.obj, &mut next);
+                    strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
                 }
             }
             None => {
@@ -335,6 +345,58 @@ impl PatchType {
     }
 }
 
+/// A decoded patch body.
+pub(super) enum Patch {
+    /// RFC 6902 operations.
+    Json(json_patch::Patch),
+    /// An RFC 7386 merge document (always a JSON object).
+    Merge(Value),
+}
+
+impl Patch {
+    /// Decodes a patch body of the given type; a malformed one is a 400.
+    pub(super) fn decode(kind: PatchType, body: &[u8]) -> ApiResult<Patch> {
+        let doc: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as a patch: {e}"
+            ))
+        })?;
+        match kind {
+            PatchType::Json => serde_json::from_value(doc)
+                .map(Patch::Json)
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}"))),
+            PatchType::Merge if doc.is_object() => Ok(Patch::Merge(doc)),
+            PatchType::Merge => Err(ApiError::bad_request("a merge patch must be a JSON object")),
+        }
+    }
+
+    /// Applies the patch to `target`; a JSON patch that cannot apply (e.g. a failed `test`)
+    /// is a 422 and leaves nothing half-applied for the caller to store.
+    pub(super) fn apply(&self, target: &mut Value) -> ApiResult<()> {
+        match self {
+            Patch::Json(p) => json_patch::patch(target, p).map_err(|e| ApiError {
+                code: 422,
+                reason: "Invalid",
+                message: format!("the server rejected our request due to an error in our request: {e}"),
+                details: None,
+                retry_after: None,
+            }),
+            Patch::Merge(doc) => {
+                json_patch::merge(target, doc);
+                Ok(())
+            }
+        }
+    }
+
+    /// The resourceVersion precondition a merge patch carries in `metadata.resourceVersion`.
+    pub(super) fn merge_precondition(&self) -> ApiResult<Option<i64>> {
+        match self {
+            Patch::Merge(doc) => precondition(doc),
+            Patch::Json(_) => Ok(None),
+        }
+    }
+}
+
 /// PATCH of an object (or of its status subresource).
 pub async fn patch(
     store: &Store,
@@ -348,6 +410,7 @@ pub async fn patch(
     let rt = req.rt.clone();
     let status_only = match req.subresource.as_deref() {
         None => false,
+        Some("scale") if rt.has_scale => return super::scale::patch(store, req, q, kind, body).await,
         Some("status") if rt.has_status => true,
         Some(other) => {
             return Err(ApiError::not_found(
@@ -357,54 +420,24 @@ pub async fn patch(
             ))
         }
     };
-    let patch_doc: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "the body of the request could not be decoded as a patch: {e}"
-        ))
-    })?;
-    let json_patch = match kind {
-        PatchType::Json => Some(
-            serde_json::from_value::<json_patch::Patch>(patch_doc.clone())
-                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?,
-        ),
-        PatchType::Merge => {
-            if !patch_doc.is_object() {
-                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
-            }
-            None
-        }
-    };
+    let patch = Patch::decode(kind, body)?;
     // A merge patch that sets metadata.resourceVersion is a precondition.
-    let mut pinned = match kind {
-        PatchType::Merge => precondition(&patch_doc)?,
-        PatchType::Json => None,
-    };
+    let mut pinned = patch.merge_precondition()?;
     let current = store.get(&key(req, &name), true).await?;
-    if kind == PatchType::Json {
+    if let (Some(cur), Patch::Json(_)) = (&current, &patch) {
         // A JSON patch that changes metadata.resourceVersion pins it too.
-        if let (Some(cur), Some(p)) = (&current, &json_patch) {
-            let mut probe = cur.obj.clone();
-            if json_patch::patch(&mut probe, p).is_ok()
-                && probe["metadata"]["resourceVersion"] != cur.obj["metadata"]["resourceVersion"]
-            {
-                pinned = precondition(&probe)?;
-            }
+        let mut probe = cur.obj.clone();
+        if patch.apply(&mut probe).is_ok()
+            && probe["metadata"]["resourceVersion"] != cur.obj["metadata"]["resourceVersion"]
+        {
+            pinned = precondition(&probe)?;
         }
     }
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
         let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
         let mut next = cur.obj.clone();
-        match &json_patch {
-            Some(p) => json_patch::patch(&mut next, p).map_err(|e| ApiError {
-                code: 422,
-                reason: "Invalid",
-                message: format!("the server rejected our request due to an error in our request: {e}"),
-                details: None,
-                retry_after: None,
-            })?,
-            None => json_patch::merge(&mut next, &patch_doc),
-        }
+        patch.apply(&mut next)?;
         if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }
@@ -412,7 +445,7 @@ pub async fn patch(
             next = take_status_only(&cur.obj, &next);
         } else {
             prepare_update(&rt, &cur.obj, &mut next, &n)?;
-            keep_status(&rt, &cur.obj, &mut next);
+            strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
         }
         Ok(next)
     });
@@ -522,7 +555,10 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
             return Ok(Reply::object(200, cur.obj));
         }
         match store.delete(&key, cur.rv).await? {
-            Cas::Done(_) => return Ok(Reply::object(200, cur.obj)),
+            Cas::Done(_) => {
+                strategy::after_delete(store, rt, &cur.obj).await;
+                return Ok(Reply::object(200, cur.obj));
+            }
             Cas::Failed(_) => continue,
         }
     }

@@ -200,11 +200,11 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// Prepares a new object for storage: name (or generated name), namespace, uid, creation
-/// time and generation; drops fields clients may not set. Returns the object's name.
+/// Prepares a new object for storage: name (or generated name), namespace, uid and creation
+/// time; drops fields clients may not set (the type's strategy sets the generation). Returns
+/// the object's name.
 pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str>) -> ApiResult<String> {
     check_type(rt, obj)?;
-    let has_spec = obj.get("spec").is_some();
     let meta = metadata_mut(obj)?;
     let mut causes = Causes::new();
     let name = match meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
@@ -261,22 +261,17 @@ pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
         "selfLink",
+        "generation",
     ] {
         meta.remove(server_owned);
-    }
-    if has_spec {
-        meta.insert("generation".into(), json!(1));
-    } else {
-        meta.remove("generation");
     }
     Ok(name)
 }
 
-/// Prepares an update: the name must match, immutable metadata comes from `old`, and the
-/// generation moves when the spec changed.
+/// Prepares an update: the name must match, and immutable metadata and the generation come
+/// from `old` (the type's strategy moves the generation when the spec changed).
 pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &str) -> ApiResult<()> {
     check_type(rt, new)?;
-    let spec_changed = old.get("spec") != new.get("spec");
     let meta = metadata_mut(new)?;
     match meta.get("name").and_then(Value::as_str) {
         Some(n) if n == name => {}
@@ -298,6 +293,7 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &st
         "namespace",
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
+        "generation",
     ] {
         match old_meta.and_then(|m| m.get(immutable)) {
             Some(v) => {
@@ -310,15 +306,6 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &st
     }
     meta.remove("resourceVersion");
     meta.remove("selfLink");
-    let old_generation = old_meta.and_then(|m| m.get("generation")).and_then(Value::as_i64);
-    match old_generation {
-        Some(g) => {
-            meta.insert("generation".into(), json!(if spec_changed { g + 1 } else { g }));
-        }
-        None => {
-            meta.remove("generation");
-        }
-    }
     if !causes.is_empty() {
         return Err(ApiError::invalid(rt.group, rt.kind, name, &causes));
     }
@@ -373,18 +360,17 @@ mod tests {
     }
 
     #[test]
-    fn update_keeps_immutable_fields_and_bumps_generation_on_spec_change() {
+    fn update_keeps_immutable_fields_and_the_stored_generation() {
         let r = Registry::new();
         let d = r.lookup("apps", "v1", "deployments").unwrap();
         let mut old = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}});
         prepare_create(d, &mut old, Some("ns")).unwrap();
-        let mut new = json!({"metadata": {"name": "d", "uid": "forged"}, "spec": {"replicas": 2}});
+        old["metadata"]["generation"] = json!(3);
+        let mut new =
+            json!({"metadata": {"name": "d", "uid": "forged", "generation": 9}, "spec": {"replicas": 2}});
         prepare_update(d, &old, &mut new, "d").unwrap();
         assert_eq!(new["metadata"]["uid"], old["metadata"]["uid"]);
-        assert_eq!(new["metadata"]["generation"], 2);
-        let mut same = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
-        prepare_update(d, &old, &mut same, "d").unwrap();
-        assert_eq!(same["metadata"]["generation"], 1);
+        assert_eq!(new["metadata"]["generation"], 3);
         let mut renamed = json!({"metadata": {"name": "e"}});
         assert_eq!(prepare_update(d, &old, &mut renamed, "d").unwrap_err().code, 400);
     }

@@ -4,17 +4,25 @@
 //! registry, negotiates the representation, decodes the body and runs the verb on the generic
 //! store. Per-type differences live in data ([`registry`]) and small hooks ([`strategy`]).
 
+pub mod allocation;
+pub mod defaults;
 pub mod discovery;
 pub mod handlers;
 pub mod meta;
 pub mod namespaces;
+pub mod openapi;
+pub mod printers;
+pub mod protobuf;
+pub mod qos;
 pub mod registry;
 pub mod request;
+pub mod scale;
 pub mod selector;
 pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table;
+pub mod type_facts;
 pub mod watch;
 
 use std::sync::Arc;
@@ -48,6 +56,10 @@ fn is_pretty(q: &Query) -> bool {
 pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response {
     let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     let (ctype, bytes) = match format {
+        Format::Protobuf => match protobuf::response(code, body) {
+            Some(r) => return r,
+            None => return render(code.as_u16(), body, Format::Json, pretty),
+        },
         Format::Yaml => match serde_yaml::to_string(body) {
             Ok(s) => ("application/yaml", s.into_bytes()),
             Err(e) => return ApiError::internal(e.to_string()).into_response(),
@@ -96,8 +108,10 @@ fn host_of(headers: &HeaderMap) -> String {
 
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
+    let protobuf_errors = negotiate(request.headers()) == Ok(Format::Protobuf);
     match serve(&api, request).await {
         Ok(r) => r,
+        Err(e) if protobuf_errors => protobuf::error_response(e),
         Err(e) => e.into_response(),
     }
 }
@@ -112,6 +126,9 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     } else {
         Format::Json
     };
+    // Objects, lists and Status answer in protobuf when asked; discovery, watch and tables
+    // stay JSON.
+    let wire = if format == Format::Protobuf { format } else { plain };
     let target = parse_path(&api.registry, parts.uri.path())?;
     let req = match target {
         Target::Resource(r) => r,
@@ -161,10 +178,12 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
         (Method::DELETE, true) => {
             let bytes = read_body(&parts.headers, body).await?;
+            let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
             handlers::delete(store, &req, &DeleteOptions::parse(&bytes, &q)?).await?
         }
         (Method::DELETE, false) => {
             let bytes = read_body(&parts.headers, body).await?;
+            let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
             handlers::delete_collection(store, &req, &q, &DeleteOptions::parse(&bytes, &q)?).await?
         }
         (m, _) => {
@@ -177,10 +196,10 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
         return Ok(render(
             reply.code,
-            &table::table(objects, rv, version, include),
+            &table::table(&req.rt, objects, rv, version, include),
             format,
             pretty,
         ));
     }
-    Ok(render(reply.code, &reply.body, plain, pretty))
+    Ok(render(reply.code, &reply.body, wire, pretty))
 }

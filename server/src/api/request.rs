@@ -123,6 +123,8 @@ pub enum Format {
     Json,
     /// `application/yaml`
     Yaml,
+    /// `application/vnd.kubernetes.protobuf`
+    Protobuf,
     /// `application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, carrying the version.
     Table(&'static str),
 }
@@ -173,6 +175,7 @@ pub fn negotiate(headers: &HeaderMap) -> ApiResult<Format> {
         match media.as_str() {
             "application/json" | "application/*" | "*/*" => return Ok(Format::Json),
             "application/yaml" => return Ok(Format::Yaml),
+            super::protobuf::MEDIA_TYPE => return Ok(Format::Protobuf),
             _ => continue,
         }
     }
@@ -188,8 +191,8 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-/// Decodes a JSON or YAML body into a JSON value (YAML through serde_yaml, whose alias
-/// expansion and nesting are bounded).
+/// Decodes a JSON, YAML or Kubernetes protobuf body into a JSON value (YAML through
+/// serde_yaml, whose alias expansion and nesting are bounded).
 pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
     match content_type {
         "" | "application/json" => serde_json::from_slice(body).map_err(|e| {
@@ -204,6 +207,7 @@ pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
                 ))
             })
         }
+        super::protobuf::MEDIA_TYPE => super::protobuf::decode_request(body),
         other => Err(ApiError::unsupported_media_type(other)),
     }
 }

@@ -1,0 +1,186 @@
+//! A pod's quality-of-service class (`status.qosClass`), computed from its resource requests
+//! and limits the way kube-apiserver does when a pod is created, and the resource quantity
+//! parsing it needs.
+
+use serde_json::Value;
+
+/// The resources that decide the QoS class.
+const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
+
+/// Largest number of digits accepted in a quantity (beyond it the value is not compared).
+const MAX_DIGITS: usize = 30;
+
+/// Parses a Kubernetes quantity (`500m`, `1.5Gi`, `2e3`, `128974848`) into billionths of the
+/// unit, so that quantities written differently compare equal. `None` when it does not parse
+/// or does not fit.
+pub fn parse_quantity(s: &str) -> Option<i128> {
+    let s = s.trim();
+    let (negative, rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let number_len = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(number_len);
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if (int_part.is_empty() && frac_part.is_empty()) || int_part.len() + frac_part.len() > MAX_DIGITS {
+        return None;
+    }
+    let mut mantissa: i128 = 0;
+    for d in int_part.bytes().chain(frac_part.bytes()) {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        mantissa = mantissa.checked_mul(10)?.checked_add(i128::from(d - b'0'))?;
+    }
+    // value = mantissa * 10^(exp10 - frac digits) * 2^exp2, in billionths: exp10 += 9.
+    let (exp10, exp2): (i32, u32) = match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        e => {
+            let exp = e.strip_prefix(['e', 'E'])?;
+            let exp: i32 = exp.parse().ok().filter(|x: &i32| x.abs() <= 30)?;
+            (exp, 0)
+        }
+    };
+    let frac_digits = i32::try_from(frac_part.len()).ok()?;
+    let scale = exp10 + 9 - frac_digits;
+    let mut value = mantissa.checked_mul(1i128.checked_shl(exp2)?)?;
+    if scale >= 0 {
+        value = value.checked_mul(10i128.checked_pow(scale.unsigned_abs())?)?;
+    } else {
+        let div = 10i128.checked_pow(scale.unsigned_abs())?;
+        // Round up to a whole billionth, as the API rounds quantities up.
+        value = (value + div - 1) / div;
+    }
+    Some(if negative { -value } else { value })
+}
+
+fn resource_list(resources: Option<&Value>, which: &str) -> Vec<(&'static str, i128)> {
+    let Some(list) = resources.and_then(|r| r.get(which)).and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    QOS_RESOURCES
+        .iter()
+        .filter_map(|name| {
+            let q = list.get(*name)?;
+            let v = match q {
+                Value::String(s) => parse_quantity(s)?,
+                Value::Number(n) => parse_quantity(&n.to_string())?,
+                _ => return None,
+            };
+            (v > 0).then_some((*name, v))
+        })
+        .collect()
+}
+
+fn add(total: &mut Vec<(&'static str, i128)>, name: &'static str, v: i128) {
+    match total.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, t)) => *t = t.saturating_add(v),
+        None => total.push((name, v)),
+    }
+}
+
+/// The QoS class of a pod spec: `Guaranteed` when every container limits cpu and memory and
+/// requests equal limits, `BestEffort` when nothing requests or limits cpu or memory,
+/// `Burstable` otherwise. Pod-level resources, when set, decide alone.
+pub fn pod_qos(spec: &Value) -> &'static str {
+    let pod_level = spec.get("resources").filter(|r| {
+        !resource_list(Some(r), "requests").is_empty() || !resource_list(Some(r), "limits").is_empty()
+    });
+    let containers: Vec<Option<&Value>> = match pod_level {
+        Some(r) => vec![Some(r)],
+        None => ["initContainers", "containers"]
+            .iter()
+            .filter_map(|k| spec.get(*k).and_then(Value::as_array))
+            .flatten()
+            .map(|c| c.get("resources"))
+            .collect(),
+    };
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    let mut guaranteed = true;
+    for res in containers {
+        for (name, v) in resource_list(res, "requests") {
+            add(&mut requests, name, v);
+        }
+        let own_limits = resource_list(res, "limits");
+        if !QOS_RESOURCES
+            .iter()
+            .all(|r| own_limits.iter().any(|(n, _)| n == r))
+        {
+            guaranteed = false;
+        }
+        for (name, v) in own_limits {
+            add(&mut limits, name, v);
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    let requests_match = requests
+        .iter()
+        .all(|(n, r)| limits.iter().any(|(ln, l)| ln == n && l == r));
+    if guaranteed && requests_match && requests.len() == limits.len() {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quantities_compare_across_notations() {
+        assert_eq!(parse_quantity("500m"), parse_quantity("0.5"));
+        assert_eq!(parse_quantity("1Gi"), parse_quantity("1024Mi"));
+        assert_eq!(parse_quantity("2k"), parse_quantity("2e3"));
+        assert_eq!(parse_quantity("1"), Some(1_000_000_000));
+        assert_eq!(parse_quantity("-1m"), Some(-1_000_000));
+        assert_eq!(parse_quantity("1n"), Some(1));
+        assert!(parse_quantity("abc").is_none());
+        assert!(parse_quantity("1Zi").is_none());
+        assert!(parse_quantity(&"9".repeat(40)).is_none());
+    }
+
+    #[test]
+    fn qos_classes() {
+        let c = |res: Value| json!({"containers": [{"name": "c", "resources": res}]});
+        assert_eq!(pod_qos(&c(json!({}))), "BestEffort");
+        assert_eq!(pod_qos(&json!({})), "BestEffort");
+        assert_eq!(
+            pod_qos(&c(
+                json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "1024Mi"}})
+            )),
+            "Guaranteed"
+        );
+        assert_eq!(pod_qos(&c(json!({"requests": {"cpu": "100m"}}))), "Burstable");
+        assert_eq!(
+            pod_qos(&c(
+                json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}})
+            )),
+            "Burstable"
+        );
+        let two = json!({"containers": [
+            {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
+            {"resources": {}}]});
+        assert_eq!(pod_qos(&two), "Burstable");
+    }
+}

@@ -1,0 +1,261 @@
+//! `/openapi/v2` and `/openapi/v3` on a real three-replica cluster: plain HTTP checks of the
+//! documents and their caching headers, and the real `kubectl` using them for `explain` and
+//! for its default (strict, client-side) schema validation.
+
+mod support;
+
+use serde_json::Value;
+use support::kube::Kube;
+
+/// What kubectl asks for, and what kube-apiserver answers with (a Go-parsable media type).
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const V2_PROTOBUF_ANSWER: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+fn header(r: &reqwest::Response, name: &str) -> String {
+    r.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_serves_the_same_documents_with_kube_apiserver_headers() {
+    let k = Kube::start().await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut apps_urls = Vec::new();
+    for node in 0..3 {
+        let r = http.get(k.url(node, "/openapi/v2")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "content-type"), "application/json");
+        let etag = header(&r, "etag");
+        assert!(etag.starts_with('"') && etag.len() == 130, "{etag}");
+        let v2: Value = r.json().await.unwrap();
+        assert_eq!(v2["swagger"], "2.0");
+        assert_eq!(
+            v2["definitions"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0]["kind"],
+            "Deployment"
+        );
+
+        let r = http
+            .get(k.url(node, "/openapi/v2"))
+            .header("accept", V2_PROTOBUF)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "content-type"), V2_PROTOBUF_ANSWER);
+        let pb = r.bytes().await.unwrap();
+        assert_eq!(
+            &pb[..5],
+            b"\x0a\x032.0",
+            "a gnostic Document starts with swagger = \"2.0\""
+        );
+
+        let r = http
+            .get(k.url(node, "/openapi/v2"))
+            .header("accept", "text/html")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 406);
+        let r = http
+            .get(k.url(node, "/openapi/v2"))
+            .header("if-none-match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304);
+
+        let r = http.get(k.url(node, "/openapi/v3")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "content-type"), "application/json");
+        let index: Value = r.json().await.unwrap();
+        let paths = index["paths"].as_object().unwrap();
+        for gv in [
+            "api/v1",
+            "apis/apps/v1",
+            "apis/rbac.authorization.k8s.io/v1",
+            "apis/autoscaling/v2",
+        ] {
+            assert!(paths.contains_key(gv), "{gv} missing from {paths:?}");
+        }
+        let url = paths["apis/apps/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = http.get(k.url(node, &url)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "content-type"), "application/json");
+        assert_eq!(header(&r, "cache-control"), "public, immutable");
+        assert!(!header(&r, "expires").is_empty());
+        let etag = header(&r, "etag");
+        let doc: Value = r.json().await.unwrap();
+        assert_eq!(doc["openapi"], "3.0.0");
+        let deploy = &doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"];
+        assert!(deploy["properties"]["spec"]["allOf"].is_array(), "{deploy}");
+        let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+
+        let r = http
+            .get(k.url(node, &url))
+            .header("if-none-match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304);
+        let r = http
+            .get(k.url(node, "/openapi/v3/apis/apps/v1?hash=STALE"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 301);
+        assert_eq!(header(&r, "location"), url);
+        let r = http
+            .get(k.url(node, "/openapi/v3/apis/nope.example.com/v1"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+        apps_urls.push(url);
+    }
+    assert!(
+        apps_urls.iter().all(|u| *u == apps_urls[0]),
+        "replicas disagree on the document hash: {apps_urls:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_reads_the_v3_schemas() {
+    let k = Kube::start().await;
+    let out = k.ok("node-2", &["explain", "deployment.spec"]);
+    assert!(out.contains("GROUP:      apps"), "{out}");
+    assert!(out.contains("KIND:       Deployment"), "{out}");
+    assert!(out.contains("FIELD: spec <DeploymentSpec>"), "{out}");
+    for field in [
+        "replicas\t<integer>",
+        "template\t<PodTemplateSpec> -required-",
+        "selector\t<LabelSelector> -required-",
+    ] {
+        assert!(out.contains(field), "{field:?} missing from:\n{out}");
+    }
+    let out = k.ok("node-3", &["explain", "pods.spec.containers"]);
+    assert!(out.contains("FIELD: containers <[]Container>"), "{out}");
+    for field in [
+        "image\t<string>",
+        "name\t<string> -required-",
+        "ports\t<[]ContainerPort>",
+    ] {
+        assert!(out.contains(field), "{field:?} missing from:\n{out}");
+    }
+    let out = k.ok("node-1", &["explain", "svc.spec.ports.targetPort"]);
+    assert!(out.contains("FIELD: targetPort <IntOrString>"), "{out}");
+    let (ok, _, err) = k.kubectl("node-1", &["explain", "deployment.spec.replicaz"]);
+    assert!(!ok && err.contains("field \"replicaz\" does not exist"), "{err}");
+}
+
+const GOOD: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports:
+        - containerPort: 80
+        resources:
+          limits: {cpu: 500m, memory: 128Mi}
+";
+
+const UNKNOWN_FIELD: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: typo
+  namespace: default
+spec:
+  replicaz: 2
+  selector:
+    matchLabels: {app: typo}
+  template:
+    metadata:
+      labels: {app: typo}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+";
+
+const WRONG_TYPE: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bad
+  namespace: default
+data: [1, 2]
+";
+
+const APPLIED: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: http
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_validates_manifests_against_the_schemas() {
+    let k = Kube::start().await;
+    let good = k.manifest("good.yaml", GOOD);
+    let out = k.ok("node-1", &["create", "-f", &good]);
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let replicas = k.ok(
+        "node-2",
+        &["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"],
+    );
+    assert_eq!(replicas, "2");
+
+    let typo = k.manifest("typo.yaml", UNKNOWN_FIELD);
+    let (ok, _, err) = k.kubectl("node-2", &["create", "-f", &typo]);
+    assert!(!ok, "an unknown field must be rejected");
+    assert!(
+        err.contains("unknown field \"replicaz\"") && err.contains("io.k8s.api.apps.v1.DeploymentSpec"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--validate=false"),
+        "the client-side validation hint: {err}"
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["get", "deployment", "typo"]);
+    assert!(
+        !ok && err.contains("NotFound"),
+        "nothing reached the server: {err}"
+    );
+
+    let wrong = k.manifest("wrong.yaml", WRONG_TYPE);
+    let (ok, _, err) = k.kubectl("node-3", &["create", "-f", &wrong]);
+    assert!(!ok && err.contains("ValidationError"), "{err}");
+
+    let applied = k.manifest("svc.yaml", APPLIED);
+    let out = k.ok("node-3", &["apply", "-f", &applied]);
+    assert!(out.contains("service/web created"), "{out}");
+    let target = k.ok(
+        "node-1",
+        &["get", "svc", "web", "-o", "jsonpath={.spec.ports[0].targetPort}"],
+    );
+    assert_eq!(target, "http");
+}

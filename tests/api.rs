@@ -411,3 +411,186 @@ async fn http_status_codes_and_status_bodies() {
         .iter()
         .any(|r| r["name"] == "deployments/scale"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_lifecycle_over_http() {
+    use reqwest::Method as M;
+    let k = Kube::start().await;
+    let j = "application/json";
+    let cms = k.url(0, "/api/v1/namespaces/default/configmaps");
+
+    // generateName: the server picks a unique name with the prefix.
+    let mut generated = Vec::new();
+    for node in 0..3 {
+        let (code, cm) = call(
+            M::POST,
+            &k.url(node, "/api/v1/namespaces/default/configmaps"),
+            j,
+            r#"{"metadata":{"generateName":"job-","labels":{"tier":"tmp"}}}"#,
+        )
+        .await;
+        assert_eq!(code, 201, "{cm}");
+        let name = cm["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(name.starts_with("job-") && name.len() > 4, "{name}");
+        assert_eq!(cm["metadata"]["generateName"], "job-");
+        generated.push(name);
+    }
+    generated.sort();
+    generated.dedup();
+    assert_eq!(generated.len(), 3);
+
+    // PUT creates only for the types that allow it.
+    let (code, lease) = call(
+        M::PUT,
+        &k.url(1, "/apis/coordination.k8s.io/v1/namespaces/default/leases/l1"),
+        j,
+        r#"{"metadata":{"name":"l1"},"spec":{"holderIdentity":"a"}}"#,
+    )
+    .await;
+    assert_eq!(code, 201, "{lease}");
+    let (code, status) = call(
+        M::PUT,
+        &format!("{cms}/absent"),
+        j,
+        r#"{"metadata":{"name":"absent"}}"#,
+    )
+    .await;
+    assert_eq!((code, &status["reason"]), (404, &json!("NotFound")), "{status}");
+
+    // Tables: v1 and v1beta1, and each includeObject.
+    let table = |version: &str, include: &str| {
+        let url = format!("{cms}?includeObject={include}");
+        let accept = format!("application/json;as=Table;g=meta.k8s.io;v={version}");
+        let http = k.http.clone();
+        async move {
+            let r = http.get(url).header("accept", accept).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let t = table("v1beta1", "None").await;
+    assert_eq!(t["kind"], "Table");
+    assert_eq!(t["apiVersion"], "meta.k8s.io/v1beta1");
+    assert_eq!(t["rows"].as_array().map(Vec::len), Some(3));
+    assert!(t["rows"][0]["object"].is_null(), "{t}");
+    let t = table("v1", "Metadata").await;
+    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    assert!(t["rows"][0]["object"].get("data").is_none());
+    let t = table("v1", "Object").await;
+    assert_eq!(t["rows"][0]["object"]["kind"], "ConfigMap");
+    let (code, status) = call(M::GET, &format!("{cms}?includeObject=All"), j, "").await;
+    assert_eq!(code, 200, "without a Table, includeObject is not used: {status}");
+
+    // ?pretty indents.
+    let pretty = k
+        .http
+        .get(format!("{cms}/{}?pretty=true", generated[0]))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(pretty.contains("\n  \"metadata\": {"), "{pretty}");
+
+    // Delete preconditions: a stale resourceVersion is a conflict and deletes nothing.
+    let (_, cm) = call(M::GET, &format!("{cms}/{}", generated[0]), j, "").await;
+    let rv: i64 = cm["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (code, status) = call(
+        M::DELETE,
+        &format!("{cms}/{}", generated[0]),
+        j,
+        &format!(r#"{{"preconditions":{{"resourceVersion":"{}"}}}}"#, rv - 1),
+    )
+    .await;
+    assert_eq!((code, &status["reason"]), (409, &json!("Conflict")), "{status}");
+    let (code, _) = call(
+        M::DELETE,
+        &format!("{cms}/{}", generated[0]),
+        j,
+        &format!(r#"{{"preconditions":{{"resourceVersion":"{rv}"}}}}"#),
+    )
+    .await;
+    assert_eq!(code, 200);
+
+    // deletecollection with a label selector removes exactly the matching objects.
+    let (code, _) = call(M::POST, &cms, j, r#"{"metadata":{"name":"keep"}}"#).await;
+    assert_eq!(code, 201);
+    let (code, status) = call(M::DELETE, &format!("{cms}?labelSelector=tier%3Dtmp"), j, "").await;
+    assert_eq!(code, 200, "{status}");
+    let (_, list) = call(M::GET, &k.url(2, "/api/v1/namespaces/default/configmaps"), j, "").await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["keep"]);
+
+    // Graceful deletion: a scheduled pod waits for its kubelet; grace 0 removes it; an
+    // unscheduled pod goes at once.
+    let pods = k.url(1, "/api/v1/namespaces/default/pods");
+    let pod = |name: &str, node: Option<&str>| {
+        let mut spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
+        if let Some(n) = node {
+            spec["nodeName"] = json!(n);
+        }
+        json!({"metadata": {"name": name}, "spec": spec}).to_string()
+    };
+    let (code, _) = call(M::POST, &pods, j, &pod("running", Some("node-a"))).await;
+    assert_eq!(code, 201);
+    let (code, _) = call(M::POST, &pods, j, &pod("pending", None)).await;
+    assert_eq!(code, 201);
+    let (code, marked) = call(M::DELETE, &format!("{pods}/running"), j, "").await;
+    assert_eq!(code, 200, "{marked}");
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
+    let (code, still) = call(
+        M::GET,
+        &k.url(2, "/api/v1/namespaces/default/pods/running"),
+        j,
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(still["metadata"]["deletionGracePeriodSeconds"], 30);
+    let (code, shorter) = call(M::DELETE, &format!("{pods}/running?gracePeriodSeconds=5"), j, "").await;
+    assert_eq!(code, 200);
+    assert_eq!(shorter["metadata"]["deletionGracePeriodSeconds"], 5);
+    let (code, _) = call(
+        M::DELETE,
+        &format!("{pods}/running"),
+        j,
+        r#"{"gracePeriodSeconds":0}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = call(M::GET, &format!("{pods}/running"), j, "").await;
+    assert_eq!(code, 404);
+    let (code, _) = call(M::DELETE, &format!("{pods}/pending"), j, "").await;
+    assert_eq!(code, 200);
+    let (code, _) = call(M::GET, &format!("{pods}/pending"), j, "").await;
+    assert_eq!(code, 404);
+    let (code, status) = call(M::DELETE, &format!("{cms}/keep?gracePeriodSeconds=soon"), j, "").await;
+    assert_eq!((code, &status["reason"]), (400, &json!("BadRequest")), "{status}");
+
+    // A YAML alias bomb is refused quickly, with bounded memory, and stores nothing.
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    bomb.push_str("metadata: {name: bomb}\n");
+    let started = std::time::Instant::now();
+    let (code, status) = call(M::POST, &cms, "application/yaml", &bomb).await;
+    assert_eq!((code, &status["reason"]), (400, &json!("BadRequest")), "{status}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let (code, _) = call(M::GET, &format!("{cms}/bomb"), j, "").await;
+    assert_eq!(code, 404);
+}

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::body::HttpBody;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -9,6 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use kuberaft_raft::RaftNode;
 use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::compression::{CompressionLayer, Predicate};
 
 use crate::api::{self, Api};
 
@@ -38,6 +40,32 @@ pub fn router(state: HttpState, api: Api) -> Router {
         )
         .with_state(state)
         .fallback_service(kube)
+        .layer(
+            CompressionLayer::new()
+                .no_br()
+                .no_deflate()
+                .no_zstd()
+                .compress_when(LargeComplete),
+        )
+}
+
+/// Responses at least this large are gzipped for clients that accept it, as kube-apiserver does.
+const GZIP_THRESHOLD_BYTES: u64 = 128 * 1024;
+
+/// Compress complete responses of [`GZIP_THRESHOLD_BYTES`] or more. Streams (watches) have no
+/// known size and are never compressed: an encoder would hold events back instead of flushing
+/// each one.
+#[derive(Debug, Clone, Copy)]
+struct LargeComplete;
+
+impl Predicate for LargeComplete {
+    fn should_compress<B: HttpBody>(&self, response: &axum::http::Response<B>) -> bool {
+        response
+            .body()
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n >= GZIP_THRESHOLD_BYTES)
+    }
 }
 
 async fn version() -> Response {

@@ -110,3 +110,134 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
     };
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
 }
+
+/// The `Content-Type` of an aggregated discovery document of `version` (`v2` or `v2beta1`):
+/// client-go tells the aggregated form from the legacy one by it.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+fn response_kind(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+/// One version of a group in the aggregated form: its resources with their subresources.
+fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value {
+    let mut types: Vec<_> = registry.in_group_version(group, version).collect();
+    types.sort_by_key(|t| t.plural);
+    let resources: Vec<Value> = types
+        .into_iter()
+        .map(|t| {
+            let mut subresources = Vec::new();
+            if t.has_scale {
+                subresources.push(json!({
+                    "subresource": "scale",
+                    "responseKind": response_kind("autoscaling", "v1", "Scale"),
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+            if t.has_status {
+                subresources.push(json!({
+                    "subresource": "status",
+                    "responseKind": response_kind(t.group, t.version, t.kind),
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+            let mut r = json!({
+                "resource": t.plural,
+                "responseKind": response_kind(t.group, t.version, t.kind),
+                "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
+                "singularResource": t.singular,
+                "verbs": t.verbs(),
+            });
+            if !t.short_names.is_empty() {
+                r["shortNames"] = json!(t.short_names);
+            }
+            if !t.categories.is_empty() {
+                r["categories"] = json!(t.categories);
+            }
+            if !subresources.is_empty() {
+                r["subresources"] = json!(subresources);
+            }
+            r
+        })
+        .collect();
+    json!({"version": version, "resources": resources, "freshness": "Current"})
+}
+
+/// `/api` (`core`) or `/apis` as an `APIGroupDiscoveryList` of `version` (`v2` or `v2beta1`):
+/// every group, version and resource in one document, which is what kubectl asks for first.
+pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
+    let groups: Vec<(&str, Vec<&str>)> = if core {
+        vec![("", vec!["v1"])]
+    } else {
+        registry.groups()
+    };
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(group, versions)| {
+            let mut metadata = json!({"creationTimestamp": null});
+            if !group.is_empty() {
+                metadata["name"] = json!(group);
+            }
+            let versions: Vec<Value> = versions
+                .into_iter()
+                .map(|v| aggregated_version(registry, group, v))
+                .collect();
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregated_discovery_lists_every_served_resource_once() {
+        let r = Registry::new();
+        let core = aggregated(&r, true, "v2");
+        assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
+        let core_items = core["items"].as_array().expect("items");
+        assert_eq!(core_items.len(), 1);
+        assert!(core_items[0]["metadata"].get("name").is_none());
+        let v1 = &core_items[0]["versions"][0];
+        let pods = v1["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["resource"] == "pods"))
+            .expect("pods");
+        assert_eq!(pods["scope"], "Namespaced");
+        assert_eq!(pods["singularResource"], "pod");
+        assert_eq!(pods["shortNames"], json!(["po"]));
+        assert_eq!(pods["subresources"][0]["subresource"], "status");
+
+        let groups = aggregated(&r, false, "v2beta1");
+        let items = groups["items"].as_array().expect("items");
+        assert_eq!(items.len(), r.groups().len());
+        let apps = items
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .expect("apps");
+        let deployments = apps["versions"][0]["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["resource"] == "deployments"))
+            .expect("deployments");
+        assert_eq!(
+            deployments["subresources"][0],
+            json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]})
+        );
+        let served: usize = items
+            .iter()
+            .chain(core_items)
+            .flat_map(|g| g["versions"].as_array().into_iter().flatten())
+            .map(|v| v["resources"].as_array().map_or(0, Vec::len))
+            .sum();
+        assert_eq!(served, r.all().count());
+    }
+}

@@ -236,9 +236,14 @@ pub(super) async fn guaranteed_update(
                 if dry {
                     return Ok(Reply::object(200, with_rv(next, cur.rv)));
                 }
-                // An object being deleted goes once its last finalizer is removed.
+                // An object being deleted goes once its last finalizer is removed (unless it
+                // is still in a graceful-deletion period, which only its owner ends).
                 let finalized = !(rt.group.is_empty() && rt.plural == "namespaces")
                     && meta_str(&next, "deletionTimestamp").is_some()
+                    && next["metadata"]["deletionGracePeriodSeconds"]
+                        .as_i64()
+                        .unwrap_or(0)
+                        == 0
                     && next["metadata"]["finalizers"]
                         .as_array()
                         .is_none_or(|f| f.is_empty());
@@ -458,6 +463,7 @@ pub async fn patch(
 pub struct DeleteOptions {
     uid: Option<String>,
     resource_version: Option<i64>,
+    grace_period_seconds: Option<i64>,
     dry_run: bool,
 }
 
@@ -466,6 +472,13 @@ impl DeleteOptions {
     pub fn parse(body: &[u8], q: &Query) -> ApiResult<Self> {
         let mut opts = DeleteOptions {
             dry_run: dry_run(q)?,
+            grace_period_seconds: match q.get("gracePeriodSeconds") {
+                None => None,
+                Some(g) => Some(
+                    g.parse()
+                        .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
+                ),
+            },
             ..Default::default()
         };
         if body.iter().all(u8::is_ascii_whitespace) {
@@ -483,6 +496,15 @@ impl DeleteOptions {
                     rv.parse()
                         .map_err(|_| ApiError::bad_request("invalid preconditions.resourceVersion"))?,
                 );
+            }
+        }
+        match v.get("gracePeriodSeconds") {
+            None | Some(Value::Null) => {}
+            Some(g) => {
+                opts.grace_period_seconds = Some(
+                    g.as_i64()
+                        .ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?,
+                )
             }
         }
         if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
@@ -527,6 +549,28 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
                     &name,
                     &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", cur.rv),
                 ));
+            }
+        }
+        let grace = strategy::grace_period(rt, &cur.obj, opts.grace_period_seconds);
+        if grace > 0 {
+            // Graceful deletion: the object stays, marked, until its owner (the kubelet)
+            // deletes it with grace 0; a later delete may only shorten the period.
+            let pending = cur.obj["metadata"]["deletionGracePeriodSeconds"].as_i64();
+            if pending.is_some_and(|p| p <= grace) {
+                return Ok(Reply::object(200, cur.obj));
+            }
+            let deadline =
+                std::time::SystemTime::now() + std::time::Duration::from_secs(grace.unsigned_abs());
+            let mut next = cur.obj.clone();
+            next["metadata"]["deletionTimestamp"] =
+                json!(humantime::format_rfc3339_seconds(deadline).to_string());
+            next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            if opts.dry_run {
+                return Ok(Reply::object(200, next));
+            }
+            match store.update(&key, &next, cur.rv).await? {
+                Cas::Done(rev) => return Ok(Reply::object(200, with_rv(next, rev))),
+                Cas::Failed(_) => continue,
             }
         }
         let has_finalizers = cur.obj["metadata"]["finalizers"]

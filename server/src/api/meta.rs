@@ -312,6 +312,36 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &st
     Ok(())
 }
 
+/// The `PartialObjectMetadata` view (`meta.k8s.io/<version>`) of an object, or the
+/// `PartialObjectMetadataList` view of a list, for clients that only need metadata (garbage
+/// collectors, kube-rs `list_metadata`); a `Status` passes through unchanged.
+pub fn partial_object_metadata(body: Value, version: &str) -> Value {
+    let api_version = format!("meta.k8s.io/{version}");
+    let partial = |mut obj: Value| {
+        json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": api_version,
+            "metadata": obj.get_mut("metadata").map(Value::take).unwrap_or_else(|| json!({})),
+        })
+    };
+    match body {
+        Value::Object(mut list) if list.get("items").is_some_and(Value::is_array) => {
+            let items: Vec<Value> = match list.remove("items") {
+                Some(Value::Array(items)) => items.into_iter().map(partial).collect(),
+                _ => Vec::new(),
+            };
+            json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": api_version,
+                "metadata": list.remove("metadata").unwrap_or_else(|| json!({})),
+                "items": items,
+            })
+        }
+        status if status.get("kind").and_then(Value::as_str) == Some("Status") => status,
+        obj => partial(obj),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,5 +403,24 @@ mod tests {
         assert_eq!(new["metadata"]["generation"], 3);
         let mut renamed = json!({"metadata": {"name": "e"}});
         assert_eq!(prepare_update(d, &old, &mut renamed, "d").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn metadata_views_keep_only_metadata() {
+        let obj = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "resourceVersion": "5"}, "data": {"k": "v"}});
+        assert_eq!(
+            partial_object_metadata(obj.clone(), "v1"),
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "a", "resourceVersion": "5"}})
+        );
+        let list = json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": [obj]});
+        let view = partial_object_metadata(list, "v1beta1");
+        assert_eq!(view["kind"], "PartialObjectMetadataList");
+        assert_eq!(view["apiVersion"], "meta.k8s.io/v1beta1");
+        assert_eq!(view["metadata"]["resourceVersion"], "9");
+        assert_eq!(view["items"][0]["kind"], "PartialObjectMetadata");
+        assert_eq!(view["items"][0]["metadata"]["name"], "a");
+        assert!(view["items"][0].get("data").is_none());
+        let status = json!({"kind": "Status", "code": 404});
+        assert_eq!(partial_object_metadata(status.clone(), "v1"), status);
     }
 }

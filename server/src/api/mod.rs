@@ -35,7 +35,7 @@ use serde_json::Value;
 
 use handlers::{DeleteOptions, PatchType, Query, Reply};
 use registry::Registry;
-use request::{content_type, decode_body, negotiate, parse_path, Format, Target, MAX_BODY_BYTES};
+use request::{content_type, decode_body, negotiate, parse_path, Format, Offer, Target, MAX_BODY_BYTES};
 use status::{ApiError, ApiResult};
 use store::Store;
 
@@ -64,7 +64,21 @@ pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response
             Ok(s) => ("application/yaml", s.into_bytes()),
             Err(e) => return ApiError::internal(e.to_string()).into_response(),
         },
-        Format::Json | Format::Table(_) => {
+        Format::AggregatedDiscovery(version) => {
+            return match serde_json::to_vec(body) {
+                Ok(b) => (
+                    code,
+                    [
+                        (header::CONTENT_TYPE, discovery::aggregated_content_type(version)),
+                        (header::VARY, "Accept".to_string()),
+                    ],
+                    b,
+                )
+                    .into_response(),
+                Err(e) => ApiError::internal(e.to_string()).into_response(),
+            }
+        }
+        Format::Json | Format::Table(_) | Format::Metadata(_) => {
             let bytes = if pretty {
                 serde_json::to_vec_pretty(body)
             } else {
@@ -108,7 +122,7 @@ fn host_of(headers: &HeaderMap) -> String {
 
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
-    let protobuf_errors = negotiate(request.headers()) == Ok(Format::Protobuf);
+    let protobuf_errors = negotiate(request.headers(), Offer::Resource) == Ok(Format::Protobuf);
     match serve(&api, request).await {
         Ok(r) => r,
         Err(e) if protobuf_errors => protobuf::error_response(e),
@@ -120,7 +134,13 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     let (parts, body) = request.into_parts();
     let q = parse_query(parts.uri.query())?;
     let pretty = is_pretty(&q);
-    let format = negotiate(&parts.headers)?;
+    let target = parse_path(&api.registry, parts.uri.path())?;
+    let offer = match &target {
+        Target::Resource(_) => Offer::Resource,
+        Target::CoreVersions | Target::Groups => Offer::GroupList,
+        Target::Group(_) | Target::ResourceList { .. } => Offer::Discovery,
+    };
+    let format = negotiate(&parts.headers, offer)?;
     let plain = if format == Format::Yaml {
         Format::Yaml
     } else {
@@ -129,23 +149,34 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     // Objects, lists and Status answer in protobuf when asked; discovery, watch and tables
     // stay JSON.
     let wire = if format == Format::Protobuf { format } else { plain };
-    let target = parse_path(&api.registry, parts.uri.path())?;
     let req = match target {
         Target::Resource(r) => r,
         discovery_target => {
             if parts.method != Method::GET {
                 return Err(ApiError::method_not_allowed("discovery documents are read-only"));
             }
-            let doc = match discovery_target {
-                Target::CoreVersions => discovery::core_versions(&host_of(&parts.headers)),
-                Target::Groups => discovery::groups(&api.registry),
-                Target::Group(g) => discovery::group(&api.registry, &g).ok_or_else(ApiError::no_route)?,
-                Target::ResourceList { group, version } => {
+            let doc = match (discovery_target, format) {
+                (Target::CoreVersions, Format::AggregatedDiscovery(v)) => {
+                    discovery::aggregated(&api.registry, true, v)
+                }
+                (Target::Groups, Format::AggregatedDiscovery(v)) => {
+                    discovery::aggregated(&api.registry, false, v)
+                }
+                (Target::CoreVersions, _) => discovery::core_versions(&host_of(&parts.headers)),
+                (Target::Groups, _) => discovery::groups(&api.registry),
+                (Target::Group(g), _) => {
+                    discovery::group(&api.registry, &g).ok_or_else(ApiError::no_route)?
+                }
+                (Target::ResourceList { group, version }, _) => {
                     discovery::resource_list(&api.registry, &group, &version)
                 }
-                Target::Resource(_) => return Err(ApiError::no_route()),
+                (Target::Resource(_), _) => return Err(ApiError::no_route()),
             };
-            return Ok(render(200, &doc, plain, pretty));
+            let format = match format {
+                Format::AggregatedDiscovery(_) => format,
+                _ => plain,
+            };
+            return Ok(render(200, &doc, format, pretty));
         }
     };
     let store = &api.store;
@@ -197,6 +228,14 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         return Ok(render(
             reply.code,
             &table::table(&req.rt, objects, rv, version, include),
+            format,
+            pretty,
+        ));
+    }
+    if let Format::Metadata(version) = format {
+        return Ok(render(
+            reply.code,
+            &meta::partial_object_metadata(reply.body, version),
             format,
             pretty,
         ));

@@ -328,6 +328,26 @@ pub async fn after_delete(store: &Store, rt: &ResourceType, obj: &Value) {
     }
 }
 
+/// The graceful-deletion period of `obj` for a delete that asked for `requested` seconds, as
+/// kube-apiserver's strategies decide it: a pod that is scheduled and not finished waits for
+/// its kubelet (the request's period, else its `terminationGracePeriodSeconds`); every other
+/// object is deleted at once (0).
+pub fn grace_period(rt: &ResourceType, obj: &Value, requested: Option<i64>) -> i64 {
+    if (rt.group, rt.kind) != ("", "Pod") {
+        return 0;
+    }
+    let scheduled = obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+    let finished = matches!(obj["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+    if !scheduled || finished {
+        return 0;
+    }
+    match requested.or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64()) {
+        Some(p) if p < 0 => 1,
+        Some(p) => p,
+        None => 0,
+    }
+}
+
 /// Whether a PUT of an absent object creates it (kube-apiserver's AllowCreateOnUpdate).
 pub fn allow_create_on_update(rt: &ResourceType) -> bool {
     matches!(

@@ -594,3 +594,70 @@ async fn object_lifecycle_over_http() {
     let (code, _) = call(M::GET, &format!("{cms}/bomb"), j, "").await;
     assert_eq!(code, 404);
 }
+
+/// Namespace deletion runs on the leader; a new leader finishes what the old one started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_deletion_finishes_after_a_leader_change() {
+    use reqwest::Method as M;
+    let mut k = Kube::start().await;
+    let leader = k.cluster.wait_leader(T).await;
+    let node = k.cluster.follower_of(leader);
+    let j = "application/json";
+    let (code, _) = call(
+        M::POST,
+        &k.url(node, "/api/v1/namespaces"),
+        j,
+        r#"{"metadata":{"name":"doomed"}}"#,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let cms = k.url(node, "/api/v1/namespaces/doomed/configmaps");
+    for i in 0..10 {
+        let (code, _) = call(M::POST, &cms, j, &format!(r#"{{"metadata":{{"name":"c{i}"}}}}"#)).await;
+        assert_eq!(code, 201);
+    }
+    let (code, _) = call(
+        M::POST,
+        &cms,
+        j,
+        r#"{"metadata":{"name":"held","finalizers":["example.com/hold"]}}"#,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, ns) = call(M::DELETE, &k.url(node, "/api/v1/namespaces/doomed"), j, "").await;
+    assert_eq!(code, 200, "{ns}");
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    // The held object keeps the namespace Terminating: new content is forbidden.
+    let (code, status) = call(M::POST, &cms, j, r#"{"metadata":{"name":"late"}}"#).await;
+    assert_eq!((code, &status["reason"]), (403, &json!("Forbidden")), "{status}");
+    eventually(T, || async {
+        let (_, list) = call(M::GET, &cms, j, "").await;
+        match list["items"].as_array().map(Vec::len) {
+            Some(1) => Ok(()),
+            n => Err(format!("{n:?} objects left")),
+        }
+    })
+    .await;
+
+    // Kill the leader, then release the last object through the survivors.
+    k.cluster.kill(leader);
+    let new_leader = k.cluster.wait_leader(T).await;
+    assert_ne!(new_leader, leader);
+    let (code, patched) = call(
+        M::PATCH,
+        &format!("{cms}/held"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    eventually(T, || async {
+        let (code, ns) = call(M::GET, &k.url(node, "/api/v1/namespaces/doomed"), j, "").await;
+        if code == 404 {
+            Ok(())
+        } else {
+            Err(format!("{code}: {ns}"))
+        }
+    })
+    .await;
+}

@@ -47,6 +47,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
         store: Store::new(node.clone()),
     };
     crate::api::namespaces::spawn(api.store.clone(), api.registry.clone());
+    crate::api::gc::spawn(api.store.clone(), api.registry.clone());
     let app = router(
         HttpState {
             node: node.clone(),

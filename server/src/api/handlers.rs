@@ -9,13 +9,18 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::meta::{meta_str, now_rfc3339, prepare_create, prepare_update};
+use super::managed::{self, Part};
+use super::meta::{check_type, meta_str, now_rfc3339, prepare_create, prepare_update};
 use super::registry::ResourceType;
+use super::request::decode_body;
 use super::request::ResourceRequest;
+use super::schema::{schemas, Node};
 use super::selector::{FieldSelector, LabelSelector};
+use super::smp;
 use super::status::{ApiError, ApiResult};
 use super::store::{Cas, Store, Stored};
 use super::strategy::{self, allow_create_on_update, take_status_only};
+use super::validation::{self, Decoded, Directive};
 
 /// Query parameters of a request.
 pub type Query = HashMap<String, String>;
@@ -31,6 +36,8 @@ pub struct Reply {
     pub body: Value,
     /// Objects to render when the client asked for a Table (get and list only).
     pub table_rows: Option<(Vec<Value>, String)>,
+    /// Texts of `Warning: 299` headers (e.g. unknown fields that were dropped).
+    pub warnings: Vec<String>,
 }
 
 impl Reply {
@@ -39,7 +46,14 @@ impl Reply {
             code,
             body,
             table_rows: None,
+            warnings: Vec::new(),
         }
+    }
+
+    /// The same reply carrying `warnings` as well.
+    pub(super) fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings.extend(warnings);
+        self
     }
 }
 
@@ -90,6 +104,7 @@ pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<R
         code: 200,
         body: stored.obj.clone(),
         table_rows: Some((vec![stored.obj], rv)),
+        warnings: Vec::new(),
     })
 }
 
@@ -132,6 +147,7 @@ pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<
         code: 200,
         body,
         table_rows: Some((objects, rev)),
+        warnings: Vec::new(),
     })
 }
 
@@ -171,13 +187,18 @@ pub(super) fn dry_run(q: &Query) -> ApiResult<bool> {
 }
 
 /// POST to a collection.
-pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, mut obj: Value) -> ApiResult<Reply> {
+pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decoded) -> ApiResult<Reply> {
     if req.name.is_some() {
         return Err(ApiError::method_not_allowed(
             "POST is only allowed on a collection",
         ));
     }
     let dry = dry_run(q)?;
+    let mut obj = body.value;
+    check_type(&req.rt, &mut obj)?;
+    let warnings = validation::check(&req.rt, &mut obj, &body.duplicates, Directive::from_query(q)?)?;
+    let manager = manager(q)?;
+    let requested = obj["metadata"].get("managedFields").cloned();
     let name = prepare_create(&req.rt, &mut obj, req.namespace.as_deref())?;
     if req.rt.namespaced && req.namespace.is_none() {
         return Err(ApiError::bad_request(
@@ -185,6 +206,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, mut obj: Va
         ));
     }
     strategy::prepare_for_create(&req.rt, &mut obj);
+    managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
     check_namespace(store, req).await?;
     let key = key(req, &name);
     if dry {
@@ -192,12 +214,12 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, mut obj: Va
             Some(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
             None => {
                 strategy::preview(store, &req.rt, &key, &mut obj).await?;
-                Ok(Reply::object(201, obj))
+                Ok(Reply::object(201, obj).with_warnings(warnings))
             }
         };
     }
     match strategy::create(store, &req.rt, &key, &mut obj).await? {
-        Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev))),
+        Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev)).with_warnings(warnings)),
         Cas::Failed(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
     }
 }
@@ -288,14 +310,21 @@ pub(super) async fn guaranteed_update(
 }
 
 /// PUT of an object (or of its status subresource).
-pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, body: Value) -> ApiResult<Reply> {
+pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, decoded: Decoded) -> ApiResult<Reply> {
     let name = name_of(req)?.to_string();
     let dry = dry_run(q)?;
+    let mut body = decoded.value;
     let pinned = precondition(&body)?;
     let rt = req.rt.clone();
+    if req.subresource.as_deref() == Some("scale") && rt.has_scale {
+        return super::scale::update(store, req, q, body).await;
+    }
+    check_type(&rt, &mut body)?;
+    let warnings = validation::check(&rt, &mut body, &decoded.duplicates, Directive::from_query(q)?)?;
+    let manager = manager(q)?;
+    let requested = body["metadata"].get("managedFields").cloned();
     let status_only = match req.subresource.as_deref() {
         None => false,
-        Some("scale") if rt.has_scale => return super::scale::update(store, req, q, body).await,
         Some("status") if rt.has_status => true,
         Some(other) => {
             return Err(ApiError::not_found(
@@ -312,22 +341,26 @@ pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, body: Value
         match current {
             Some(cur) => {
                 if status_only {
-                    super::meta::check_type(&rt, &mut next)?;
                     next = take_status_only(&cur.obj, &next);
                 } else {
                     prepare_update(&rt, &cur.obj, &mut next, &n)?;
                     strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
                 }
+                let part = if status_only { Part::Status } else { Part::Main };
+                managed::record_update(&rt, part, Some(&cur.obj), &mut next, &manager, requested.as_ref());
             }
             None => {
                 if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("name".into(), json!(n));
                 }
+                managed::record_update(&rt, Part::Main, None, &mut next, &manager, requested.as_ref());
             }
         }
         Ok(next)
     });
-    guaranteed_update(store, req, &name, pinned, create, dry, mutate).await
+    guaranteed_update(store, req, &name, pinned, create, dry, mutate)
+        .await
+        .map(|r| r.with_warnings(warnings))
 }
 
 /// The patch formats the server understands.
@@ -337,7 +370,14 @@ pub enum PatchType {
     Json,
     /// RFC 7386 `application/merge-patch+json`.
     Merge,
+    /// `application/strategic-merge-patch+json` (built-in types).
+    Strategic,
+    /// `application/apply-patch+yaml`: server-side apply.
+    Apply,
 }
+
+/// The media type of a server-side apply request.
+pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 impl PatchType {
     /// The patch type of a request's Content-Type; anything else is a 415.
@@ -345,9 +385,109 @@ impl PatchType {
         match ct {
             "application/json-patch+json" => Ok(PatchType::Json),
             "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            APPLY_PATCH => Ok(PatchType::Apply),
             other => Err(ApiError::unsupported_media_type(other)),
         }
     }
+}
+
+/// The manager a write is recorded under: `fieldManager`, else the server itself (internal
+/// writes by the namespace controller and the garbage collector).
+fn manager(q: &Query) -> ApiResult<String> {
+    match q.get("fieldManager") {
+        Some(m) => {
+            managed::check_manager(m)?;
+            Ok(m.clone())
+        }
+        None => Ok("kuberaft".to_string()),
+    }
+}
+
+/// `force`, which only an apply may set.
+fn force(q: &Query, applying: bool) -> ApiResult<bool> {
+    match q.get("force").map(String::as_str) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") if applying => Ok(true),
+        Some("true") => Err(ApiError::bad_request(
+            "force: Forbidden: may not be specified for non-apply patch",
+        )),
+        Some(other) => Err(ApiError::bad_request(format!("invalid force {other:?}"))),
+    }
+}
+
+/// Server-side apply (`application/apply-patch+yaml`): merges the configuration into the
+/// object (creating it if absent) with field ownership; see [`managed`].
+async fn apply(store: &Store, req: &ResourceRequest, q: &Query, body: &[u8], part: Part) -> ApiResult<Reply> {
+    let name = name_of(req)?.to_string();
+    let dry = dry_run(q)?;
+    let force = force(q, true)?;
+    let manager = match q.get("fieldManager") {
+        Some(m) if !m.is_empty() => {
+            managed::check_manager(m)?;
+            m.clone()
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ))
+        }
+    };
+    let rt = req.rt.clone();
+    let decoded = decode_body("application/yaml", body)?;
+    let mut config = decoded.value;
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of an apply patch must be an object (a YAML or JSON mapping)",
+        ));
+    }
+    check_type(&rt, &mut config)?;
+    if config["metadata"]
+        .get("managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    match config["metadata"]["name"].as_str() {
+        Some(n) if n == name => {}
+        None => config["metadata"]["name"] = json!(name),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({other}) does not match the name on the URL ({name})"
+            )))
+        }
+    }
+    let warnings = validation::check(&rt, &mut config, &decoded.duplicates, Directive::from_query(q)?)?;
+    let pinned = precondition(&config)?;
+    let n = name.clone();
+    let mutate: Mutation<'_> = Box::new(move |current| {
+        let live = current.map_or_else(|| json!({}), |c| c.obj.clone());
+        let mut next = managed::apply(&rt, part, &live, &config, &manager, force)?;
+        if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        if let Some(cur) = current {
+            if part == Part::Status {
+                let managed_fields = next["metadata"].get("managedFields").cloned();
+                next = take_status_only(&cur.obj, &next);
+                match managed_fields {
+                    Some(m) => next["metadata"]["managedFields"] = m,
+                    None => {
+                        if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                            meta.remove("managedFields");
+                        }
+                    }
+                }
+            } else {
+                prepare_update(&rt, &cur.obj, &mut next, &n)?;
+                strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
+            }
+        }
+        Ok(next)
+    });
+    let create = part == Part::Main;
+    let reply = guaranteed_update(store, req, &name, pinned, create, dry, mutate).await?;
+    Ok(reply.with_warnings(warnings))
 }
 
 /// A decoded patch body.
@@ -356,6 +496,8 @@ pub(super) enum Patch {
     Json(json_patch::Patch),
     /// An RFC 7386 merge document (always a JSON object).
     Merge(Value),
+    /// A strategic merge document (always a JSON object).
+    Strategic(Value),
 }
 
 impl Patch {
@@ -371,32 +513,39 @@ impl Patch {
                 .map(Patch::Json)
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}"))),
             PatchType::Merge if doc.is_object() => Ok(Patch::Merge(doc)),
-            PatchType::Merge => Err(ApiError::bad_request("a merge patch must be a JSON object")),
+            PatchType::Strategic if doc.is_object() => Ok(Patch::Strategic(doc)),
+            PatchType::Merge | PatchType::Strategic => {
+                Err(ApiError::bad_request("a merge patch must be a JSON object"))
+            }
+            PatchType::Apply => Err(ApiError::unsupported_media_type(APPLY_PATCH)),
         }
     }
 
-    /// Applies the patch to `target`; a JSON patch that cannot apply (e.g. a failed `test`)
-    /// is a 422 and leaves nothing half-applied for the caller to store.
-    pub(super) fn apply(&self, target: &mut Value) -> ApiResult<()> {
+    /// Applies the patch to `target`, whose schema (for strategic merge) is `node`; a patch
+    /// that cannot apply (e.g. a failed `test`, a list item without its merge key) is a 422
+    /// and leaves nothing half-applied for the caller to store.
+    pub(super) fn apply(&self, target: &mut Value, node: Option<Node<'_>>) -> ApiResult<()> {
+        let unprocessable = |e: String| ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!("the server rejected our request due to an error in our request: {e}"),
+            details: None,
+            retry_after: None,
+        };
         match self {
-            Patch::Json(p) => json_patch::patch(target, p).map_err(|e| ApiError {
-                code: 422,
-                reason: "Invalid",
-                message: format!("the server rejected our request due to an error in our request: {e}"),
-                details: None,
-                retry_after: None,
-            }),
+            Patch::Json(p) => json_patch::patch(target, p).map_err(|e| unprocessable(e.to_string())),
             Patch::Merge(doc) => {
                 json_patch::merge(target, doc);
                 Ok(())
             }
+            Patch::Strategic(doc) => smp::apply(target, doc, node).map_err(|e| unprocessable(e.0)),
         }
     }
 
     /// The resourceVersion precondition a merge patch carries in `metadata.resourceVersion`.
     pub(super) fn merge_precondition(&self) -> ApiResult<Option<i64>> {
         match self {
-            Patch::Merge(doc) => precondition(doc),
+            Patch::Merge(doc) | Patch::Strategic(doc) => precondition(doc),
             Patch::Json(_) => Ok(None),
         }
     }
@@ -425,109 +574,432 @@ pub async fn patch(
             ))
         }
     };
+    let part = if status_only { Part::Status } else { Part::Main };
+    if kind == PatchType::Apply {
+        return apply(store, req, q, body, part).await;
+    }
+    force(q, false)?;
     let patch = Patch::decode(kind, body)?;
+    let directive = Directive::from_query(q)?;
+    let manager = manager(q)?;
+    let schema = schemas().kind(&rt);
     // A merge patch that sets metadata.resourceVersion is a precondition.
     let mut pinned = patch.merge_precondition()?;
     let current = store.get(&key(req, &name), true).await?;
     if let (Some(cur), Patch::Json(_)) = (&current, &patch) {
         // A JSON patch that changes metadata.resourceVersion pins it too.
         let mut probe = cur.obj.clone();
-        if patch.apply(&mut probe).is_ok()
+        if patch.apply(&mut probe, schema).is_ok()
             && probe["metadata"]["resourceVersion"] != cur.obj["metadata"]["resourceVersion"]
         {
             pinned = precondition(&probe)?;
         }
     }
     let n = name.clone();
+    let mut warnings = Vec::new();
+    let found = &mut warnings;
     let mutate: Mutation<'_> = Box::new(move |current| {
         let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
         let mut next = cur.obj.clone();
-        patch.apply(&mut next)?;
+        patch.apply(&mut next, schema)?;
+        *found = validation::check(&rt, &mut next, &[], directive)?;
         if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }
+        let requested = next["metadata"].get("managedFields").cloned();
         if status_only {
             next = take_status_only(&cur.obj, &next);
         } else {
             prepare_update(&rt, &cur.obj, &mut next, &n)?;
             strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
         }
+        managed::record_update(&rt, part, Some(&cur.obj), &mut next, &manager, requested.as_ref());
         Ok(next)
     });
     drop(current);
-    guaranteed_update(store, req, &name, pinned, false, dry, mutate).await
+    let reply = guaranteed_update(store, req, &name, pinned, false, dry, mutate).await?;
+    Ok(reply.with_warnings(warnings))
 }
 
-/// The parts of `DeleteOptions` (body or query) the server acts on.
-#[derive(Debug, Default)]
+/// How a deletion treats the object's dependents (`DeleteOptions.propagationPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// The owner keeps the `orphan` finalizer until the garbage collector has removed the
+    /// owner's references from its dependents, which stay.
+    Orphan,
+    /// The owner goes at once; the garbage collector deletes dependents left without owners.
+    Background,
+    /// The owner keeps the `foregroundDeletion` finalizer until the garbage collector has
+    /// deleted its dependents that block owner deletion.
+    Foreground,
+}
+
+impl Propagation {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "Orphan" => Some(Propagation::Orphan),
+            "Background" => Some(Propagation::Background),
+            "Foreground" => Some(Propagation::Foreground),
+            _ => None,
+        }
+    }
+}
+
+/// The finalizer that keeps an owner until the garbage collector has orphaned its dependents.
+pub const FINALIZER_ORPHAN: &str = "orphan";
+/// The finalizer that keeps an owner until its blocking dependents are gone.
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+
+/// The `DeleteOptions` of a DELETE, read as kube-apiserver reads them: from the body when it
+/// is not empty, otherwise from the query (never a mix of both), then validated.
+#[derive(Debug, Default, Clone)]
 pub struct DeleteOptions {
+    /// `preconditions.uid`: the delete is a 409 unless the object has this uid.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`: the delete is a 409 unless the object is at it.
+    pub resource_version: Option<i64>,
+    /// `gracePeriodSeconds` as the client sent it.
+    pub grace_period_seconds: Option<i64>,
+    /// `dryRun=All`: everything is decided, nothing is written.
+    pub dry_run: bool,
+    /// `propagationPolicy`, when given.
+    pub propagation: Option<Propagation>,
+    /// The deprecated `orphanDependents` (true is Orphan, false is Background).
+    pub orphan_dependents: Option<bool>,
+}
+
+/// The raw fields of `DeleteOptions`, before validation.
+#[derive(Default)]
+struct RawDeleteOptions {
     uid: Option<String>,
     resource_version: Option<i64>,
     grace_period_seconds: Option<i64>,
-    dry_run: bool,
+    dry_run: Vec<String>,
+    propagation: Option<String>,
+    orphan_dependents: Option<bool>,
 }
 
-impl DeleteOptions {
-    /// Reads `DeleteOptions` from the body (may be empty) and the query.
-    pub fn parse(body: &[u8], q: &Query) -> ApiResult<Self> {
-        let mut opts = DeleteOptions {
-            dry_run: dry_run(q)?,
-            grace_period_seconds: match q.get("gracePeriodSeconds") {
-                None => None,
-                Some(g) => Some(
-                    g.parse()
-                        .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
-                ),
-            },
-            ..Default::default()
+fn bad_field(field: &str, want: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "the body of the request could not be decoded as DeleteOptions: {field} must be {want}"
+    ))
+}
+
+fn optional<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
+    v.get(field).filter(|x| !x.is_null())
+}
+
+impl RawDeleteOptions {
+    fn from_query(q: &Query) -> ApiResult<Self> {
+        let grace_period_seconds = match q.get("gracePeriodSeconds") {
+            None => None,
+            Some(g) => Some(
+                g.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
+            ),
         };
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(opts);
-        }
+        let orphan_dependents = match q.get("orphanDependents").map(String::as_str) {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid orphanDependents {o:?}: must be true or false"
+                )))
+            }
+        };
+        Ok(RawDeleteOptions {
+            grace_period_seconds,
+            dry_run: q
+                .get("dryRun")
+                .filter(|d| !d.is_empty())
+                .cloned()
+                .into_iter()
+                .collect(),
+            propagation: q.get("propagationPolicy").cloned(),
+            orphan_dependents,
+            ..Default::default()
+        })
+    }
+
+    fn from_body(body: &[u8]) -> ApiResult<Self> {
         let v: Value = serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!(
                 "the body of the request could not be decoded as DeleteOptions: {e}"
             ))
         })?;
-        if let Some(p) = v.get("preconditions") {
-            opts.uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
-            if let Some(rv) = p.get("resourceVersion").and_then(Value::as_str) {
-                opts.resource_version = Some(
+        if !v.is_object() {
+            return Err(bad_field("the body", "an object"));
+        }
+        let mut raw = RawDeleteOptions::default();
+        if let Some(p) = optional(&v, "preconditions") {
+            if let Some(uid) = optional(p, "uid") {
+                raw.uid = Some(
+                    uid.as_str()
+                        .ok_or_else(|| bad_field("preconditions.uid", "a string"))?
+                        .to_string(),
+                );
+            }
+            if let Some(rv) = optional(p, "resourceVersion") {
+                let rv = rv
+                    .as_str()
+                    .ok_or_else(|| bad_field("preconditions.resourceVersion", "a string"))?;
+                raw.resource_version = Some(
                     rv.parse()
                         .map_err(|_| ApiError::bad_request("invalid preconditions.resourceVersion"))?,
                 );
             }
         }
-        match v.get("gracePeriodSeconds") {
-            None | Some(Value::Null) => {}
-            Some(g) => {
-                opts.grace_period_seconds = Some(
-                    g.as_i64()
-                        .ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?,
-                )
+        if let Some(g) = optional(&v, "gracePeriodSeconds") {
+            raw.grace_period_seconds = Some(
+                g.as_i64()
+                    .ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?,
+            );
+        }
+        if let Some(p) = optional(&v, "propagationPolicy") {
+            raw.propagation = Some(
+                p.as_str()
+                    .ok_or_else(|| bad_field("propagationPolicy", "a string"))?
+                    .to_string(),
+            );
+        }
+        if let Some(o) = optional(&v, "orphanDependents") {
+            raw.orphan_dependents = Some(
+                o.as_bool()
+                    .ok_or_else(|| bad_field("orphanDependents", "a boolean"))?,
+            );
+        }
+        if let Some(d) = optional(&v, "dryRun") {
+            let list = d
+                .as_array()
+                .ok_or_else(|| bad_field("dryRun", "a list of strings"))?;
+            for x in list {
+                raw.dry_run.push(
+                    x.as_str()
+                        .ok_or_else(|| bad_field("dryRun", "a list of strings"))?
+                        .to_string(),
+                );
             }
         }
-        if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
-            match d.as_slice() {
-                [] => {}
-                [x] if x == "All" => opts.dry_run = true,
-                _ => {
-                    return Err(ApiError::bad_request(
-                        "dryRun: Unsupported value: supported values: \"All\"",
-                    ))
+        Ok(raw)
+    }
+
+    /// kube-apiserver's ValidateDeleteOptions: every problem, as one 422 for the
+    /// `DeleteOptions.meta.k8s.io` kind.
+    fn validate(self) -> ApiResult<DeleteOptions> {
+        let mut causes: Vec<(String, String, &'static str)> = Vec::new();
+        if let (Some(_), Some(p)) = (self.orphan_dependents, &self.propagation) {
+            causes.push((
+                "propagationPolicy".into(),
+                format!("Invalid value: {p:?}: orphanDependents and deletionPropagation cannot be both set"),
+                "FieldValueInvalid",
+            ));
+        }
+        let propagation = match &self.propagation {
+            None => None,
+            Some(p) => match Propagation::parse(p) {
+                Some(policy) => Some(policy),
+                None => {
+                    causes.push((
+                        "propagationPolicy".into(),
+                        format!(
+                            "Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                        ),
+                        "FieldValueNotSupported",
+                    ));
+                    None
+                }
+            },
+        };
+        if self.dry_run.iter().any(|d| d != "All") {
+            let shown: Vec<String> = self.dry_run.iter().map(|d| format!("{d:?}")).collect();
+            causes.push((
+                "dryRun".into(),
+                format!(
+                    "Unsupported value: []string{{{}}}: supported values: \"All\"",
+                    shown.join(", ")
+                ),
+                "FieldValueNotSupported",
+            ));
+        }
+        if !causes.is_empty() {
+            let pairs: Vec<(String, String)> =
+                causes.iter().map(|(f, m, _)| (f.clone(), m.clone())).collect();
+            let mut e = ApiError::invalid("meta.k8s.io", "DeleteOptions", "", &pairs);
+            let summary: Vec<String> = pairs.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+            let shown = match summary.as_slice() {
+                [one] => one.clone(),
+                many => format!("[{}]", many.join(", ")),
+            };
+            e.message = format!("DeleteOptions.meta.k8s.io \"\" is invalid: {shown}");
+            if let Some(list) = e
+                .details
+                .as_mut()
+                .and_then(|d| d.get_mut("causes"))
+                .and_then(Value::as_array_mut)
+            {
+                for (cause, (_, _, reason)) in list.iter_mut().zip(&causes) {
+                    cause["reason"] = json!(reason);
                 }
             }
+            return Err(e);
         }
-        Ok(opts)
+        Ok(DeleteOptions {
+            uid: self.uid,
+            resource_version: self.resource_version,
+            grace_period_seconds: self.grace_period_seconds,
+            dry_run: !self.dry_run.is_empty(),
+            propagation,
+            orphan_dependents: self.orphan_dependents,
+        })
     }
 }
 
-/// DELETE of one object: objects with finalizers get a deletionTimestamp and stay until the
-/// finalizers are gone; others are removed at once. Answers with the object's last state.
+impl DeleteOptions {
+    /// Reads `DeleteOptions` from the body or, when the body is empty, from the query; a
+    /// malformed field is a 400, an unsupported value a 422 as kube-apiserver answers.
+    pub fn parse(body: &[u8], q: &Query) -> ApiResult<Self> {
+        let raw = if body.iter().all(u8::is_ascii_whitespace) {
+            RawDeleteOptions::from_query(q)?
+        } else {
+            RawDeleteOptions::from_body(body)?
+        };
+        raw.validate()
+    }
+
+    /// The options the garbage collector deletes a dependent with: only the object it
+    /// looked at (uid and resourceVersion preconditions), with the given propagation.
+    pub fn collector(uid: &str, resource_version: i64, propagation: Propagation) -> Self {
+        DeleteOptions {
+            uid: Some(uid.to_string()),
+            resource_version: Some(resource_version),
+            propagation: Some(propagation),
+            ..Default::default()
+        }
+    }
+}
+
+/// What a type does with dependents when a delete names no policy (kube-apiserver's
+/// DefaultGarbageCollectionPolicy for the served group version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DefaultPolicy {
+    /// The type takes no part in garbage collection: delete options add no finalizers.
+    Unsupported,
+    /// Dependents are orphaned unless the delete asks otherwise.
+    Orphan,
+    /// Dependents are deleted in the background.
+    Delete,
+}
+
+fn default_policy(rt: &ResourceType) -> DefaultPolicy {
+    match (rt.group, rt.version, rt.kind) {
+        ("", _, "Event") | ("events.k8s.io", _, "Event") => DefaultPolicy::Unsupported,
+        // Kept for backward compatibility in these group versions by kube-apiserver 1.35.
+        ("", "v1", "ReplicationController") | ("batch", "v1", "Job") => DefaultPolicy::Orphan,
+        _ => DefaultPolicy::Delete,
+    }
+}
+
+/// The object's `metadata.finalizers` as strings.
+pub(super) fn finalizers_of(obj: &Value) -> Vec<String> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The finalizers a delete leaves on the object (kube-apiserver's
+/// deletionFinalizersForGarbageCollection): `Some` only when they change. The explicit
+/// options win, then a garbage-collection finalizer the object already has, then the type's
+/// default.
+fn gc_finalizers(rt: &ResourceType, obj: &Value, opts: &DeleteOptions) -> Option<Vec<String>> {
+    let default = default_policy(rt);
+    if default == DefaultPolicy::Unsupported {
+        return None;
+    }
+    let current = finalizers_of(obj);
+    let existing = current.iter().find_map(|f| match f.as_str() {
+        FINALIZER_ORPHAN => Some(Propagation::Orphan),
+        FINALIZER_FOREGROUND => Some(Propagation::Foreground),
+        _ => None,
+    });
+    let policy = match (opts.orphan_dependents, opts.propagation) {
+        (Some(true), _) => Some(Propagation::Orphan),
+        (Some(false), _) => Some(Propagation::Background),
+        (None, Some(p)) => Some(p),
+        (None, None) => existing.or((default == DefaultPolicy::Orphan).then_some(Propagation::Orphan)),
+    };
+    let mut next: Vec<String> = current
+        .iter()
+        .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
+        .cloned()
+        .collect();
+    match policy {
+        Some(Propagation::Orphan) => next.push(FINALIZER_ORPHAN.into()),
+        Some(Propagation::Foreground) => next.push(FINALIZER_FOREGROUND.into()),
+        Some(Propagation::Background) | None => {}
+    }
+    let same = next.len() == current.len() && next.iter().all(|f| current.contains(f));
+    (!same).then_some(next)
+}
+
+/// Marks an object that stays for its finalizers as being deleted now (kube-apiserver's
+/// markAsDeleting): the generation moves once, an earlier deletionTimestamp is kept, and the
+/// grace period is zero.
+fn mark_as_deleting(obj: &mut Value) {
+    let deleting = meta_str(obj, "deletionTimestamp").is_some();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if !deleting {
+            if let Some(g) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+                meta.insert("generation".into(), json!(g + 1));
+            }
+        }
+        let now = now_rfc3339();
+        let later = meta
+            .get("deletionTimestamp")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t > now.as_str());
+        if !deleting || later {
+            meta.insert("deletionTimestamp".into(), json!(now));
+        }
+        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+    }
+}
+
+/// Starts or shortens a graceful deletion of `period` seconds.
+fn set_grace_deadline(obj: &mut Value, period: i64) {
+    let deleting = meta_str(obj, "deletionTimestamp").is_some();
+    let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(period.unsigned_abs());
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if !deleting {
+            if let Some(g) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+                meta.insert("generation".into(), json!(g + 1));
+            }
+        }
+        meta.insert(
+            "deletionTimestamp".into(),
+            json!(humantime::format_rfc3339_seconds(deadline).to_string()),
+        );
+        meta.insert("deletionGracePeriodSeconds".into(), json!(period));
+    }
+}
+
+/// DELETE of one object, as kube-apiserver's generic store does it: preconditions, graceful
+/// deletion (pods), the garbage-collection finalizers the propagation policy asks for, and
+/// then either an update that marks the object as being deleted (it stays while it has
+/// finalizers or a grace period) or its removal. Answers with the object's last state.
 pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) -> ApiResult<Reply> {
     let name = name_of(req)?.to_string();
     let rt = &req.rt;
     let key = key(req, &name);
+    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    // A delete that asked for orphanDependents=false and did not remove the object at once is
+    // answered 202 Accepted, as kube-apiserver does.
+    let kept_code = if opts.orphan_dependents == Some(false) {
+        202
+    } else {
+        200
+    };
     for _ in 0..MAX_CAS_RETRIES {
         let cur = store.get(&key, true).await?.ok_or_else(|| not_found(rt, &name))?;
         if let Some(uid) = &opts.uid {
@@ -551,47 +1023,43 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
                 ));
             }
         }
-        let grace = strategy::grace_period(rt, &cur.obj, opts.grace_period_seconds);
-        if grace > 0 {
-            // Graceful deletion: the object stays, marked, until its owner (the kubelet)
-            // deletes it with grace 0; a later delete may only shorten the period.
-            let pending = cur.obj["metadata"]["deletionGracePeriodSeconds"].as_i64();
-            if pending.is_some_and(|p| p <= grace) {
-                return Ok(Reply::object(200, cur.obj));
+        let deleting = meta_str(&cur.obj, "deletionTimestamp").is_some();
+        let pending = cur.obj["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .filter(|p| *p > 0 && deleting);
+        // Graceful deletion: the object stays, marked, until its owner (the kubelet) deletes
+        // it with grace 0; a later delete may only shorten the period, and changes nothing
+        // else while the period runs.
+        let period = match pending {
+            Some(p) => match opts.grace_period_seconds.map(|g| if g < 0 { 1 } else { g }) {
+                Some(shorter) if shorter < p => Some(shorter),
+                _ => return Ok(Reply::object(200, cur.obj)),
+            },
+            None if !deleting => {
+                Some(strategy::grace_period(rt, &cur.obj, opts.grace_period_seconds)).filter(|g| *g > 0)
             }
-            let deadline =
-                std::time::SystemTime::now() + std::time::Duration::from_secs(grace.unsigned_abs());
-            let mut next = cur.obj.clone();
-            next["metadata"]["deletionTimestamp"] =
-                json!(humantime::format_rfc3339_seconds(deadline).to_string());
-            next["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-            if opts.dry_run {
-                return Ok(Reply::object(200, next));
-            }
-            match store.update(&key, &next, cur.rv).await? {
-                Cas::Done(rev) => return Ok(Reply::object(200, with_rv(next, rev))),
-                Cas::Failed(_) => continue,
-            }
+            None => None,
+        };
+        let mut next = cur.obj.clone();
+        if let Some(p) = period {
+            set_grace_deadline(&mut next, p);
         }
-        let has_finalizers = cur.obj["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty())
-            || (rt.group.is_empty() && rt.plural == "namespaces");
-        if has_finalizers {
-            if meta_str(&cur.obj, "deletionTimestamp").is_some() {
-                return Ok(Reply::object(200, cur.obj));
+        if let Some(f) = gc_finalizers(rt, &next, opts) {
+            next["metadata"]["finalizers"] = json!(f);
+        }
+        let pending_finalizers = !finalizers_of(&next).is_empty() || is_namespace;
+        if period.is_some_and(|p| p > 0) || pending_finalizers {
+            if period.is_none() {
+                mark_as_deleting(&mut next);
             }
-            let mut next = cur.obj.clone();
-            next["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            if rt.group.is_empty() && rt.plural == "namespaces" {
+            if is_namespace {
                 next["status"]["phase"] = json!("Terminating");
             }
-            if opts.dry_run {
-                return Ok(Reply::object(200, next));
+            if next == cur.obj || opts.dry_run {
+                return Ok(Reply::object(kept_code, next));
             }
             match store.update(&key, &next, cur.rv).await? {
-                Cas::Done(rev) => return Ok(Reply::object(200, with_rv(next, rev))),
+                Cas::Done(rev) => return Ok(Reply::object(kept_code, with_rv(next, rev))),
                 Cas::Failed(_) => continue,
             }
         }
@@ -614,7 +1082,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     ))
 }
 
-/// DELETE of a collection (with selectors): deletes each matching object as [`delete`] does.
+/// DELETE of a collection (with label and field selectors): deletes each matching object as
+/// [`delete`] does, with the same options; objects gone meanwhile are skipped.
 pub async fn delete_collection(
     store: &Store,
     req: &ResourceRequest,
@@ -647,4 +1116,134 @@ pub async fn delete_collection(
             "items": deleted,
         }),
     ))
+}
+
+#[cfg(test)]
+mod patch_tests {
+    use super::*;
+
+    fn run(kind: PatchType, target: Value, patch: Value) -> ApiResult<Value> {
+        let mut doc = target;
+        Patch::decode(kind, patch.to_string().as_bytes())?.apply(&mut doc, None)?;
+        Ok(doc)
+    }
+
+    /// RFC 7386 appendix A.
+    #[test]
+    fn merge_patch_rfc_7386_examples() {
+        let cases = [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
+            (json!({"a": "b"}), json!({"a": null}), json!({})),
+            (json!({"a": "b", "b": "c"}), json!({"a": null}), json!({"b": "c"})),
+            (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
+            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
+            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
+        ];
+        for (target, patch, want) in cases {
+            assert_eq!(
+                run(PatchType::Merge, target, patch.clone()).unwrap(),
+                want,
+                "{patch}"
+            );
+        }
+        // A merge patch must be an object (RFC 7386 allows others; Kubernetes does not).
+        assert_eq!(
+            run(PatchType::Merge, json!({}), json!(["a"])).unwrap_err().code,
+            400
+        );
+    }
+
+    /// RFC 6902 section 4 operations and appendix A's escaping and failure cases.
+    #[test]
+    fn json_patch_rfc_6902_examples() {
+        let doc = json!({"foo": "bar", "baz": ["a", "c"], "a/b": 1, "m~n": 2});
+        let ok = [
+            (
+                json!([{"op": "add", "path": "/baz/1", "value": "b"}]),
+                json!({"foo": "bar", "baz": ["a", "b", "c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "remove", "path": "/baz/0"}]),
+                json!({"foo": "bar", "baz": ["c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "replace", "path": "/foo", "value": 7}]),
+                json!({"foo": 7, "baz": ["a", "c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "move", "from": "/foo", "path": "/qux"}]),
+                json!({"qux": "bar", "baz": ["a", "c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "copy", "from": "/baz/0", "path": "/baz/-"}]),
+                json!({"foo": "bar", "baz": ["a", "c", "a"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "test", "path": "/a~1b", "value": 1}, {"op": "test", "path": "/m~0n", "value": 2}]),
+                doc.clone(),
+            ),
+        ];
+        for (patch, want) in ok {
+            assert_eq!(
+                run(PatchType::Json, doc.clone(), patch.clone()).unwrap(),
+                want,
+                "{patch}"
+            );
+        }
+        for bad in [
+            json!([{"op": "test", "path": "/foo", "value": "nope"}]),
+            json!([{"op": "remove", "path": "/missing"}]),
+            json!([{"op": "add", "path": "/baz/9", "value": 1}]),
+            json!([{"op": "add", "path": "/x", "value": 1}, {"op": "test", "path": "/x", "value": 2}]),
+        ] {
+            assert_eq!(
+                run(PatchType::Json, doc.clone(), bad.clone()).unwrap_err().code,
+                422,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            run(
+                PatchType::Json,
+                doc.clone(),
+                json!([{"op": "explode", "path": "/"}])
+            )
+            .unwrap_err()
+            .code,
+            400
+        );
+        assert_eq!(
+            run(PatchType::Json, doc, json!({"op": "add"})).unwrap_err().code,
+            400
+        );
+    }
+
+    #[test]
+    fn force_and_the_apply_media_type() {
+        let q = |v: &str| Query::from([("force".to_string(), v.to_string())]);
+        assert!(force(&q("true"), true).unwrap());
+        assert_eq!(force(&q("true"), false).unwrap_err().code, 400);
+        assert_eq!(force(&q("maybe"), true).unwrap_err().code, 400);
+        assert_eq!(
+            PatchType::from_content_type(APPLY_PATCH).unwrap(),
+            PatchType::Apply
+        );
+        assert_eq!(PatchType::from_content_type("text/plain").unwrap_err().code, 415);
+        assert_eq!(
+            Patch::decode(PatchType::Apply, b"{}").err().map(|e| e.code),
+            Some(415)
+        );
+    }
 }

@@ -7,7 +7,10 @@
 pub mod allocation;
 pub mod defaults;
 pub mod discovery;
+pub mod fieldset;
+pub mod gc;
 pub mod handlers;
+pub mod managed;
 pub mod meta;
 pub mod namespaces;
 pub mod openapi;
@@ -17,12 +20,15 @@ pub mod qos;
 pub mod registry;
 pub mod request;
 pub mod scale;
+pub mod schema;
 pub mod selector;
+pub mod smp;
 pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table;
 pub mod type_facts;
+pub mod validation;
 pub mod watch;
 
 use std::sync::Arc;
@@ -132,7 +138,28 @@ pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
 
 async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     let (parts, body) = request.into_parts();
-    let q = parse_query(parts.uri.query())?;
+    let mut q = parse_query(parts.uri.query())?;
+    // Writes without a fieldManager are recorded under the client's user-agent name, as
+    // kube-apiserver does; an apply must name its manager itself.
+    let applying = parts.method == Method::PATCH && content_type(&parts.headers) == handlers::APPLY_PATCH;
+    if !q.contains_key("fieldManager") && !applying {
+        if let Some(agent) = parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+        {
+            let name: String = agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(128)
+                .collect();
+            if !name.is_empty() {
+                q.insert("fieldManager".into(), name);
+            }
+        }
+    }
     let pretty = is_pretty(&q);
     let target = parse_path(&api.registry, parts.uri.path())?;
     let offer = match &target {
@@ -223,22 +250,33 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             )))
         }
     };
-    if let (Format::Table(version), Some((objects, rv))) = (format, &reply.table_rows) {
-        let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
-        return Ok(render(
-            reply.code,
-            &table::table(&req.rt, objects, rv, version, include),
-            format,
-            pretty,
-        ));
-    }
-    if let Format::Metadata(version) = format {
-        return Ok(render(
+    let mut response = match (format, &reply.table_rows) {
+        (Format::Table(version), Some((objects, rv))) => {
+            let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
+            render(
+                reply.code,
+                &table::table(&req.rt, objects, rv, version, include),
+                format,
+                pretty,
+            )
+        }
+        (Format::Metadata(version), _) => render(
             reply.code,
             &meta::partial_object_metadata(reply.body, version),
             format,
             pretty,
-        ));
+        ),
+        _ => render(reply.code, &reply.body, wire, pretty),
+    };
+    for warning in &reply.warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
     }
-    Ok(render(reply.code, &reply.body, wire, pretty))
+    Ok(response)
+}
+
+/// A `Warning` header value as kube-apiserver writes it: code 299, no agent, quoted text.
+fn warning_header(text: &str) -> String {
+    format!("299 - \"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }

@@ -17,6 +17,7 @@ use super::registry::Registry;
 use super::request::ResourceRequest;
 use super::status::ApiResult;
 use super::store::{Cas, Store};
+use super::validation::Decoded;
 
 /// Namespaces every cluster has.
 pub const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -42,7 +43,17 @@ pub async fn ensure_system_namespaces(store: &Store, registry: &Registry) -> Api
             continue;
         }
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        match handlers::create(store, &req, &Query::new(), obj).await {
+        match handlers::create(
+            store,
+            &req,
+            &Query::new(),
+            Decoded {
+                value: obj,
+                duplicates: Vec::new(),
+            },
+        )
+        .await
+        {
             Ok(_) => tracing::info!(namespace = ns, "created system namespace"),
             Err(e) if e.code == 409 => {}
             Err(e) => return Err(e),

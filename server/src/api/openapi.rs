@@ -10,7 +10,7 @@
 //! The documents describe the built-in types only, are generated once on first use and are
 //! kept as serialized bytes.
 
-mod definitions;
+pub mod definitions;
 mod paths;
 mod proto;
 

@@ -2,10 +2,10 @@
 //! and the body decoded from JSON or YAML.
 
 use axum::http::HeaderMap;
-use serde_json::Value;
 
 use super::registry::{Registry, ResourceType};
 use super::status::{ApiError, ApiResult};
+use super::validation::{decode_tracking_duplicates, Decoded};
 
 /// Largest request body accepted (kube-apiserver's limit).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -257,23 +257,32 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-/// Decodes a JSON, YAML or Kubernetes protobuf body into a JSON value (YAML through
-/// serde_yaml, whose alias expansion and nesting are bounded).
-pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
+/// Decodes a JSON, YAML or Kubernetes protobuf body into a JSON value, noting duplicate fields
+/// for field validation (YAML through serde_yaml, whose alias expansion and nesting are
+/// bounded; JSON nesting is bounded by serde_json).
+pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
     match content_type {
-        "" | "application/json" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "the body of the request could not be decoded as JSON: {e}"
-            ))
-        }),
+        "" | "application/json" => {
+            let mut de = serde_json::Deserializer::from_slice(body);
+            decode_tracking_duplicates(&mut de)
+                .and_then(|decoded| de.end().map(|()| decoded))
+                .map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the body of the request could not be decoded as JSON: {e}"
+                    ))
+                })
+        }
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            serde_yaml::from_slice(body).map_err(|e| {
+            decode_tracking_duplicates(serde_yaml::Deserializer::from_slice(body)).map_err(|e| {
                 ApiError::bad_request(format!(
                     "the body of the request could not be decoded as YAML: {e}"
                 ))
             })
         }
-        super::protobuf::MEDIA_TYPE => super::protobuf::decode_request(body),
+        super::protobuf::MEDIA_TYPE => Ok(Decoded {
+            value: super::protobuf::decode_request(body)?,
+            duplicates: Vec::new(),
+        }),
         other => Err(ApiError::unsupported_media_type(other)),
     }
 }
@@ -375,8 +384,9 @@ mod tests {
 
     #[test]
     fn bodies_decode_or_fail_with_the_right_status() {
-        assert_eq!(decode_body("application/yaml", b"a: 1").unwrap()["a"], 1);
+        assert_eq!(decode_body("application/yaml", b"a: 1").unwrap().value["a"], 1);
         assert_eq!(decode_body("application/json", b"{").unwrap_err().code, 400);
+        assert_eq!(decode_body("application/json", b"{} {}").unwrap_err().code, 400);
         assert_eq!(decode_body("text/plain", b"x").unwrap_err().code, 415);
         let deep = "[".repeat(10_000);
         assert_eq!(

@@ -53,6 +53,7 @@ fn scale_reply(rt: &ResourceType, reply: Reply) -> Reply {
         code: reply.code,
         body: to_scale(rt, &reply.body),
         table_rows: None,
+        warnings: reply.warnings,
     }
 }
 
@@ -130,6 +131,7 @@ pub async fn get(store: &super::store::Store, req: &ResourceRequest, q: &Query) 
         code: 200,
         body: scale.clone(),
         table_rows: Some((vec![scale], stored.rv.to_string())),
+        warnings: Vec::new(),
     })
 }
 
@@ -183,7 +185,7 @@ pub async fn patch(
     let mutate: Mutation<'_> = Box::new(move |current| {
         let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
         let mut scale = to_scale(&rt, &cur.obj);
-        patch.apply(&mut scale)?;
+        patch.apply(&mut scale, None)?;
         check_scale_type(&scale)?;
         rescaled(&rt, &cur.obj, replicas_of(&scale, &n)?)
     });

@@ -3,9 +3,9 @@
 //!
 //! kubectl reads these: `kubectl explain` finds a resource's kind through the operations'
 //! `x-kubernetes-group-version-kind`, and kubectl's field-validation probe looks for the
-//! `fieldValidation` query parameter on the PATCH operation. kuberaft does not validate fields
-//! server-side yet, so that parameter is not listed and kubectl validates client-side against
-//! `/openapi/v2`.
+//! `fieldValidation` query parameter on the PATCH operation: finding it, kubectl leaves
+//! unknown-field checks to the server (`fieldValidation=Strict`) instead of validating
+//! client-side against `/openapi/v2`.
 
 use serde_json::{json, Map, Value};
 
@@ -81,6 +81,11 @@ const FIELD_MANAGER: Param = param(
     "string",
     "fieldManager is a name associated with the actor or entity that is making these changes.",
 );
+const FIELD_VALIDATION: Param = param(
+    "fieldValidation",
+    "string",
+    "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore: This will ignore any unknown fields that are silently dropped from the object, and will ignore all but the last duplicate field that the decoder encounters. - Warn: This will send a warning via the standard warning response header for each unknown field that is dropped from the object, and for each duplicate field that is encountered. The request will still succeed if there are no other errors, and will only persist the last of any duplicate fields. This is the default. - Strict: This will fail the request with a BadRequest error if any unknown fields would be dropped from the object, or if any duplicate fields are present. The error returned from the server will contain all unknown and duplicate fields encountered.",
+);
 const FORCE: Param = param(
     "force",
     "boolean",
@@ -114,8 +119,8 @@ const LIST_PARAMS: &[&Param] = &[
     &TIMEOUT_SECONDS,
     &WATCH,
 ];
-const WRITE_PARAMS: &[&Param] = &[&DRY_RUN, &FIELD_MANAGER];
-const PATCH_PARAMS: &[&Param] = &[&DRY_RUN, &FIELD_MANAGER, &FORCE];
+const WRITE_PARAMS: &[&Param] = &[&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION];
+const PATCH_PARAMS: &[&Param] = &[&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION, &FORCE];
 const DELETE_PARAMS: &[&Param] = &[&DRY_RUN, &GRACE_PERIOD, &ORPHAN, &PROPAGATION];
 const DELETE_COLLECTION_PARAMS: &[&Param] = &[
     &CONTINUE,

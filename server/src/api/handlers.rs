@@ -9,7 +9,10 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use super::cache::CachedObject;
 use super::meta::{meta_str, now_rfc3339, prepare_create, prepare_update};
+use super::options;
+use super::read;
 use super::registry::ResourceType;
 use super::request::ResourceRequest;
 use super::selector::{FieldSelector, LabelSelector};
@@ -57,12 +60,6 @@ fn not_found(rt: &ResourceType, name: &str) -> ApiError {
     ApiError::not_found(rt.group, rt.plural, name)
 }
 
-/// Whether a read may be served from local state (`resourceVersion=0`) instead of a
-/// linearizable read.
-fn consistent(q: &Query) -> bool {
-    q.get("resourceVersion").is_none_or(|rv| rv != "0")
-}
-
 /// The client's resourceVersion precondition in a body, if any.
 pub(super) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     match meta_str(obj, "resourceVersion") {
@@ -75,21 +72,22 @@ pub(super) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     }
 }
 
-/// GET of one object (or of its scale subresource).
+/// GET of one object (or of its scale subresource), at the revision its resourceVersion asks
+/// for, from the watch cache.
 pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
     if req.subresource.as_deref() == Some("scale") {
         return super::scale::get(store, req, q).await;
     }
     let name = name_of(req)?;
-    let stored = store
-        .get(&key(req, name), consistent(q))
+    let at = options::get_plan(q)?;
+    let obj = read::get(store.cache(), &key(req, name), at)
         .await?
         .ok_or_else(|| not_found(&req.rt, name))?;
-    let rv = stored.rv.to_string();
+    let rv = obj.rv.to_string();
     Ok(Reply {
         code: 200,
-        body: stored.obj.clone(),
-        table_rows: Some((vec![stored.obj], rv)),
+        body: obj.obj.clone(),
+        table_rows: Some((vec![obj.obj.clone()], rv)),
     })
 }
 
@@ -101,31 +99,50 @@ fn strip_type(mut obj: Value) -> Value {
     obj
 }
 
-/// The objects of a collection request that match its selectors, and the list revision.
-async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<(Vec<Stored>, i64)> {
-    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str), req.rt.kind)?;
-    let prefix = match &req.namespace {
+/// The key prefix of a collection request.
+fn prefix(req: &ResourceRequest) -> String {
+    match &req.namespace {
         Some(ns) => format!("{}{ns}/", req.rt.key_prefix()),
         None => req.rt.key_prefix(),
-    };
-    let (items, rev) = store.list(&prefix, consistent(q)).await?;
-    let items = items
-        .into_iter()
-        .filter(|s| labels.matches(&s.obj) && fields.matches(&s.obj))
-        .collect();
-    Ok((items, rev))
+    }
+}
+
+/// The selectors of a collection request.
+pub(super) fn selectors(req: &ResourceRequest, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector").map_or("", String::as_str),
+        req.rt.group,
+        req.rt.plural,
+    )?;
+    Ok((labels, fields))
+}
+
+/// A page of the collection per the request's resourceVersion, paging and selectors.
+async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<read::Page> {
+    let plan = options::list_plan(q)?;
+    let (labels, fields) = selectors(req, q)?;
+    let selective = !labels.is_empty() || !fields.is_empty();
+    let keep = |o: &CachedObject| labels.matches(&o.obj) && fields.matches(&o.obj);
+    read::list(store.cache(), &prefix(req), &plan, selective, &keep).await
 }
 
 /// LIST of a collection.
 pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
-    let (items, rev) = select(store, req, q).await?;
-    let rev = rev.to_string();
-    let objects: Vec<Value> = items.into_iter().map(|s| s.obj).collect();
+    let page = select(store, req, q).await?;
+    let rev = page.revision.to_string();
+    let mut meta = json!({"resourceVersion": rev});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(n) = page.remaining {
+        meta["remainingItemCount"] = json!(n);
+    }
+    let objects: Vec<Value> = page.items.iter().map(|o| o.obj.clone()).collect();
     let body = json!({
         "kind": req.rt.list_kind,
         "apiVersion": req.rt.group_version(),
-        "metadata": {"resourceVersion": rev},
+        "metadata": meta,
         "items": objects.iter().cloned().map(strip_type).collect::<Vec<_>>(),
     });
     Ok(Reply {
@@ -380,6 +397,7 @@ impl Patch {
                 message: format!("the server rejected our request due to an error in our request: {e}"),
                 details: None,
                 retry_after: None,
+                continue_token: None,
             }),
             Patch::Merge(doc) => {
                 json_patch::merge(target, doc);
@@ -577,9 +595,10 @@ pub async fn delete_collection(
     q: &Query,
     opts: &DeleteOptions,
 ) -> ApiResult<Reply> {
-    let (items, rev) = select(store, req, q).await?;
+    let page = select(store, req, q).await?;
+    let rev = page.revision;
     let mut deleted = Vec::new();
-    for item in items {
+    for item in page.items {
         let Some(name) = meta_str(&item.obj, "name").map(str::to_string) else {
             continue;
         };

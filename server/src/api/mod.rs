@@ -5,15 +5,18 @@
 //! store. Per-type differences live in data ([`registry`]) and small hooks ([`strategy`]).
 
 pub mod allocation;
+pub mod cache;
 pub mod defaults;
 pub mod discovery;
 pub mod handlers;
 pub mod meta;
 pub mod namespaces;
 pub mod openapi;
+pub mod options;
 pub mod printers;
 pub mod protobuf;
 pub mod qos;
+pub mod read;
 pub mod registry;
 pub mod request;
 pub mod scale;
@@ -151,13 +154,13 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     let store = &api.store;
     let is_watch = req.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
     let reply: Reply = match (parts.method.clone(), req.name.is_some()) {
-        (Method::GET, false) if is_watch => return watch::serve(store, &req, &q, plain).await,
+        (Method::GET, false) if is_watch => return watch::serve(store, &req, &q, format).await,
         (Method::GET, true) if is_watch => {
             let mut one = req.clone();
             let name = one.name.take().unwrap_or_default();
             let mut q = q.clone();
             q.insert("fieldSelector".into(), format!("metadata.name={name}"));
-            return watch::serve(store, &one, &q, plain).await;
+            return watch::serve(store, &one, &q, format).await;
         }
         (Method::GET, false) => handlers::list(store, &req, &q).await?,
         (Method::GET, true) => handlers::get(store, &req, &q).await?,
@@ -194,12 +197,14 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     };
     if let (Format::Table(version), Some((objects, rv))) = (format, &reply.table_rows) {
         let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
-        return Ok(render(
-            reply.code,
-            &table::table(&req.rt, objects, rv, version, include),
-            format,
-            pretty,
-        ));
+        let mut t = table::table(&req.rt, objects, rv, version, include);
+        // A paged list's Table pages on like the list itself.
+        for field in ["continue", "remainingItemCount"] {
+            if let Some(v) = reply.body["metadata"].get(field) {
+                t["metadata"][field] = v.clone();
+            }
+        }
+        return Ok(render(reply.code, &t, format, pretty));
     }
     Ok(render(reply.code, &reply.body, wire, pretty))
 }

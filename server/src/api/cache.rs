@@ -40,6 +40,7 @@ pub struct CachedObject {
     pub rv: i64,
     json: OnceLock<Bytes>,
     yaml: OnceLock<Bytes>,
+    item_json: OnceLock<Bytes>,
 }
 
 impl CachedObject {
@@ -50,6 +51,7 @@ impl CachedObject {
             rv,
             json: OnceLock::new(),
             yaml: OnceLock::new(),
+            item_json: OnceLock::new(),
         })
     }
 
@@ -67,6 +69,18 @@ impl CachedObject {
     pub fn json(&self) -> &Bytes {
         self.json
             .get_or_init(|| serde_json::to_vec(&self.obj).unwrap_or_default().into())
+    }
+
+    /// The object as a JSON list item (without `kind` and `apiVersion`), serialised once.
+    pub fn item_json(&self) -> &Bytes {
+        self.item_json.get_or_init(|| {
+            let mut obj = self.obj.clone();
+            if let Some(o) = obj.as_object_mut() {
+                o.remove("kind");
+                o.remove("apiVersion");
+            }
+            serde_json::to_vec(&obj).unwrap_or_default().into()
+        })
     }
 
     /// The object as YAML, serialised once.
@@ -329,9 +343,11 @@ impl WatchCache {
         })
     }
 
-    /// The compacted revision the cache knows.
+    /// The compacted revision: the replica's (compaction alone publishes no apply event)
+    /// or the one the cache saw, whichever is newer.
     pub fn compacted(&self) -> i64 {
-        self.read().compacted
+        let applied = self.node.progress().borrow().compacted;
+        applied.max(self.read().compacted)
     }
 
     /// Starts a watch after revision `from`: the events since then (from the window, or the
@@ -340,12 +356,11 @@ impl WatchCache {
         let mut backlog: Vec<Arc<CacheEvent>> = Vec::new();
         let mut after = from;
         loop {
+            let compacted = self.compacted();
             let upto = {
                 let s = self.read();
-                if after < s.compacted {
-                    return Err(Unavailable::Compacted {
-                        compacted: s.compacted,
-                    });
+                if after < compacted {
+                    return Err(Unavailable::Compacted { compacted });
                 }
                 if after >= s.window_start {
                     backlog.extend(s.window.iter().filter(|e| e.rev > after).cloned());

@@ -6,6 +6,7 @@
 //! client supplied a resourceVersion precondition, which then answers 409 Conflict.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -32,8 +33,12 @@ pub struct Reply {
     pub code: u16,
     /// The object, list or Status.
     pub body: Value,
-    /// Objects to render when the client asked for a Table (get and list only).
+    /// Objects to render when the client asked for a Table (get only; a list's rows are its
+    /// `items`).
     pub table_rows: Option<(Vec<Value>, String)>,
+    /// A list's items, kept apart from `body` so that they are encoded from the cached
+    /// objects' shared encodings instead of being copied into one big value.
+    pub items: Option<Vec<Arc<CachedObject>>>,
 }
 
 impl Reply {
@@ -42,6 +47,7 @@ impl Reply {
             code,
             body,
             table_rows: None,
+            items: None,
         }
     }
 }
@@ -88,10 +94,12 @@ pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<R
         code: 200,
         body: obj.obj.clone(),
         table_rows: Some((vec![obj.obj.clone()], rv)),
+        items: None,
     })
 }
 
-fn strip_type(mut obj: Value) -> Value {
+/// An object as a list item: kube-apiserver leaves out `kind` and `apiVersion`.
+pub(super) fn strip_type(mut obj: Value) -> Value {
     if let Some(o) = obj.as_object_mut() {
         o.remove("kind");
         o.remove("apiVersion");
@@ -127,28 +135,25 @@ async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<re
     read::list(store.cache(), &prefix(req), &plan, selective, &keep).await
 }
 
-/// LIST of a collection.
+/// LIST of a collection: the list's metadata in `body`, its objects in `items`.
 pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
     let page = select(store, req, q).await?;
-    let rev = page.revision.to_string();
-    let mut meta = json!({"resourceVersion": rev});
+    let mut meta = json!({"resourceVersion": page.revision.to_string()});
     if let Some(c) = &page.continue_token {
         meta["continue"] = json!(c);
     }
     if let Some(n) = page.remaining {
         meta["remainingItemCount"] = json!(n);
     }
-    let objects: Vec<Value> = page.items.iter().map(|o| o.obj.clone()).collect();
-    let body = json!({
-        "kind": req.rt.list_kind,
-        "apiVersion": req.rt.group_version(),
-        "metadata": meta,
-        "items": objects.iter().cloned().map(strip_type).collect::<Vec<_>>(),
-    });
     Ok(Reply {
         code: 200,
-        body,
-        table_rows: Some((objects, rev)),
+        body: json!({
+            "kind": req.rt.list_kind,
+            "apiVersion": req.rt.group_version(),
+            "metadata": meta,
+        }),
+        table_rows: None,
+        items: Some(page.items),
     })
 }
 

@@ -34,7 +34,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use handlers::{DeleteOptions, PatchType, Query, Reply};
 use registry::Registry;
@@ -195,16 +195,81 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             )))
         }
     };
-    if let (Format::Table(version), Some((objects, rv))) = (format, &reply.table_rows) {
-        let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
-        let mut t = table::table(&req.rt, objects, rv, version, include);
-        // A paged list's Table pages on like the list itself.
-        for field in ["continue", "remainingItemCount"] {
-            if let Some(v) = reply.body["metadata"].get(field) {
-                t["metadata"][field] = v.clone();
-            }
+    if let Format::Table(version) = format {
+        let rows = match (&reply.table_rows, &reply.items) {
+            (Some((objects, rv)), _) => Some((objects.clone(), rv.clone())),
+            (None, Some(items)) => Some((
+                items.iter().map(|o| o.obj.clone()).collect(),
+                reply.body["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )),
+            (None, None) => None,
+        };
+        if let Some((objects, rv)) = rows {
+            return table_response(&req, &q, &reply, &objects, &rv, version, pretty);
         }
-        return Ok(render(reply.code, &t, format, pretty));
     }
-    Ok(render(reply.code, &reply.body, wire, pretty))
+    match reply.items {
+        Some(items) => Ok(render_list(reply.code, reply.body, &items, wire, pretty)),
+        None => Ok(render(reply.code, &reply.body, wire, pretty)),
+    }
+}
+
+/// Renders a get or list as a Table.
+fn table_response(
+    req: &request::ResourceRequest,
+    q: &Query,
+    reply: &Reply,
+    objects: &[Value],
+    rv: &str,
+    version: &'static str,
+    pretty: bool,
+) -> ApiResult<Response> {
+    let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
+    let mut t = table::table(&req.rt, objects, rv, version, include);
+    // A paged list's Table pages on like the list itself.
+    for field in ["continue", "remainingItemCount"] {
+        if let Some(v) = reply.body["metadata"].get(field) {
+            t["metadata"][field] = v.clone();
+        }
+    }
+    Ok(render(reply.code, &t, Format::Table(version), pretty))
+}
+
+/// Renders a list whose items are cached objects. Compact JSON is spliced together from each
+/// object's shared list-item encoding; other representations build the whole value.
+fn render_list(
+    code: u16,
+    mut body: Value,
+    items: &[Arc<cache::CachedObject>],
+    format: Format,
+    pretty: bool,
+) -> Response {
+    if format != Format::Json || pretty {
+        body["items"] = items
+            .iter()
+            .map(|o| handlers::strip_type(o.obj.clone()))
+            .collect();
+        return render(code, &body, format, pretty);
+    }
+    let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
+    let Ok(head) = serde_json::to_vec(&head) else {
+        return ApiError::internal("cannot encode a list").into_response();
+    };
+    let size = head.len() + items.iter().map(|o| o.item_json().len() + 1).sum::<usize>() + 16;
+    let mut out = Vec::with_capacity(size);
+    // `{...,"metadata":{...}}` → `{...,"metadata":{...},"items":[...]}`
+    out.extend_from_slice(&head[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(o.item_json());
+    }
+    out.extend_from_slice(b"]}");
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
 }

@@ -53,6 +53,7 @@ fn scale_reply(rt: &ResourceType, reply: Reply) -> Reply {
         code: reply.code,
         body: to_scale(rt, &reply.body),
         table_rows: None,
+        items: None,
     }
 }
 
@@ -130,6 +131,7 @@ pub async fn get(store: &super::store::Store, req: &ResourceRequest, q: &Query) 
         code: 200,
         body: scale.clone(),
         table_rows: Some((vec![scale], stored.rv.to_string())),
+        items: None,
     })
 }
 

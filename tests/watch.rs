@@ -762,7 +762,37 @@ async fn watches_start_resume_bookmark_and_follow_selectors() {
         .unwrap()
         .contains("Too large resource version"));
 
+    // Protobuf: length-delimited WatchEvent messages whose object carries the k8s envelope.
+    let now = current(&k, base).await;
+    let mut r = k
+        .http
+        .get(k.url(1, &format!("{base}?watch=1&resourceVersion={now}")))
+        .header("Accept", "application/vnd.kubernetes.protobuf")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    patch_cm(&k, 0, "w", "pre", json!({"data": {"k": "pb"}})).await;
+    let mut buf = Vec::new();
+    while buf.len() < 4 || buf.len() < 4 + u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize {
+        let chunk = tokio::time::timeout(T, r.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        buf.extend_from_slice(&chunk);
+    }
+    let event = pb_fields(&buf[4..]);
+    assert_eq!(event[0], (1, b"MODIFIED".to_vec()));
+    let raw = &pb_fields(&event[1].1)[0].1;
+    assert!(raw.starts_with(b"k8s\0"), "{raw:?}");
+    assert!(raw.windows(b"pb".len()).any(|w| w == b"pb"));
+
     // YAML encoding: one document per event.
+    let now = current(&k, base).await;
     let mut r = k
         .http
         .get(k.url(2, &format!("{base}?watch=1&resourceVersion={now}")))
@@ -783,6 +813,31 @@ async fn watches_start_resume_bookmark_and_follow_selectors() {
         (Some("MODIFIED"), y),
         "{doc}"
     );
+}
+
+/// The length-delimited fields `(number, payload)` of a protobuf message.
+fn pb_fields(mut b: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = b[0];
+            *b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        v
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let key = varint(&mut b);
+        assert_eq!(key & 7, 2, "only length-delimited fields expected");
+        let len = varint(&mut b) as usize;
+        out.push(((key >> 3) as u32, b[..len].to_vec()));
+        b = &b[len..];
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

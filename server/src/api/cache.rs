@@ -41,6 +41,7 @@ pub struct CachedObject {
     json: OnceLock<Bytes>,
     yaml: OnceLock<Bytes>,
     item_json: OnceLock<Bytes>,
+    proto: OnceLock<Option<Bytes>>,
 }
 
 impl CachedObject {
@@ -52,6 +53,7 @@ impl CachedObject {
             json: OnceLock::new(),
             yaml: OnceLock::new(),
             item_json: OnceLock::new(),
+            proto: OnceLock::new(),
         })
     }
 
@@ -81,6 +83,14 @@ impl CachedObject {
             }
             serde_json::to_vec(&obj).unwrap_or_default().into()
         })
+    }
+
+    /// The object as Kubernetes protobuf (envelope included), encoded once; `None` when its
+    /// type has no protobuf form.
+    pub fn protobuf(&self) -> Option<&Bytes> {
+        self.proto
+            .get_or_init(|| super::protobuf::encode_object(&self.obj).ok().map(Bytes::from))
+            .as_ref()
     }
 
     /// The object as YAML, serialised once.

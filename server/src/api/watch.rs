@@ -9,6 +9,8 @@
 //!   matching is ADDED.
 //! * With `allowWatchBookmarks`, a BOOKMARK carries the cache revision once every event up to
 //!   it was sent, so quiet collections advance too.
+//! * Encodings: JSON (one document per line), YAML (one document per event), Table (for
+//!   `kubectl get -w`) and Kubernetes protobuf (length-delimited `WatchEvent`s).
 //! * Each frame is one chunk, written as soon as it is produced. An object's encoding is
 //!   computed once and shared by every watcher; a watcher that falls more than the buffer
 //!   behind is closed cleanly and its client resumes from its last resourceVersion.
@@ -27,6 +29,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::cache::{CacheEvent, CachedObject, Published, Unavailable};
 use super::handlers::{selectors, Query};
 use super::options::{watch_plan, WatchPlan, WatchStartAt};
+use super::protobuf;
 use super::read::{sync_most_recent, WAIT_FOR_REVISION};
 use super::registry::ResourceType;
 use super::request::{Format, ResourceRequest};
@@ -78,6 +81,8 @@ impl Filter {
 enum Encoding {
     Json,
     Yaml,
+    /// Length-delimited `WatchEvent` messages.
+    Protobuf,
     /// `kubectl get -w`: each object as a one-row Table.
     Table {
         rt: Box<ResourceType>,
@@ -90,6 +95,7 @@ impl Encoding {
     fn content_type(&self) -> &'static str {
         match self {
             Encoding::Yaml => "application/yaml",
+            Encoding::Protobuf => protobuf::WATCH_MEDIA_TYPE,
             Encoding::Json | Encoding::Table { .. } => "application/json",
         }
     }
@@ -108,6 +114,10 @@ impl Encoding {
                 b.freeze()
             }
             Encoding::Yaml => yaml_frame(kind, obj.yaml()),
+            Encoding::Protobuf => match obj.protobuf() {
+                Some(raw) => protobuf::watch_frame(kind, raw).into(),
+                None => self.value_frame("ERROR", &unencodable(&obj.obj)),
+            },
             Encoding::Table { rt, version, include } => {
                 let t = table::table(
                     rt,
@@ -123,10 +133,14 @@ impl Encoding {
 
     /// A frame for an object that is not cached (bookmarks and errors).
     fn value_frame(&self, kind: &str, obj: &Value) -> Bytes {
-        let event = json!({"type": kind, "object": obj});
         match self {
             Encoding::Yaml => yaml_frame(kind, &Bytes::from(serde_yaml::to_string(obj).unwrap_or_default())),
+            Encoding::Protobuf => match protobuf::encode_object(obj) {
+                Ok(raw) => protobuf::watch_frame(kind, &raw).into(),
+                Err(_) => Bytes::new(),
+            },
             Encoding::Json | Encoding::Table { .. } => {
+                let event = json!({"type": kind, "object": obj});
                 let mut b = serde_json::to_vec(&event).unwrap_or_default();
                 b.push(b'\n');
                 b.into()
@@ -147,6 +161,15 @@ fn yaml_frame(kind: &str, object_yaml: &Bytes) -> Bytes {
         b.put_u8(b'\n');
     }
     b.freeze()
+}
+
+/// The Status an ERROR event carries for a stored object that has no protobuf form.
+fn unencodable(obj: &Value) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("object {:?} cannot be encoded as protobuf", obj["metadata"]["name"]),
+        "reason": "InternalError", "code": 500,
+    })
 }
 
 fn bookmark(rt: &ResourceType, rev: i64, initial_end: bool) -> Value {
@@ -254,6 +277,10 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
             version,
             include: IncludeObject::parse(q.get("includeObject").map(String::as_str))?,
         },
+        // Types without a protobuf message answer JSON, as their non-watch reads do.
+        Format::Protobuf if protobuf::message_for_kind(&req.rt.group_version(), req.rt.kind).is_some() => {
+            Encoding::Protobuf
+        }
         Format::Json | Format::Protobuf => Encoding::Json,
     };
     let begin = start(store, &plan, &filter, &enc, &req.rt).await?;

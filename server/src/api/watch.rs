@@ -188,9 +188,11 @@ fn expired_status(requested: i64, compacted: i64) -> Value {
     })
 }
 
-/// What a watcher sends before its live events.
+/// What a watcher sends before its live events: objects (shared with the cache, encoded as
+/// they are sent, so a large initial state costs no extra memory per watcher), then frames.
 struct Start {
-    frames: Vec<Bytes>,
+    objects: Vec<(&'static str, Arc<CachedObject>)>,
+    trailer: Option<Bytes>,
     revision: i64,
     live: Option<broadcast::Receiver<Arc<Published>>>,
 }
@@ -219,17 +221,18 @@ async fn start(
     }
     if plan.initial_events {
         let (snap, live) = cache.list_and_watch(&filter.prefix);
-        let mut frames: Vec<Bytes> = snap
+        let objects = snap
             .objects
-            .iter()
+            .into_iter()
             .filter(|(_, o)| filter.matches(o))
-            .map(|(_, o)| enc.frame("ADDED", o))
+            .map(|(_, o)| ("ADDED", o))
             .collect();
-        if plan.initial_events_end {
-            frames.push(enc.value_frame("BOOKMARK", &bookmark(rt, snap.revision, true)));
-        }
+        let trailer = plan
+            .initial_events_end
+            .then(|| enc.value_frame("BOOKMARK", &bookmark(rt, snap.revision, true)));
         return Ok(Start {
-            frames,
+            objects,
+            trailer,
             revision: snap.revision,
             live: Some(live),
         });
@@ -240,17 +243,19 @@ async fn start(
     };
     match cache.watch_from(from).await {
         Ok(w) => Ok(Start {
-            frames: w
+            objects: w
                 .backlog
                 .iter()
                 .filter_map(|e| filter.event(e))
-                .map(|(kind, o)| enc.frame(kind, o))
+                .map(|(kind, o)| (kind, o.clone()))
                 .collect(),
+            trailer: None,
             revision: w.revision,
             live: Some(w.live),
         }),
         Err(Unavailable::Compacted { compacted }) => Ok(Start {
-            frames: vec![enc.value_frame("ERROR", &expired_status(from, compacted))],
+            objects: Vec::new(),
+            trailer: Some(enc.value_frame("ERROR", &expired_status(from, compacted))),
             revision: from,
             live: None,
         }),
@@ -316,7 +321,8 @@ async fn run(
     let deadline = tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT));
     tokio::pin!(deadline);
     let sent_total = metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind);
-    for f in begin.frames {
+    let first = begin.objects.iter().map(|(kind, o)| enc.frame(kind, o));
+    for f in first.chain(begin.trailer) {
         if tx.send(Ok(f)).await.is_err() {
             return;
         }

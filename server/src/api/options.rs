@@ -297,13 +297,17 @@ pub fn watch_plan(q: &Query) -> ApiResult<WatchPlan> {
         return Err(ApiError::invalid_list_options(&errs));
     }
     let bookmarks = bool_param(q, "allowWatchBookmarks")?.unwrap_or(false);
+    // 0, like no value, means the server's default.
     let timeout = match param(q, "timeoutSeconds").filter(|t| !t.is_empty()) {
         None => None,
-        Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
-            ApiError::bad_request(format!(
-                "timeoutSeconds: Invalid value: {t:?}: must be a non-negative integer"
-            ))
-        })?)),
+        Some(t) => {
+            let secs: u64 = t.parse().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "timeoutSeconds: Invalid value: {t:?}: must be a non-negative integer"
+                ))
+            })?;
+            (secs > 0).then(|| Duration::from_secs(secs))
+        }
     };
     let (start, initial_events) = match (initial, rv) {
         // Legacy semantics: unset and "0" list then watch; N starts after N.
@@ -395,6 +399,10 @@ mod tests {
         ]))
         .unwrap();
         assert!(p.initial_events && p.initial_events_end && p.start == WatchStartAt::MostRecent);
+        let p = watch_plan(&q(&[("timeoutSeconds", "0")])).unwrap();
+        assert_eq!(p.timeout, None);
+        let p = watch_plan(&q(&[("timeoutSeconds", "5")])).unwrap();
+        assert_eq!(p.timeout, Some(Duration::from_secs(5)));
         let e = watch_plan(&q(&[("sendInitialEvents", "true")])).unwrap_err();
         assert_eq!(e.message, "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
         let e = watch_plan(&q(&[("resourceVersionMatch", "NotOlderThan")])).unwrap_err();

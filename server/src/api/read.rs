@@ -162,14 +162,14 @@ async fn from_history(
     let limit = plan.limit.unwrap_or(usize::MAX);
     let mut items: Vec<Arc<CachedObject>> = Vec::new();
     let mut last_key: Option<String> = None;
-    let mut cursor = after.clone();
+    let mut cursor = after.clone().map(String::into_bytes);
     loop {
         let req = pb::RangeRequest {
             key: prefix.as_bytes().to_vec(),
             prefix: true,
             revision: rev,
             limit: HISTORY_CHUNK,
-            start_after: cursor.clone().map(String::into_bytes).unwrap_or_default(),
+            start_after: cursor.clone().unwrap_or_default(),
             ..Default::default()
         };
         let mvcc = cache.node().mvcc().clone();
@@ -182,13 +182,10 @@ async fn from_history(
         let fetched = resp.kvs.len() as i64;
         for (i, kv) in resp.kvs.into_iter().enumerate() {
             let key = String::from_utf8_lossy(&kv.key).into_owned();
-            let Some(obj) = CachedObject::from_kv(&kv.value, kv.mod_revision) else {
+            let Some(obj) = CachedObject::from_kv(&kv.value, kv.mod_revision).filter(|o| keep(o)) else {
+                cursor = Some(kv.key);
                 continue;
             };
-            if !keep(&obj) {
-                cursor = Some(key);
-                continue;
-            }
             if items.len() == limit {
                 // Everything from this key on in the range follows the page.
                 let remaining = resp.count - i as i64;
@@ -201,8 +198,8 @@ async fn from_history(
                 });
             }
             items.push(obj);
-            last_key = Some(key.clone());
-            cursor = Some(key);
+            last_key = Some(key);
+            cursor = Some(kv.key);
         }
         if !resp.more || fetched == 0 {
             return Ok(Page {

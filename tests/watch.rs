@@ -1060,7 +1060,32 @@ async fn kubectl_watches_with_tables_and_selectors() {
             "6s",
         ],
     );
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    // Write only once all three kubectl watches are registered (the replicas' watcher gauge).
+    support::eventually(T, || async {
+        let mut watchers = 0.0;
+        for node in 0..3 {
+            let text = k
+                .http
+                .get(k.url(node, "/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            watchers += text
+                .lines()
+                .filter(|l| l.starts_with("apiserver_registered_watchers{kind=\"ConfigMap\"}"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        if watchers >= 3.0 {
+            Ok(())
+        } else {
+            Err(format!("{watchers} watchers"))
+        }
+    })
+    .await;
     create_cm(&k, 0, "kw", "f1", json!({"app": "db"}), json!({})).await;
     create_cm(&k, 1, "kw", "w1", json!({"app": "web"}), json!({})).await;
     let table = table.wait_with_output().unwrap();

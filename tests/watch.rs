@@ -269,6 +269,16 @@ async fn get_and_list_follow_the_resource_version_tables() {
     )
     .await;
     assert_eq!(names(&zero).len(), 2);
+    let (_, zero) = get(&k, 2, &format!("{base}?resourceVersion=0&limit=3")).await;
+    assert_eq!(names(&zero).len(), 3);
+    assert_eq!(zero["metadata"]["remainingItemCount"], 4);
+    let (_, nolder) = get(
+        &k,
+        1,
+        &format!("{base}?resourceVersion={rv1}&resourceVersionMatch=NotOlderThan&limit=3"),
+    )
+    .await;
+    assert!(rv_of(&nolder) >= now && names(&nolder).len() == 3, "{nolder}");
     let (code, _, status) = get_full(
         &k,
         2,
@@ -303,6 +313,7 @@ async fn get_and_list_follow_the_resource_version_tables() {
         ("?resourceVersionMatch=Exact", "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"),
         ("?resourceVersionMatch=Exact&limit=5", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
         ("?resourceVersionMatch=NotOlderThan", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
+        ("?resourceVersionMatch=NotOlderThan&limit=5", "resourceVersionMatch is forbidden unless resourceVersion is provided"),
         ("?resourceVersion=0&resourceVersionMatch=Exact", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""),
         ("?resourceVersion=0&resourceVersionMatch=Exact&limit=5", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""),
         ("?resourceVersion=5&resourceVersionMatch=Newest", "resourceVersionMatch: Unsupported value: \"Newest\": supported values: \"Exact\", \"NotOlderThan\", \"\""),

@@ -39,6 +39,8 @@ pub struct Reply {
     /// A list's items, kept apart from `body` so that they are encoded from the cached
     /// objects' shared encodings instead of being copied into one big value.
     pub items: Option<Vec<Arc<CachedObject>>>,
+    /// The cached object `body` is (a get), whose shared JSON encoding can be sent as is.
+    pub cached: Option<Arc<CachedObject>>,
 }
 
 impl Reply {
@@ -48,6 +50,7 @@ impl Reply {
             body,
             table_rows: None,
             items: None,
+            cached: None,
         }
     }
 }
@@ -95,6 +98,7 @@ pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<R
         body: obj.obj.clone(),
         table_rows: Some((vec![obj.obj.clone()], rv)),
         items: None,
+        cached: Some(obj),
     })
 }
 
@@ -154,6 +158,7 @@ pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<
         }),
         table_rows: None,
         items: Some(page.items),
+        cached: None,
     })
 }
 

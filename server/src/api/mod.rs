@@ -211,9 +211,19 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             return table_response(&req, &q, &reply, &objects, &rv, version, pretty);
         }
     }
-    match reply.items {
-        Some(items) => Ok(render_list(reply.code, reply.body, &items, wire, pretty)),
-        None => Ok(render(reply.code, &reply.body, wire, pretty)),
+    match (reply.items, reply.cached) {
+        (Some(items), _) => Ok(render_list(reply.code, reply.body, &items, wire, pretty)),
+        // A cached object in compact JSON: its shared encoding, not copied.
+        (None, Some(obj)) if wire == Format::Json && !pretty => {
+            let status = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
+            Ok((
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                obj.json().clone(),
+            )
+                .into_response())
+        }
+        (None, _) => Ok(render(reply.code, &reply.body, wire, pretty)),
     }
 }
 

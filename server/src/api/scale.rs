@@ -54,6 +54,7 @@ fn scale_reply(rt: &ResourceType, reply: Reply) -> Reply {
         body: to_scale(rt, &reply.body),
         table_rows: None,
         items: None,
+        cached: None,
     }
 }
 
@@ -132,6 +133,7 @@ pub async fn get(store: &super::store::Store, req: &ResourceRequest, q: &Query) 
         body: scale.clone(),
         table_rows: Some((vec![scale], stored.rv.to_string())),
         items: None,
+        cached: None,
     })
 }
 

@@ -78,11 +78,12 @@ table shows what the API layer costs on top of the raw store. etcd is driven exa
 
 Operations (kuberaft over HTTP / etcd):
   put                POST a ConfigMap with --value-size bytes of data / Put
-  get-linearizable   GET one of 1000 preloaded ConfigMaps, resourceVersion unset (Most Recent)
+  get-linearizable   GET one of the --preload-keys (1000) preloaded ConfigMaps, resourceVersion
+                     unset (Most Recent)
                      / linearizable Range
   get-serializable   the same GET with resourceVersion=0 (Any) / serializable Range
-  list-linearizable  list the 1000 preloaded ConfigMaps, resourceVersion unset
-                     / linearizable Range of the 1000 preloaded keys
+  list-linearizable  list the preloaded ConfigMaps, resourceVersion unset
+                     / linearizable Range of the preloaded keys
   list-serializable  the same list with resourceVersion=0 / serializable Range
 
 Example:
@@ -107,8 +108,8 @@ operations failed is flagged.
 Operations:
   put               a value of --value-size random bytes under a fresh key
                     (kuberaft: Txn with one Put; etcd: Put)
-  get-linearizable  Range of one of 1000 preloaded keys, serializable=false
-  get-serializable  Range of one of 1000 preloaded keys, serializable=true (local read)
+  get-linearizable  Range of one of the preloaded keys, serializable=false
+  get-serializable  Range of one of the preloaded keys, serializable=true (local read)
 
 To be fair on a noisy machine, the two systems are driven alternately: for every cell, etcd
 runs, then kuberaft, --runs times; medians over the runs are reported. Only one system is under
@@ -135,6 +136,9 @@ pub struct KvArgs {
     /// Size in bytes of written values (puts and preloaded keys).
     #[arg(long, default_value_t = 1024)]
     pub value_size: usize,
+    /// Keys (ConfigMaps in `api`) written before the reads; gets pick one, lists read them all.
+    #[arg(long, default_value_t = workload::DEFAULT_PRELOAD_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub preload_keys: u64,
     /// Runs of every cell on every system; the median is reported.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
@@ -319,8 +323,8 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
             for run in 0..args.runs {
                 for (t, target) in targets.iter_mut().enumerate() {
                     if op.is_read() && !target.preloaded {
-                        eprintln!("{}: preloading {} keys", target.system, workload::PRELOAD_KEYS);
-                        workload::preload(&target.clients, args.value_size)
+                        eprintln!("{}: preloading {} keys", target.system, args.preload_keys);
+                        workload::preload(&target.clients, args.value_size, args.preload_keys)
                             .await
                             .with_context(|| format!("{}: preload failed", target.system))?;
                         target.preloaded = true;
@@ -332,6 +336,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
                         duration: Duration::from_secs(args.duration_secs),
                         value_size: args.value_size,
                         tag: format!("{op}-c{concurrency}-r{run}"),
+                        preload_keys: args.preload_keys,
                     };
                     let stats = workload::run_cell(&target.clients, &spec)
                         .await

@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use crate::client::{Client, PRELOAD_PREFIX};
 
 /// Number of keys written before the read workloads; each read picks one at random.
-pub const PRELOAD_KEYS: u64 = 1000;
+pub const DEFAULT_PRELOAD_KEYS: u64 = 1000;
 /// An operation taking longer than this counts as an error.
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Highest latency the histograms track (longer ones are clamped to it).
@@ -131,6 +131,8 @@ pub struct CellSpec {
     pub value_size: usize,
     /// Distinguishes this run's keys from every other run's (`/bench/{tag}/{task}/{seq}`).
     pub tag: String,
+    /// How many preloaded keys the reads and lists cover.
+    pub preload_keys: u64,
 }
 
 /// The outcome of one run of one cell.
@@ -237,7 +239,7 @@ async fn drive(
                 with_timeout(client.put(key, value.clone())).await
             }
             Op::GetLinearizable | Op::GetSerializable => {
-                let key = preload_key(rng.below(PRELOAD_KEYS));
+                let key = preload_key(rng.below(spec.preload_keys));
                 let serializable = spec.op == Op::GetSerializable;
                 match with_timeout(client.get(key, serializable)).await {
                     Ok(true) => Ok(()),
@@ -248,8 +250,11 @@ async fn drive(
             Op::ListLinearizable | Op::ListSerializable => {
                 let serializable = spec.op == Op::ListSerializable;
                 match with_timeout(client.list(PRELOAD_PREFIX.as_bytes().to_vec(), serializable)).await {
-                    Ok(n) if n as u64 == PRELOAD_KEYS => Ok(()),
-                    Ok(n) => Err(format!("listed {n} preloaded keys, expected {PRELOAD_KEYS}")),
+                    Ok(n) if n as u64 == spec.preload_keys => Ok(()),
+                    Ok(n) => Err(format!(
+                        "listed {n} preloaded keys, expected {}",
+                        spec.preload_keys
+                    )),
                     Err(e) => Err(e),
                 }
             }
@@ -287,9 +292,10 @@ async fn with_timeout<T>(
     }
 }
 
-/// Writes the `PRELOAD_KEYS` keys the reads use, then makes sure every replica has them: a
+/// Writes the `keys` keys the reads use, then makes sure every replica has them: a
 /// linearizable read through each replica waits until it has applied every earlier write.
-pub async fn preload(clients: &[Client], value_size: usize) -> anyhow::Result<()> {
+pub async fn preload(clients: &[Client], value_size: usize, keys: u64) -> anyhow::Result<()> {
+    anyhow::ensure!(keys > 0, "nothing to preload");
     anyhow::ensure!(!clients.is_empty(), "no replicas to preload");
     let mut tasks = JoinSet::new();
     for task in 0..PRELOAD_TASKS {
@@ -297,7 +303,7 @@ pub async fn preload(clients: &[Client], value_size: usize) -> anyhow::Result<()
         tasks.spawn(async move {
             let mut rng = XorShift::new(u64::MAX - task);
             let mut value = vec![0u8; value_size];
-            for i in (task..PRELOAD_KEYS).step_by(PRELOAD_TASKS as usize) {
+            for i in (task..keys).step_by(PRELOAD_TASKS as usize) {
                 rng.fill(&mut value);
                 with_timeout(client.put(preload_key(i), value.clone()))
                     .await
@@ -311,7 +317,7 @@ pub async fn preload(clients: &[Client], value_size: usize) -> anyhow::Result<()
     }
     for (i, client) in clients.iter().enumerate() {
         let mut client = client.clone();
-        for key in [0, PRELOAD_KEYS - 1] {
+        for key in [0, keys - 1] {
             let found = with_timeout(client.get(preload_key(key), false))
                 .await
                 .map_err(|e| anyhow::anyhow!("preload check on replica {i} failed: {e}"))?;
@@ -491,6 +497,7 @@ mod tests {
             duration: Duration::from_millis(400),
             value_size: 100,
             tag: format!("{op}-test"),
+            preload_keys: DEFAULT_PRELOAD_KEYS,
         }
     }
 
@@ -525,8 +532,8 @@ mod tests {
     #[tokio::test]
     async fn reads_of_preloaded_keys_succeed() {
         let (clients, store, _) = fake_clients(3).await;
-        preload(&clients, 64).await.unwrap();
-        assert_eq!(store.lock().unwrap().len() as u64, PRELOAD_KEYS);
+        preload(&clients, 64, DEFAULT_PRELOAD_KEYS).await.unwrap();
+        assert_eq!(store.lock().unwrap().len() as u64, DEFAULT_PRELOAD_KEYS);
         for op in [Op::GetLinearizable, Op::GetSerializable] {
             let stats = run_cell(&clients, &spec(op, 4)).await.unwrap();
             assert!(stats.ops > 0, "{op}");
@@ -559,6 +566,6 @@ mod tests {
     #[test]
     fn preload_keys_are_distinct_and_sorted() {
         assert!(preload_key(9) < preload_key(10));
-        assert_ne!(preload_key(0), preload_key(PRELOAD_KEYS - 1));
+        assert_ne!(preload_key(0), preload_key(DEFAULT_PRELOAD_KEYS - 1));
     }
 }

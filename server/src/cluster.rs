@@ -101,6 +101,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
                 ..CompactionConfig::default()
             },
             request_timeout_seconds: 10,
+            watch_buffer: 4096,
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, serde_yaml::to_string(&config)?)?;

@@ -125,10 +125,18 @@ pub struct ServeConfig {
     /// How long a request may wait for a leader before it fails.
     #[serde(default = "default_request_timeout")]
     pub request_timeout_seconds: u64,
+    /// Revision batches a watcher may fall behind before its watch is closed (it then resumes
+    /// from its last resourceVersion): bounds the memory a slow client can hold.
+    #[serde(default = "default_watch_buffer")]
+    pub watch_buffer: usize,
 }
 
 fn default_request_timeout() -> u64 {
     10
+}
+
+fn default_watch_buffer() -> usize {
+    4096
 }
 
 impl ServeConfig {

@@ -12,6 +12,7 @@ use kuberaft_raft::RaftNode;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::compression::{CompressionLayer, Predicate};
 
+use crate::api::cache::WatchCache;
 use crate::api::{self, Api};
 
 /// What the HTTP handlers share.
@@ -19,6 +20,8 @@ use crate::api::{self, Api};
 pub struct HttpState {
     /// The replica.
     pub node: Arc<RaftNode>,
+    /// The replica's watch cache (readiness waits until it is synced).
+    pub cache: WatchCache,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
 }
@@ -85,7 +88,14 @@ async fn livez(State(s): State<HttpState>) -> Response {
 }
 
 async fn readyz(State(s): State<HttpState>) -> Response {
-    match s.node.ready() {
+    let ready = s.node.ready().and_then(|()| {
+        if s.cache.synced() {
+            Ok(())
+        } else {
+            Err("the watch cache has not loaded the store yet".into())
+        }
+    });
+    match ready {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(why) => (
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -44,13 +44,14 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     ));
     let api = Api {
         registry: Arc::new(Registry::new()),
-        store: Store::new(node.clone()),
+        store: Store::new(node.clone(), config.watch_buffer.max(1)),
     };
     crate::api::namespaces::spawn(api.store.clone(), api.registry.clone());
     crate::api::gc::spawn(api.store.clone(), api.registry.clone());
     let app = router(
         HttpState {
             node: node.clone(),
+            cache: api.store.cache().clone(),
             metrics,
         },
         api,

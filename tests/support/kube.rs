@@ -24,7 +24,12 @@ pub struct Kube {
 impl Kube {
     /// Starts the cluster and waits until the leader has created the system namespaces.
     pub async fn start() -> Kube {
-        let mut cluster = Cluster::start(Options::default());
+        Kube::start_with(Options::default()).await
+    }
+
+    /// Like [`Kube::start`] with non-default replica options.
+    pub async fn start_with(options: Options) -> Kube {
+        let mut cluster = Cluster::start(options);
         cluster.wait_leader(T).await;
         let kubeconfig = cluster.dir.path().join("kubeconfig");
         let cache_dir = cluster.dir.path().join("kube-cache");

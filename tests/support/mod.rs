@@ -54,6 +54,7 @@ pub struct Options {
     pub logs_kept_after_snapshot: u64,
     pub retention_seconds: u64,
     pub cluster_name: String,
+    pub watch_buffer: usize,
 }
 
 impl Default for Options {
@@ -64,6 +65,7 @@ impl Default for Options {
             logs_kept_after_snapshot: 5_000,
             retention_seconds: 300,
             cluster_name: "test-cluster".into(),
+            watch_buffer: 4096,
         }
     }
 }
@@ -88,8 +90,8 @@ pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], 
         ));
     }
     s.push_str(&format!(
-        "raft:\n  snapshotLogs: {}\n  logsKeptAfterSnapshot: {}\ncompaction:\n  retentionSeconds: {}\n  intervalSeconds: 1\n",
-        o.snapshot_logs, o.logs_kept_after_snapshot, o.retention_seconds
+        "raft:\n  snapshotLogs: {}\n  logsKeptAfterSnapshot: {}\ncompaction:\n  retentionSeconds: {}\n  intervalSeconds: 1\nwatchBuffer: {}\n",
+        o.snapshot_logs, o.logs_kept_after_snapshot, o.retention_seconds, o.watch_buffer
     ));
     s
 }

@@ -6,11 +6,15 @@
 //! client supplied a resourceVersion precondition, which then answers 409 Conflict.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::cache::CachedObject;
 use super::managed::{self, Part};
 use super::meta::{check_type, meta_str, now_rfc3339, prepare_create, prepare_update};
+use super::options;
+use super::read;
 use super::registry::ResourceType;
 use super::request::decode_body;
 use super::request::ResourceRequest;
@@ -34,10 +38,16 @@ pub struct Reply {
     pub code: u16,
     /// The object, list or Status.
     pub body: Value,
-    /// Objects to render when the client asked for a Table (get and list only).
+    /// Objects to render when the client asked for a Table (get only; a list's rows are its
+    /// `items`).
     pub table_rows: Option<(Vec<Value>, String)>,
     /// Texts of `Warning: 299` headers (e.g. unknown fields that were dropped).
     pub warnings: Vec<String>,
+    /// A list's items, kept apart from `body` so that they are encoded from the cached
+    /// objects' shared encodings instead of being copied into one big value.
+    pub items: Option<Vec<Arc<CachedObject>>>,
+    /// The cached object `body` is (a get), whose shared JSON encoding can be sent as is.
+    pub cached: Option<Arc<CachedObject>>,
 }
 
 impl Reply {
@@ -47,6 +57,8 @@ impl Reply {
             body,
             table_rows: None,
             warnings: Vec::new(),
+            items: None,
+            cached: None,
         }
     }
 
@@ -71,12 +83,6 @@ fn not_found(rt: &ResourceType, name: &str) -> ApiError {
     ApiError::not_found(rt.group, rt.plural, name)
 }
 
-/// Whether a read may be served from local state (`resourceVersion=0`) instead of a
-/// linearizable read.
-fn consistent(q: &Query) -> bool {
-    q.get("resourceVersion").is_none_or(|rv| rv != "0")
-}
-
 /// The client's resourceVersion precondition in a body, if any.
 pub(super) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     match meta_str(obj, "resourceVersion") {
@@ -89,26 +95,30 @@ pub(super) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     }
 }
 
-/// GET of one object (or of its scale subresource).
+/// GET of one object (or of its scale subresource), at the revision its resourceVersion asks
+/// for, from the watch cache.
 pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
     if req.subresource.as_deref() == Some("scale") {
         return super::scale::get(store, req, q).await;
     }
     let name = name_of(req)?;
-    let stored = store
-        .get(&key(req, name), consistent(q))
+    let at = options::get_plan(q)?;
+    let obj = read::get(store.cache(), &key(req, name), at)
         .await?
         .ok_or_else(|| not_found(&req.rt, name))?;
-    let rv = stored.rv.to_string();
+    let rv = obj.rv.to_string();
     Ok(Reply {
         code: 200,
-        body: stored.obj.clone(),
-        table_rows: Some((vec![stored.obj], rv)),
+        body: obj.obj.clone(),
+        table_rows: Some((vec![obj.obj.clone()], rv)),
         warnings: Vec::new(),
+        items: None,
+        cached: Some(obj),
     })
 }
 
-fn strip_type(mut obj: Value) -> Value {
+/// An object as a list item: kube-apiserver leaves out `kind` and `apiVersion`.
+pub(super) fn strip_type(mut obj: Value) -> Value {
     if let Some(o) = obj.as_object_mut() {
         o.remove("kind");
         o.remove("apiVersion");
@@ -116,38 +126,55 @@ fn strip_type(mut obj: Value) -> Value {
     obj
 }
 
-/// The objects of a collection request that match its selectors, and the list revision.
-async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<(Vec<Stored>, i64)> {
-    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str), req.rt.kind)?;
-    let prefix = match &req.namespace {
+/// The key prefix of a collection request.
+fn prefix(req: &ResourceRequest) -> String {
+    match &req.namespace {
         Some(ns) => format!("{}{ns}/", req.rt.key_prefix()),
         None => req.rt.key_prefix(),
-    };
-    let (items, rev) = store.list(&prefix, consistent(q)).await?;
-    let items = items
-        .into_iter()
-        .filter(|s| labels.matches(&s.obj) && fields.matches(&s.obj))
-        .collect();
-    Ok((items, rev))
+    }
 }
 
-/// LIST of a collection.
+/// The selectors of a collection request.
+pub(super) fn selectors(req: &ResourceRequest, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector").map_or("", String::as_str),
+        req.rt.group,
+        req.rt.plural,
+    )?;
+    Ok((labels, fields))
+}
+
+/// A page of the collection per the request's resourceVersion, paging and selectors.
+async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<read::Page> {
+    let plan = options::list_plan(q)?;
+    let (labels, fields) = selectors(req, q)?;
+    let selective = !labels.is_empty() || !fields.is_empty();
+    let keep = |o: &CachedObject| labels.matches(&o.obj) && fields.matches(&o.obj);
+    read::list(store.cache(), &prefix(req), &plan, selective, &keep).await
+}
+
+/// LIST of a collection: the list's metadata in `body`, its objects in `items`.
 pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
-    let (items, rev) = select(store, req, q).await?;
-    let rev = rev.to_string();
-    let objects: Vec<Value> = items.into_iter().map(|s| s.obj).collect();
-    let body = json!({
-        "kind": req.rt.list_kind,
-        "apiVersion": req.rt.group_version(),
-        "metadata": {"resourceVersion": rev},
-        "items": objects.iter().cloned().map(strip_type).collect::<Vec<_>>(),
-    });
+    let page = select(store, req, q).await?;
+    let mut meta = json!({"resourceVersion": page.revision.to_string()});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(n) = page.remaining {
+        meta["remainingItemCount"] = json!(n);
+    }
     Ok(Reply {
         code: 200,
-        body,
-        table_rows: Some((objects, rev)),
+        body: json!({
+            "kind": req.rt.list_kind,
+            "apiVersion": req.rt.group_version(),
+            "metadata": meta,
+        }),
+        table_rows: None,
         warnings: Vec::new(),
+        items: Some(page.items),
+        cached: None,
     })
 }
 
@@ -531,6 +558,7 @@ impl Patch {
             message: format!("the server rejected our request due to an error in our request: {e}"),
             details: None,
             retry_after: None,
+            continue_token: None,
         };
         match self {
             Patch::Json(p) => json_patch::patch(target, p).map_err(|e| unprocessable(e.to_string())),
@@ -1090,9 +1118,10 @@ pub async fn delete_collection(
     q: &Query,
     opts: &DeleteOptions,
 ) -> ApiResult<Reply> {
-    let (items, rev) = select(store, req, q).await?;
+    let page = select(store, req, q).await?;
+    let rev = page.revision;
     let mut deleted = Vec::new();
-    for item in items {
+    for item in page.items {
         let Some(name) = meta_str(&item.obj, "name").map(str::to_string) else {
             continue;
         };

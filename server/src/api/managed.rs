@@ -400,6 +400,7 @@ fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[(String, String, V
         ),
         details: Some(details),
         retry_after: None,
+        continue_token: None,
     }
 }
 

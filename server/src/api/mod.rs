@@ -5,6 +5,7 @@
 //! store. Per-type differences live in data ([`registry`]) and small hooks ([`strategy`]).
 
 pub mod allocation;
+pub mod cache;
 pub mod defaults;
 pub mod discovery;
 pub mod fieldset;
@@ -14,9 +15,11 @@ pub mod managed;
 pub mod meta;
 pub mod namespaces;
 pub mod openapi;
+pub mod options;
 pub mod printers;
 pub mod protobuf;
 pub mod qos;
+pub mod read;
 pub mod registry;
 pub mod request;
 pub mod scale;
@@ -37,7 +40,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use handlers::{DeleteOptions, PatchType, Query, Reply};
 use registry::Registry;
@@ -208,14 +211,14 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     };
     let store = &api.store;
     let is_watch = req.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
-    let reply: Reply = match (parts.method.clone(), req.name.is_some()) {
-        (Method::GET, false) if is_watch => return watch::serve(store, &req, &q, plain).await,
+    let mut reply: Reply = match (parts.method.clone(), req.name.is_some()) {
+        (Method::GET, false) if is_watch => return watch::serve(store, &req, &q, format).await,
         (Method::GET, true) if is_watch => {
             let mut one = req.clone();
             let name = one.name.take().unwrap_or_default();
             let mut q = q.clone();
             q.insert("fieldSelector".into(), format!("metadata.name={name}"));
-            return watch::serve(store, &one, &q, plain).await;
+            return watch::serve(store, &one, &q, format).await;
         }
         (Method::GET, false) => handlers::list(store, &req, &q).await?,
         (Method::GET, true) => handlers::get(store, &req, &q).await?,
@@ -250,25 +253,9 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             )))
         }
     };
-    let mut response = match (format, &reply.table_rows) {
-        (Format::Table(version), Some((objects, rv))) => {
-            let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
-            render(
-                reply.code,
-                &table::table(&req.rt, objects, rv, version, include),
-                format,
-                pretty,
-            )
-        }
-        (Format::Metadata(version), _) => render(
-            reply.code,
-            &meta::partial_object_metadata(reply.body, version),
-            format,
-            pretty,
-        ),
-        _ => render(reply.code, &reply.body, wire, pretty),
-    };
-    for warning in &reply.warnings {
+    let warnings = std::mem::take(&mut reply.warnings);
+    let mut response = respond(&req, &q, reply, format, wire, pretty)?;
+    for warning in &warnings {
         if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
             response.headers_mut().append(header::WARNING, v);
         }
@@ -279,4 +266,117 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
 /// A `Warning` header value as kube-apiserver writes it: code 299, no agent, quoted text.
 fn warning_header(text: &str) -> String {
     format!("299 - \"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Renders a reply in the negotiated representation.
+fn respond(
+    req: &request::ResourceRequest,
+    q: &Query,
+    reply: Reply,
+    format: Format,
+    wire: Format,
+    pretty: bool,
+) -> ApiResult<Response> {
+    if let Format::Table(version) = format {
+        let rows = match (&reply.table_rows, &reply.items) {
+            (Some((objects, rv)), _) => Some((objects.clone(), rv.clone())),
+            (None, Some(items)) => Some((
+                items.iter().map(|o| o.obj.clone()).collect(),
+                reply.body["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )),
+            (None, None) => None,
+        };
+        if let Some((objects, rv)) = rows {
+            return table_response(req, q, &reply, &objects, &rv, version, pretty);
+        }
+    }
+    if let Format::Metadata(version) = format {
+        let mut body = reply.body;
+        if let Some(items) = &reply.items {
+            body["items"] = items
+                .iter()
+                .map(|o| handlers::strip_type(o.obj.clone()))
+                .collect();
+        }
+        return Ok(render(
+            reply.code,
+            &meta::partial_object_metadata(body, version),
+            format,
+            pretty,
+        ));
+    }
+    match (reply.items, reply.cached) {
+        (Some(items), _) => Ok(render_list(reply.code, reply.body, &items, wire, pretty)),
+        // A cached object in compact JSON: its shared encoding, not copied.
+        (None, Some(obj)) if wire == Format::Json && !pretty => {
+            let status = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
+            Ok((
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                obj.json().clone(),
+            )
+                .into_response())
+        }
+        (None, _) => Ok(render(reply.code, &reply.body, wire, pretty)),
+    }
+}
+
+/// Renders a get or list as a Table.
+fn table_response(
+    req: &request::ResourceRequest,
+    q: &Query,
+    reply: &Reply,
+    objects: &[Value],
+    rv: &str,
+    version: &'static str,
+    pretty: bool,
+) -> ApiResult<Response> {
+    let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
+    let mut t = table::table(&req.rt, objects, rv, version, include);
+    // A paged list's Table pages on like the list itself.
+    for field in ["continue", "remainingItemCount"] {
+        if let Some(v) = reply.body["metadata"].get(field) {
+            t["metadata"][field] = v.clone();
+        }
+    }
+    Ok(render(reply.code, &t, Format::Table(version), pretty))
+}
+
+/// Renders a list whose items are cached objects. Compact JSON is spliced together from each
+/// object's shared list-item encoding; other representations build the whole value.
+fn render_list(
+    code: u16,
+    mut body: Value,
+    items: &[Arc<cache::CachedObject>],
+    format: Format,
+    pretty: bool,
+) -> Response {
+    if format != Format::Json || pretty {
+        body["items"] = items
+            .iter()
+            .map(|o| handlers::strip_type(o.obj.clone()))
+            .collect();
+        return render(code, &body, format, pretty);
+    }
+    let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
+    let Ok(head) = serde_json::to_vec(&head) else {
+        return ApiError::internal("cannot encode a list").into_response();
+    };
+    let size = head.len() + items.iter().map(|o| o.item_json().len() + 1).sum::<usize>() + 16;
+    let mut out = Vec::with_capacity(size);
+    // `{...,"metadata":{...}}` → `{...,"metadata":{...},"items":[...]}`
+    out.extend_from_slice(&head[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(o.item_json());
+    }
+    out.extend_from_slice(b"]}");
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
 }

@@ -54,6 +54,8 @@ fn scale_reply(rt: &ResourceType, reply: Reply) -> Reply {
         body: to_scale(rt, &reply.body),
         table_rows: None,
         warnings: reply.warnings,
+        items: None,
+        cached: None,
     }
 }
 
@@ -132,6 +134,8 @@ pub async fn get(store: &super::store::Store, req: &ResourceRequest, q: &Query) 
         body: scale.clone(),
         table_rows: Some((vec![scale], stored.rv.to_string())),
         warnings: Vec::new(),
+        items: None,
+        cached: None,
     })
 }
 

@@ -87,6 +87,11 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// Whether the selector is empty (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether the object's labels satisfy the selector.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.get("metadata").and_then(|m| m.get("labels"));
@@ -102,14 +107,62 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over the fields every object has (`metadata.name`,
-/// `metadata.namespace`): `=`, `==` and `!=` joined by commas.
+/// The fields a type can be selected by beyond `metadata.name` and `metadata.namespace`, as
+/// kube-apiserver registers them per type: `(field, JSON path)`. A path ending in `?` is a
+/// boolean that matches as `"true"`/`"false"`; a number matches as its decimal text.
+fn selectable_fields(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, plural) {
+        ("", "pods") => &[
+            ("spec.nodeName", "spec.nodeName"),
+            ("spec.restartPolicy", "spec.restartPolicy"),
+            ("spec.schedulerName", "spec.schedulerName"),
+            ("spec.serviceAccountName", "spec.serviceAccountName"),
+            ("spec.hostNetwork", "spec.hostNetwork?"),
+            ("status.phase", "status.phase"),
+            ("status.podIP", "status.podIP"),
+            ("status.nominatedNodeName", "status.nominatedNodeName"),
+        ],
+        ("", "events") | ("events.k8s.io", "events") => &[
+            ("involvedObject.kind", "involvedObject.kind"),
+            ("involvedObject.namespace", "involvedObject.namespace"),
+            ("involvedObject.name", "involvedObject.name"),
+            ("involvedObject.uid", "involvedObject.uid"),
+            ("involvedObject.apiVersion", "involvedObject.apiVersion"),
+            ("involvedObject.resourceVersion", "involvedObject.resourceVersion"),
+            ("involvedObject.fieldPath", "involvedObject.fieldPath"),
+            ("reason", "reason"),
+            ("reportingComponent", "reportingComponent"),
+            ("source", "source.component"),
+            ("type", "type"),
+        ],
+        ("", "secrets") => &[("type", "type")],
+        ("", "namespaces") => &[("status.phase", "status.phase")],
+        ("", "nodes") => &[("spec.unschedulable", "spec.unschedulable?")],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &[("status.replicas", "status.replicas")],
+        ("batch", "jobs") => &[("status.successful", "status.successful")],
+        ("certificates.k8s.io", "certificatesigningrequests") => &[("spec.signerName", "spec.signerName")],
+        _ => &[],
+    }
+}
+
+/// One `field=value` / `field!=value` requirement, with the JSON path it reads.
+#[derive(Debug, Clone, PartialEq)]
+struct FieldReq {
+    path: &'static str,
+    equal: bool,
+    value: String,
+}
+
+/// A parsed field selector over `metadata.name`, `metadata.namespace` and the type's own
+/// selectable fields: `=`, `==` and `!=` joined by commas.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub struct FieldSelector(Vec<FieldReq>);
 
 impl FieldSelector {
-    /// Parses a field selector; unknown fields are a 400 like kube-apiserver's.
-    pub fn parse(s: &str, kind: &str) -> ApiResult<Self> {
+    /// Parses a field selector for the type `(group, plural)`; an unknown field is a 400 with
+    /// kube-apiserver's message.
+    pub fn parse(s: &str, group: &str, plural: &str) -> ApiResult<Self> {
+        let extra = selectable_fields(group, plural);
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, equal, value) = if let Some((k, v)) = part.split_once("!=") {
@@ -118,29 +171,62 @@ impl FieldSelector {
                 (k, true, v)
             } else {
                 return Err(ApiError::bad_request(format!(
-                    "invalid selector: {part:?}; can't understand {part:?}"
+                    "invalid selector: '{part}'; can't understand '{part}'"
                 )));
             };
             let field = field.trim();
-            if !matches!(field, "metadata.name" | "metadata.namespace") {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {field} (kind {kind} supports metadata.name and metadata.namespace)"
-                )));
-            }
-            out.push((field.to_string(), equal, value.trim().to_string()));
+            let path = match field {
+                "metadata.name" => "metadata.name",
+                "metadata.namespace" => "metadata.namespace",
+                other => match extra.iter().find(|(f, _)| *f == other) {
+                    Some((_, path)) => path,
+                    None if extra.is_empty() => {
+                        return Err(ApiError::bad_request(format!(
+                            "\"{other}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                        )))
+                    }
+                    None => {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {other}"
+                        )))
+                    }
+                },
+            };
+            out.push(FieldReq {
+                path,
+                equal,
+                value: value.trim().to_string(),
+            });
         }
         Ok(FieldSelector(out))
     }
 
-    /// Whether the object satisfies the selector.
+    /// Whether the selector is empty (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the object satisfies the selector; an absent field reads as `""`.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(field, equal, value)| {
-            let actual = field
-                .strip_prefix("metadata.")
-                .and_then(|f| obj.get("metadata")?.get(f)?.as_str())
-                .unwrap_or("");
-            (actual == value) == *equal
-        })
+        self.0
+            .iter()
+            .all(|r| (field_text(obj, r.path) == r.value) == r.equal)
+    }
+}
+
+/// The text a field selector compares for `path` in `obj`.
+fn field_text(obj: &Value, path: &str) -> String {
+    let (path, boolean) = match path.strip_suffix('?') {
+        Some(p) => (p, true),
+        None => (path, false),
+    };
+    let v = path.split('.').try_fold(obj, |v, seg| v.get(seg));
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        None | Some(Value::Null) if boolean => "false".into(),
+        _ => String::new(),
     }
 }
 
@@ -163,14 +249,39 @@ mod tests {
     #[test]
     fn field_selectors_match_name_and_namespace() {
         let o = json!({"metadata": {"name": "a", "namespace": "ns"}});
-        assert!(
-            FieldSelector::parse("metadata.name=a,metadata.namespace!=x", "Pod")
-                .unwrap()
-                .matches(&o)
-        );
-        assert!(!FieldSelector::parse("metadata.name=b", "Pod")
+        let f = |s: &str, plural: &str| FieldSelector::parse(s, "", plural);
+        assert!(f("metadata.name=a,metadata.namespace!=x", "pods")
             .unwrap()
             .matches(&o));
-        assert_eq!(FieldSelector::parse("spec.foo=1", "Pod").unwrap_err().code, 400);
+        assert!(!f("metadata.name=b", "pods").unwrap().matches(&o));
+        let e = f("spec.foo=1", "pods").unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "field label not supported: spec.foo")
+        );
+        let e = f("spec.foo=1", "configmaps").unwrap_err();
+        assert_eq!(
+            e.message,
+            "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+    }
+
+    #[test]
+    fn field_selectors_cover_per_type_fields() {
+        let pod = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
+        let f = |s: &str| FieldSelector::parse(s, "", "pods").unwrap().matches(&pod);
+        assert!(f("spec.nodeName=n1,status.phase=Running") && f("spec.hostNetwork=false"));
+        assert!(!f("spec.nodeName=n2") && !f("status.phase!=Running"));
+        let ev = json!({"involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"}});
+        let e = |s: &str| FieldSelector::parse(s, "", "events").unwrap().matches(&ev);
+        assert!(e("involvedObject.kind=Pod,involvedObject.name=p,source=kubelet"));
+        let secret = json!({"type": "Opaque"});
+        assert!(FieldSelector::parse("type=Opaque", "", "secrets")
+            .unwrap()
+            .matches(&secret));
+        let rs = json!({"status": {"replicas": 3}});
+        assert!(FieldSelector::parse("status.replicas=3", "apps", "replicasets")
+            .unwrap()
+            .matches(&rs));
     }
 }

@@ -18,6 +18,8 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds the client should wait before retrying (sets `Retry-After`).
     pub retry_after: Option<u64>,
+    /// `metadata.continue` of the Status: the token an expired list can go on with.
+    pub continue_token: Option<String>,
 }
 
 /// Result of an API operation.
@@ -31,6 +33,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -158,6 +161,52 @@ impl ApiError {
         e
     }
 
+    /// 504 Timeout for a read at a resourceVersion this replica has not reached, the way
+    /// kube-apiserver's watch cache answers it (cause `ResourceVersionTooLarge`, retry after 1 s).
+    pub fn too_large_resource_version(requested: i64, current: i64) -> Self {
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        );
+        e.retry_after = Some(1);
+        e.details = Some(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        e
+    }
+
+    /// 410 Gone (reason `Expired`): the requested resourceVersion was compacted.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 422 Invalid on `ListOptions.meta.k8s.io`, as kube-apiserver answers list and watch
+    /// options that contradict each other. Each cause is `(field, reason, message)`.
+    pub fn invalid_list_options(causes: &[(&str, &'static str, String)]) -> Self {
+        let shown: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
+        let shown = if shown.len() == 1 {
+            shown[0].clone()
+        } else {
+            format!("[{}]", shown.join(", "))
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {shown}"),
+        );
+        e.details = Some(json!({
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": causes
+                .iter()
+                .map(|(f, r, m)| json!({"reason": r, "message": m, "field": f}))
+                .collect::<Vec<_>>(),
+        }));
+        e
+    }
+
     /// The `Status` object.
     pub fn body(&self) -> Value {
         let mut v = json!({
@@ -171,6 +220,9 @@ impl ApiError {
         });
         if let Some(d) = &self.details {
             v["details"] = d.clone();
+        }
+        if let Some(c) = &self.continue_token {
+            v["metadata"] = json!({"continue": c});
         }
         v
     }

@@ -11,6 +11,7 @@ use kuberaft_proto as pb;
 use kuberaft_raft::RaftNode;
 use serde_json::{json, Value};
 
+use super::cache::WatchCache;
 use super::status::{ApiError, ApiResult};
 
 /// An object read from the store, with its resourceVersion set.
@@ -31,10 +32,12 @@ pub enum Cas {
     Failed(Option<Stored>),
 }
 
-/// Generic access to objects in the replicated store.
+/// Generic access to objects in the replicated store, and to this replica's watch cache
+/// that serves the reads.
 #[derive(Clone)]
 pub struct Store {
     node: Arc<RaftNode>,
+    cache: WatchCache,
 }
 
 fn decode(kv: pb::KeyValue) -> ApiResult<Stored> {
@@ -78,9 +81,16 @@ fn mod_rev_is(key: &str, rev: i64) -> pb::Compare {
 }
 
 impl Store {
-    /// A store over `node`.
-    pub fn new(node: Arc<RaftNode>) -> Self {
-        Store { node }
+    /// A store over `node`; starts the replica's watch cache, whose watchers may fall
+    /// `watch_buffer` revision batches behind before they are closed.
+    pub fn new(node: Arc<RaftNode>, watch_buffer: usize) -> Self {
+        let cache = WatchCache::start(node.clone(), watch_buffer);
+        Store { node, cache }
+    }
+
+    /// The replica's watch cache (get, list and watch are served from it).
+    pub fn cache(&self) -> &WatchCache {
+        &self.cache
     }
 
     /// The replica behind the store.

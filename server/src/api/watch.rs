@@ -1,33 +1,53 @@
-//! `?watch=1`: a stream of ADDED / MODIFIED / DELETED events, fed by the replica's apply stream.
+//! `?watch=1` (and the legacy `/watch/` paths): a stream of ADDED / MODIFIED / DELETED /
+//! BOOKMARK / ERROR events served from the replica's watch cache.
 //!
-//! The subscription starts before the initial state is read, and every event at or below the
-//! starting revision is skipped, so nothing is lost or duplicated between the two. A watch from
-//! resourceVersion N replays the store's event history after N; below the compacted revision
-//! the stream carries one ERROR event with a 410 `Expired` Status, as kube-apiserver sends.
-//! The watch cache issue replaces this with per-replica caching, bookmarks and streaming lists.
+//! * Start: unset → the state at a linearizable read as ADDED events, then changes; `0` → the
+//!   cache's state, then changes; `N` → only the changes after N (an ERROR event with a 410
+//!   `Expired` Status when N was compacted); streaming lists (`sendInitialEvents=true`) end
+//!   the initial state with a BOOKMARK annotated `k8s.io/initial-events-end`.
+//! * An object that stops matching the selectors is DELETED for the watcher, one that starts
+//!   matching is ADDED.
+//! * With `allowWatchBookmarks`, a BOOKMARK carries the cache revision once every event up to
+//!   it was sent, so quiet collections advance too.
+//! * Encodings: JSON (one document per line), YAML (one document per event), Table (for
+//!   `kubectl get -w`) and Kubernetes protobuf (length-delimited `WatchEvent`s).
+//! * Each frame is one chunk, written as soon as it is produced. An object's encoding is
+//!   computed once and shared by every watcher; a watcher that falls more than the buffer
+//!   behind is closed cleanly and its client resumes from its last resourceVersion.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use kuberaft_raft::ApplyEvent;
-use kuberaft_storage::mvcc::Change;
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use super::handlers::Query;
+use super::cache::{CacheEvent, CachedObject, Published, Unavailable};
+use super::handlers::{selectors, Query};
+use super::meta::partial_object_metadata;
+use super::options::{watch_plan, WatchPlan, WatchStartAt};
+use super::protobuf;
+use super::read::{sync_most_recent, WAIT_FOR_REVISION};
+use super::registry::ResourceType;
 use super::request::{Format, ResourceRequest};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::Store;
+use super::table::{self, IncludeObject};
 
-/// Events buffered per watcher before a slow client slows the sender down.
-const WATCH_BUFFER: usize = 1024;
-/// Default watch duration when the client gives no `timeoutSeconds`.
+/// Frames queued between a watcher and its HTTP body.
+const FRAME_QUEUE: usize = 16;
+/// Watch duration when the client gives no `timeoutSeconds` (kube-apiserver's default range
+/// is 30–60 minutes).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How often a watcher that asked for bookmarks gets one if its revision advanced.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Which objects a watcher receives.
 struct Filter {
     prefix: String,
     labels: LabelSelector,
@@ -35,158 +55,334 @@ struct Filter {
 }
 
 impl Filter {
-    fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches(obj) && self.fields.matches(obj)
+    fn matches(&self, obj: &CachedObject) -> bool {
+        self.labels.matches(&obj.obj) && self.fields.matches(&obj.obj)
+    }
+
+    /// The event type (if any) a change is for this watcher, and the object it carries.
+    fn event<'a>(&self, e: &'a CacheEvent) -> Option<(&'static str, &'a Arc<CachedObject>)> {
+        if !e.key.starts_with(&self.prefix) {
+            return None;
+        }
+        let was = e.prev.as_ref().is_some_and(|p| self.matches(p));
+        if e.deleted {
+            return was.then_some(("DELETED", &e.obj));
+        }
+        match (was, self.matches(&e.obj)) {
+            (true, true) => Some(("MODIFIED", &e.obj)),
+            (false, true) => Some(("ADDED", &e.obj)),
+            (true, false) => Some(("DELETED", &e.obj)),
+            (false, false) => None,
+        }
     }
 }
 
-fn object(kv: &kuberaft_proto::KeyValue, rv: i64) -> Option<Value> {
-    let mut obj: Value = serde_json::from_slice(&kv.value).ok()?;
-    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-    Some(obj)
+/// How a watcher's frames are encoded.
+#[derive(Clone)]
+enum Encoding {
+    Json,
+    Yaml,
+    /// Length-delimited `WatchEvent` messages.
+    Protobuf,
+    /// `kubectl get -w`: each object as a one-row Table.
+    Table {
+        rt: Box<ResourceType>,
+        version: &'static str,
+        include: IncludeObject,
+    },
+    /// `as=PartialObjectMetadata`: each object's metadata only, in that `meta.k8s.io` version.
+    Metadata(&'static str),
 }
 
-/// The watch event (if any) one store change produces for this watcher.
-fn event_for(filter: &Filter, change: &Change) -> Option<Value> {
-    if !change.kv.key.starts_with(filter.prefix.as_bytes()) {
-        return None;
+impl Encoding {
+    fn content_type(&self) -> &'static str {
+        match self {
+            Encoding::Yaml => "application/yaml",
+            Encoding::Protobuf => protobuf::WATCH_MEDIA_TYPE,
+            Encoding::Json | Encoding::Table { .. } | Encoding::Metadata(_) => "application/json",
+        }
     }
-    let rev = change.kv.mod_revision;
-    let old = change
-        .prev
-        .as_ref()
-        .and_then(|p| object(p, rev))
-        .filter(|o| filter.matches(o));
-    if change.is_delete() {
-        return old.map(|o| json!({"type": "DELETED", "object": o}));
+
+    /// One event frame; the object's JSON/YAML bytes are the shared, cached encoding.
+    fn frame(&self, kind: &str, obj: &CachedObject) -> Bytes {
+        match self {
+            Encoding::Json => {
+                let body = obj.json();
+                let mut b = BytesMut::with_capacity(body.len() + 40);
+                b.put_slice(b"{\"type\":\"");
+                b.put_slice(kind.as_bytes());
+                b.put_slice(b"\",\"object\":");
+                b.put_slice(body);
+                b.put_slice(b"}\n");
+                b.freeze()
+            }
+            Encoding::Yaml => yaml_frame(kind, obj.yaml()),
+            Encoding::Protobuf => match obj.protobuf() {
+                Some(raw) => protobuf::watch_frame(kind, raw).into(),
+                None => self.value_frame("ERROR", &unencodable(&obj.obj)),
+            },
+            Encoding::Table { rt, version, include } => {
+                let t = table::table(
+                    rt,
+                    std::slice::from_ref(&obj.obj),
+                    &obj.rv.to_string(),
+                    version,
+                    *include,
+                );
+                self.value_frame(kind, &t)
+            }
+            Encoding::Metadata(_) => self.value_frame(kind, &obj.obj),
+        }
     }
-    let new = object(&change.kv, rev)?;
-    match (old.is_some(), filter.matches(&new)) {
-        (true, true) => Some(json!({"type": "MODIFIED", "object": new})),
-        (false, true) => Some(json!({"type": "ADDED", "object": new})),
-        (true, false) => Some(json!({"type": "DELETED", "object": new})),
-        (false, false) => None,
+
+    /// A frame for an object that is not cached (bookmarks and errors).
+    fn value_frame(&self, kind: &str, obj: &Value) -> Bytes {
+        match self {
+            Encoding::Yaml => yaml_frame(kind, &Bytes::from(serde_yaml::to_string(obj).unwrap_or_default())),
+            Encoding::Protobuf => match protobuf::encode_object(obj) {
+                Ok(raw) => protobuf::watch_frame(kind, &raw).into(),
+                Err(_) => Bytes::new(),
+            },
+            Encoding::Metadata(version) => {
+                let event = json!({"type": kind, "object": partial_object_metadata(obj.clone(), version)});
+                let mut b = serde_json::to_vec(&event).unwrap_or_default();
+                b.push(b'\n');
+                b.into()
+            }
+            Encoding::Json | Encoding::Table { .. } => {
+                let event = json!({"type": kind, "object": obj});
+                let mut b = serde_json::to_vec(&event).unwrap_or_default();
+                b.push(b'\n');
+                b.into()
+            }
+        }
     }
 }
 
-fn line(v: &Value) -> bytes::Bytes {
-    let mut b = serde_json::to_vec(v).unwrap_or_default();
-    b.push(b'\n');
-    b.into()
+/// A YAML watch frame: one document per event.
+fn yaml_frame(kind: &str, object_yaml: &Bytes) -> Bytes {
+    let mut b = BytesMut::with_capacity(object_yaml.len() * 2 + 32);
+    b.put_slice(b"---\ntype: ");
+    b.put_slice(kind.as_bytes());
+    b.put_slice(b"\nobject:\n");
+    for line in object_yaml.split(|c| *c == b'\n').filter(|l| !l.is_empty()) {
+        b.put_slice(b"  ");
+        b.put_slice(line);
+        b.put_u8(b'\n');
+    }
+    b.freeze()
 }
 
-fn expired(requested: i64, compacted: i64) -> Value {
-    json!({"type": "ERROR", "object": {
+/// The Status an ERROR event carries for a stored object that has no protobuf form.
+fn unencodable(obj: &Value) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("object {:?} cannot be encoded as protobuf", obj["metadata"]["name"]),
+        "reason": "InternalError", "code": 500,
+    })
+}
+
+fn bookmark(rt: &ResourceType, rev: i64, initial_end: bool) -> Value {
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": rt.kind, "apiVersion": rt.group_version(), "metadata": meta})
+}
+
+fn expired_status(requested: i64, compacted: i64) -> Value {
+    json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": format!("too old resource version: {requested} ({compacted})"),
         "reason": "Expired", "code": 410,
-    }})
+    })
+}
+
+/// What a watcher sends before its live events: objects (shared with the cache, encoded as
+/// they are sent, so a large initial state costs no extra memory per watcher), then frames.
+struct Start {
+    objects: Vec<(&'static str, Arc<CachedObject>)>,
+    trailer: Option<Bytes>,
+    revision: i64,
+    live: Option<broadcast::Receiver<Arc<Published>>>,
+}
+
+async fn start(
+    store: &Store,
+    plan: &WatchPlan,
+    filter: &Filter,
+    enc: &Encoding,
+    rt: &ResourceType,
+) -> ApiResult<Start> {
+    let cache = store.cache();
+    let reach = |rev: i64| async move {
+        cache
+            .wait_for(rev, WAIT_FOR_REVISION)
+            .await
+            .map_err(|_| ApiError::too_large_resource_version(rev, cache.revision()))
+    };
+    match plan.start {
+        WatchStartAt::MostRecent => {
+            sync_most_recent(cache).await?;
+        }
+        WatchStartAt::NotOlderThan(rev) => reach(rev).await?,
+        WatchStartAt::After(rev) => reach(rev).await?,
+        WatchStartAt::Any => {}
+    }
+    if plan.initial_events {
+        let (snap, live) = cache.list_and_watch(&filter.prefix);
+        let objects = snap
+            .objects
+            .into_iter()
+            .filter(|(_, o)| filter.matches(o))
+            .map(|(_, o)| ("ADDED", o))
+            .collect();
+        let trailer = plan
+            .initial_events_end
+            .then(|| enc.value_frame("BOOKMARK", &bookmark(rt, snap.revision, true)));
+        return Ok(Start {
+            objects,
+            trailer,
+            revision: snap.revision,
+            live: Some(live),
+        });
+    }
+    let from = match plan.start {
+        WatchStartAt::After(rev) => rev,
+        _ => cache.revision(),
+    };
+    match cache.watch_from(from).await {
+        Ok(w) => Ok(Start {
+            objects: w
+                .backlog
+                .iter()
+                .filter_map(|e| filter.event(e))
+                .map(|(kind, o)| (kind, o.clone()))
+                .collect(),
+            trailer: None,
+            revision: w.revision,
+            live: Some(w.live),
+        }),
+        Err(Unavailable::Compacted { compacted }) => Ok(Start {
+            objects: Vec::new(),
+            trailer: Some(enc.value_frame("ERROR", &expired_status(from, compacted))),
+            revision: from,
+            live: None,
+        }),
+        Err(Unavailable::TooLarge { current }) => Err(ApiError::too_large_resource_version(from, current)),
+    }
 }
 
 /// Serves a watch on a collection.
-pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, _format: Format) -> ApiResult<Response> {
+pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Format) -> ApiResult<Response> {
+    let plan = watch_plan(q)?;
+    let (labels, fields) = selectors(req, q)?;
     let filter = Filter {
         prefix: match &req.namespace {
             Some(ns) => format!("{}{ns}/", req.rt.key_prefix()),
             None => req.rt.key_prefix(),
         },
-        labels: LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str), req.rt.kind)?,
+        labels,
+        fields,
     };
-    let timeout = match q.get("timeoutSeconds") {
-        Some(t) => Duration::from_secs(
-            t.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
-        ),
-        None => DEFAULT_TIMEOUT,
-    };
-    let mut rx = store.node().subscribe();
-    let mut initial = Vec::new();
-    let start = match q.get("resourceVersion").map(String::as_str) {
-        None | Some("") | Some("0") => {
-            let (items, rev) = store
-                .list(&filter.prefix, q.get("resourceVersion").is_none_or(|r| r != "0"))
-                .await?;
-            for s in items.into_iter().filter(|s| filter.matches(&s.obj)) {
-                initial.push(json!({"type": "ADDED", "object": s.obj}));
-            }
-            rev
+    let enc = match format {
+        Format::Yaml => Encoding::Yaml,
+        Format::Table(version) => Encoding::Table {
+            rt: Box::new(req.rt.clone()),
+            version,
+            include: IncludeObject::parse(q.get("includeObject").map(String::as_str))?,
+        },
+        // Types without a protobuf message answer JSON, as their non-watch reads do.
+        Format::Protobuf if protobuf::message_for_kind(&req.rt.group_version(), req.rt.kind).is_some() => {
+            Encoding::Protobuf
         }
-        Some(rv) => {
-            let from: i64 = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
-            let node = store.node().clone();
-            let current = node.progress().borrow().revision;
-            let mvcc = node.mvcc().clone();
-            match tokio::task::spawn_blocking(move || mvcc.changes(from, current))
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
-            {
-                Ok(revisions) => {
-                    for (_, changes) in &revisions {
-                        initial.extend(changes.iter().filter_map(|c| event_for(&filter, c)));
-                    }
-                    current.max(from)
-                }
-                Err(kuberaft_storage::StorageError::Compacted { requested, compacted }) => {
-                    initial.push(expired(requested, compacted));
-                    i64::MAX
-                }
-                Err(e) => return Err(ApiError::internal(e.to_string())),
-            }
-        }
+        Format::Metadata(version) => Encoding::Metadata(version),
+        Format::Json | Format::Protobuf | Format::AggregatedDiscovery(_) => Encoding::Json,
     };
-    let (tx, out) = mpsc::channel::<Result<bytes::Bytes, Infallible>>(WATCH_BUFFER);
+    let begin = start(store, &plan, &filter, &enc, &req.rt).await?;
+    let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(FRAME_QUEUE);
+    let ctype = enc.content_type();
+    let rt = req.rt.clone();
     tokio::spawn(async move {
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        for e in &initial {
-            if tx.send(Ok(line(e))).await.is_err() {
-                return;
-            }
-        }
-        if start == i64::MAX {
-            return;
-        }
-        loop {
-            let event = tokio::select! {
-                _ = &mut deadline => return,
-                _ = tx.closed() => return,
-                e = rx.recv() => e,
-            };
-            match event {
-                Ok(ev) => match &*ev {
-                    ApplyEvent::Applied(applied) => {
-                        for (rev, changes) in &applied.revisions {
-                            if *rev <= start {
-                                continue;
-                            }
-                            for e in changes.iter().filter_map(|c| event_for(&filter, c)) {
-                                if tx.send(Ok(line(&e))).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                    // The state was replaced wholesale: the client must re-list.
-                    ApplyEvent::SnapshotInstalled { .. } => return,
-                },
-                // Fell behind the apply stream: end cleanly; the client resumes from its
-                // last resourceVersion.
-                Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => {
-                    return
-                }
-            }
-        }
+        metrics::gauge!("apiserver_registered_watchers", "kind" => rt.kind).increment(1.0);
+        run(tx, begin, filter, enc, plan, &rt).await;
+        metrics::gauge!("apiserver_registered_watchers", "kind" => rt.kind).decrement(1.0);
     });
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(out));
     Ok((
         [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-cache"),
+            (header::CONTENT_TYPE, ctype),
+            (header::CACHE_CONTROL, "no-cache, private"),
         ],
         body,
     )
         .into_response())
+}
+
+/// Delivers one watcher's events until its timeout, its client leaving, a reset, or its
+/// falling behind (all clean closes).
+async fn run(
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    begin: Start,
+    filter: Filter,
+    enc: Encoding,
+    plan: WatchPlan,
+    rt: &ResourceType,
+) {
+    let deadline = tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT));
+    tokio::pin!(deadline);
+    let sent_total = metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind);
+    let first = begin.objects.iter().map(|(kind, o)| enc.frame(kind, o));
+    for f in first.chain(begin.trailer) {
+        if tx.send(Ok(f)).await.is_err() {
+            return;
+        }
+        sent_total.increment(1);
+    }
+    let Some(mut live) = begin.live else { return };
+    let start = begin.revision;
+    // `seen`: every event up to here was sent (a bookmark may say so); `told`: the last
+    // revision a bookmark or event carried.
+    let (mut seen, mut told) = (start, start);
+    let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut deadline => return,
+            _ = tx.closed() => return,
+            _ = ticker.tick(), if plan.bookmarks => {
+                if seen > told {
+                    let frame = enc.value_frame("BOOKMARK", &bookmark(rt, seen, false));
+                    if tx.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                    told = seen;
+                }
+            }
+            msg = live.recv() => match msg {
+                Ok(p) => match &*p {
+                    Published::Changes { events, revision } => {
+                        for e in events.iter().filter(|e| e.rev > start) {
+                            if let Some((kind, obj)) = filter.event(e) {
+                                if tx.send(Ok(enc.frame(kind, obj))).await.is_err() {
+                                    return;
+                                }
+                                sent_total.increment(1);
+                                told = e.rev;
+                            }
+                        }
+                        seen = seen.max(*revision);
+                    }
+                    Published::Reset => return,
+                },
+                // Fell further behind than the buffer: close; the client resumes from the
+                // last resourceVersion it received.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    metrics::counter!("apiserver_terminated_watchers_total", "kind" => rt.kind).increment(1);
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
 }

@@ -186,6 +186,24 @@ fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The media type of a protobuf watch stream.
+pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// One frame of a protobuf watch stream: a 4-byte big-endian length, then a `meta/v1`
+/// `WatchEvent { type = 1, object = 2 (RawExtension { raw = 1 }) }` without envelope, whose
+/// `raw` is the object with its envelope (`object`, from [`encode_object`]).
+pub fn watch_frame(event_type: &str, object: &[u8]) -> Vec<u8> {
+    let mut raw_ext = Vec::with_capacity(object.len() + 8);
+    raw_ext.len_field(1, object);
+    let mut event = Vec::with_capacity(raw_ext.len() + event_type.len() + 8);
+    event.len_field(1, event_type.as_bytes());
+    event.len_field(2, &raw_ext);
+    let mut out = Vec::with_capacity(event.len() + 4);
+    out.extend_from_slice(&(event.len() as u32).to_be_bytes());
+    out.extend_from_slice(&event);
+    out
+}
+
 /// Decodes a protobuf request body; failures are a 400.
 pub fn decode_request(body: &[u8]) -> ApiResult<Value> {
     decode_object(body).map_err(|e| {

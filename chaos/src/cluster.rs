@@ -123,9 +123,10 @@ impl Drop for ScratchDir {
     }
 }
 
-/// A server process the benchmark started, in its own process group.
+/// A server process the benchmark or the chaos harness started, in its own process group, so
+/// it and anything it leaves behind can be signalled and stopped together.
 #[derive(Debug)]
-struct Process {
+pub struct Process {
     name: String,
     child: Child,
     log: PathBuf,
@@ -133,9 +134,14 @@ struct Process {
 }
 
 impl Process {
-    /// Starts `cmd` with stdout and stderr appended to `log`.
-    fn spawn(name: String, mut cmd: Command, log: PathBuf) -> anyhow::Result<Self> {
-        let out = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    /// Starts `cmd` with stdout and stderr appended to `log` (created if missing, so a
+    /// restarted process continues the same log).
+    pub fn spawn(name: String, mut cmd: Command, log: PathBuf) -> anyhow::Result<Self> {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
         let err = out.try_clone()?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
         let child = cmd
@@ -150,7 +156,7 @@ impl Process {
     }
 
     /// Fails, quoting the log, if the process has exited.
-    fn check_running(&mut self) -> anyhow::Result<()> {
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
             bail!(
                 "{} exited ({status}); last lines of {}:\n{}",
@@ -162,8 +168,31 @@ impl Process {
         Ok(())
     }
 
+    /// The operating-system process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILLs the process group at once (also when it is SIGSTOPped) and reaps the process:
+    /// a crash as the chaos harness injects it, and its fast teardown.
+    pub fn kill_now(&mut self) {
+        self.signal(libc::SIGKILL, true);
+        let _ = self.child.wait();
+        self.stopped = true;
+    }
+
+    /// Stops the process like an operator would: SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        stop_all(std::slice::from_mut(self), grace);
+    }
+
     /// Sends `signal` to the process (`group`: to its whole process group).
-    fn signal(&self, signal: libc::c_int, group: bool) {
+    pub fn signal(&self, signal: libc::c_int, group: bool) {
         let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
             return;
         };
@@ -211,8 +240,18 @@ fn stop_all(procs: &mut [Process], grace: Duration) {
     }
 }
 
+/// Resolves on Ctrl-C or SIGTERM, so both binaries stop their clusters (by dropping them)
+/// when interrupted.
+pub async fn shutdown_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}
+
 /// The last lines of a log file, for error messages.
-fn tail(path: &Path) -> String {
+pub fn tail(path: &Path) -> String {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let lines: Vec<&str> = text.lines().collect();

@@ -1,0 +1,170 @@
+//! `kuberaft-chaos`: runs a kuberaft cluster under a seeded schedule of faults with real API
+//! clients, checks what they saw, and exits non-zero on any violation, printing the seed and
+//! the history that shows it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use kuberaft_chaos::cluster::shutdown_signal;
+use kuberaft_chaos::faults::FaultKind;
+use kuberaft_chaos::run::{self, RunConfig};
+
+/// Fault injection that proves kuberaft's guarantees.
+#[derive(Debug, Parser)]
+#[command(name = "kuberaft-chaos", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Run one seeded experiment and check it.
+    Run(RunArgs),
+}
+
+/// Options of `kuberaft-chaos run`.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Seed of the fault schedule and the clients' choices; a failure replays with it.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Length of the workload phase (e.g. `60s`, `2m`, `90`).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Replicas (3 or 5 are the interesting sizes).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Fault kinds to draw from, comma-separated: kill, pause, partition, netem, restart
+    /// (`none` for a fault-free baseline).
+    #[arg(long, default_value = "kill,pause,partition,netem,restart", value_parser = parse_faults)]
+    faults: FaultList,
+    /// Directory for the report (result.json, summary.md, chart.svg, history.json) and the
+    /// cluster's configs and logs.
+    #[arg(long, default_value = "chaos-out")]
+    out: PathBuf,
+    /// CAS registers (three clients each).
+    #[arg(long, default_value_t = 4)]
+    registers: usize,
+    /// First of 30 loopback ports the cluster uses.
+    #[arg(long, default_value_t = 24000)]
+    base_port: u16,
+    /// The kuberaft binary [default: `kuberaft` next to this executable].
+    #[arg(long)]
+    kuberaft_bin: Option<PathBuf>,
+    /// Keep the replicas' data directories.
+    #[arg(long)]
+    keep_data: bool,
+}
+
+/// A parsed `--faults` list.
+#[derive(Debug, Clone)]
+struct FaultList(Vec<FaultKind>);
+
+fn parse_faults(s: &str) -> Result<FaultList, String> {
+    if s.trim() == "none" {
+        return Ok(FaultList(Vec::new()));
+    }
+    let mut kinds = Vec::new();
+    for part in s.split(',') {
+        let k: FaultKind = part.parse()?;
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    Ok(FaultList(kinds))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("bad duration unit in {s:?} (use s, m or h)")),
+    };
+    if secs == 0 {
+        return Err("the duration must be positive".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let Command::Run(args) = Cli::parse().command;
+    let bin = match args.kuberaft_bin {
+        Some(b) => b,
+        None => std::env::current_exe()
+            .context("cannot locate this executable")?
+            .with_file_name("kuberaft"),
+    };
+    if !bin.is_file() {
+        bail!(
+            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
+            bin.display()
+        );
+    }
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let cfg = RunConfig {
+        seed: args.seed,
+        duration: args.duration,
+        nodes: args.nodes,
+        faults: args.faults.0,
+        out: args.out.clone(),
+        bin,
+        base_port: args.base_port,
+        registers: args.registers,
+        keep_data: args.keep_data,
+    };
+    eprintln!(
+        "kuberaft-chaos: seed {}, {} replicas, {:?}, report in {}",
+        cfg.seed,
+        cfg.nodes,
+        cfg.duration,
+        args.out.display()
+    );
+    // On a signal the run future is dropped, and with it the cluster, whose guard kills every
+    // replica and stops the proxies.
+    let verdict = tokio::select! {
+        r = run::run(cfg) => r.context("the chaos run failed")?,
+        r = shutdown_signal() => {
+            r.context("cannot watch Ctrl-C or SIGTERM")?;
+            bail!("interrupted; the cluster was stopped");
+        }
+    };
+    print!("{}", verdict.markdown());
+    if !verdict.passed {
+        bail!(
+            "{} violation(s) with seed {}; replay with `kuberaft-chaos run --seed {}` (history in {})",
+            verdict.violations.len(),
+            verdict.seed,
+            verdict.seed,
+            args.out.join("history.json").display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_fault_lists_parse() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert_eq!(
+            parse_faults("kill,pause,kill").unwrap().0,
+            vec![FaultKind::Kill, FaultKind::Pause]
+        );
+        assert!(parse_faults("none").unwrap().0.is_empty());
+        assert!(parse_faults("kill,flood").is_err());
+    }
+}

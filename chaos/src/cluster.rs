@@ -289,6 +289,8 @@ pub struct EtcdCluster {
     // Declared before `dir`: fields drop in order, so processes stop before data is removed.
     members: Vec<Process>,
     dir: ScratchDir,
+    bin: PathBuf,
+    ports: Ports,
     /// Client addresses (`host:port`), one per member.
     pub addrs: Vec<String>,
 }
@@ -298,50 +300,18 @@ impl EtcdCluster {
     pub async fn start(bin: &Path, ports: Ports, keep_dir: bool) -> anyhow::Result<Self> {
         let dir = ScratchDir::new("kuberaft-bench-etcd-", keep_dir)?;
         eprintln!("starting etcd in {}", dir.path().display());
-        let peer_url = |i: u16| format!("http://127.0.0.1:{}", ports.etcd_peer(i));
-        let initial_cluster = (0..REPLICAS)
-            .map(|i| format!("e{}={}", i + 1, peer_url(i)))
-            .collect::<Vec<_>>()
-            .join(",");
         let mut cluster = Self {
             members: Vec::new(),
             addrs: (0..REPLICAS)
                 .map(|i| format!("127.0.0.1:{}", ports.etcd_client(i)))
                 .collect(),
             dir,
+            bin: bin.to_path_buf(),
+            ports,
         };
-        for i in 0..REPLICAS {
-            let name = format!("e{}", i + 1);
-            let client_url = format!("http://{}", cluster.addrs[usize::from(i)]);
-            let mut cmd = Command::new(bin);
-            // Default settings: ignore any ETCD_* configuration in the environment.
-            for (var, _) in std::env::vars_os() {
-                if var.to_string_lossy().starts_with("ETCD_") {
-                    cmd.env_remove(var);
-                }
-            }
-            cmd.arg("--name")
-                .arg(&name)
-                .arg("--data-dir")
-                .arg(cluster.dir.path().join(&name))
-                .arg("--listen-client-urls")
-                .arg(&client_url)
-                .arg("--advertise-client-urls")
-                .arg(&client_url)
-                .arg("--listen-peer-urls")
-                .arg(peer_url(i))
-                .arg("--initial-advertise-peer-urls")
-                .arg(peer_url(i))
-                .arg("--initial-cluster")
-                .arg(&initial_cluster)
-                .arg("--initial-cluster-state")
-                .arg("new")
-                .arg("--initial-cluster-token")
-                .arg("bench");
-            let log = cluster.dir.path().join(format!("{name}.log"));
-            cluster
-                .members
-                .push(Process::spawn(format!("etcd {name}"), cmd, log)?);
+        for i in 0..usize::from(REPLICAS) {
+            let member = cluster.spawn(i)?;
+            cluster.members.push(member);
         }
         for i in 0..cluster.addrs.len() {
             let addr = cluster.addrs[i].clone();
@@ -354,6 +324,75 @@ impl EtcdCluster {
             .await?;
         }
         Ok(cluster)
+    }
+
+    /// Starts member `i` (0-based) with default settings; with existing data it rejoins.
+    fn spawn(&self, i: usize) -> anyhow::Result<Process> {
+        let peer_url = |i: u16| format!("http://127.0.0.1:{}", self.ports.etcd_peer(i));
+        let initial_cluster = (0..REPLICAS)
+            .map(|i| format!("e{}={}", i + 1, peer_url(i)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let name = format!("e{}", i + 1);
+        let client_url = format!("http://{}", self.addrs[i]);
+        let mut cmd = Command::new(&self.bin);
+        // Default settings: ignore any ETCD_* configuration in the environment.
+        for (var, _) in std::env::vars_os() {
+            if var.to_string_lossy().starts_with("ETCD_") {
+                cmd.env_remove(var);
+            }
+        }
+        let own_peer = peer_url(u16::try_from(i)?);
+        cmd.arg("--name")
+            .arg(&name)
+            .arg("--data-dir")
+            .arg(self.dir.path().join(&name))
+            .arg("--listen-client-urls")
+            .arg(&client_url)
+            .arg("--advertise-client-urls")
+            .arg(&client_url)
+            .arg("--listen-peer-urls")
+            .arg(&own_peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&own_peer)
+            .arg("--initial-cluster")
+            .arg(&initial_cluster)
+            .arg("--initial-cluster-state")
+            .arg("new")
+            .arg("--initial-cluster-token")
+            .arg("bench");
+        let log = self.dir.path().join(format!("{name}.log"));
+        Process::spawn(format!("etcd {name}"), cmd, log)
+    }
+
+    /// kill -9 of member `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.members[i].kill_now();
+    }
+
+    /// Starts member `i` again on its data (after [`EtcdCluster::kill`]).
+    pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.members[i] = self.spawn(i)?;
+        Ok(())
+    }
+
+    /// The member that reports itself leader (`etcd_server_is_leader 1` on `/metrics`).
+    pub async fn leader(&self) -> Option<usize> {
+        for (i, addr) in self.addrs.iter().enumerate() {
+            let metrics = async {
+                reqwest::get(format!("http://{addr}/metrics"))
+                    .await
+                    .ok()?
+                    .text()
+                    .await
+                    .ok()
+            };
+            let text = tokio::time::timeout(PROBE_TIMEOUT, metrics).await.ok().flatten();
+            if text.is_some_and(|t| t.lines().any(|l| l.trim() == "etcd_server_is_leader 1")) {
+                return Some(i);
+            }
+        }
+        None
     }
 }
 

@@ -186,12 +186,17 @@ pub async fn inject(
         cluster.links.heal_all();
         cluster.wait_serving(RECOVERY_TIMEOUT).await?;
         let end = clock.now();
-        eprintln!("[{start:7.2}s–{end:7.2}s] {}: {detail}", plan.kind().name());
+        let start_utc = clock.utc(start);
+        eprintln!(
+            "[{start:7.2}s–{end:7.2}s, from {start_utc} UTC] {}: {detail}",
+            plan.kind().name()
+        );
         recorder.lock().faults.push(FaultWindow {
             kind: plan.kind().name().to_string(),
             detail,
             start,
             end,
+            start_utc,
             hit_leader,
         });
     }

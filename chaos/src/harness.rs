@@ -75,6 +75,50 @@ pub struct ClusterSpec {
     pub dir: PathBuf,
     /// Seed for the proxies' loss emulation.
     pub seed: u64,
+    /// Raft timing (heartbeat, election timeout min, max) in milliseconds; `None` keeps
+    /// kuberaft's defaults.
+    pub raft_timing: Option<RaftTiming>,
+}
+
+/// Raft timing written into every replica's config, to compare failover under other settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    /// `raft.heartbeatMillis`.
+    pub heartbeat_ms: u64,
+    /// `raft.electionTimeoutMinMillis`.
+    pub election_min_ms: u64,
+    /// `raft.electionTimeoutMaxMillis`.
+    pub election_max_ms: u64,
+}
+
+impl std::str::FromStr for RaftTiming {
+    type Err = String;
+
+    /// Parses `HEARTBEAT,MIN,MAX` (milliseconds).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<u64> = s
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse()
+                    .map_err(|_| format!("{p:?} is not a number of milliseconds"))
+            })
+            .collect::<Result<_, _>>()?;
+        match parts[..] {
+            [heartbeat_ms, election_min_ms, election_max_ms]
+                if 0 < heartbeat_ms
+                    && heartbeat_ms < election_min_ms
+                    && election_min_ms < election_max_ms =>
+            {
+                Ok(Self {
+                    heartbeat_ms,
+                    election_min_ms,
+                    election_max_ms,
+                })
+            }
+            _ => Err("expected HEARTBEAT,MIN,MAX milliseconds with heartbeat < min < max".into()),
+        }
+    }
 }
 
 /// One replica: its addresses and its process while it runs.
@@ -124,6 +168,12 @@ impl ChaosCluster {
             })
             .collect();
         let cluster_name = format!("chaos-{:x}", spec.seed);
+        let raft = spec.raft_timing.map_or(String::new(), |t| {
+            format!(
+                "raft:\n  heartbeatMillis: {}\n  electionTimeoutMinMillis: {}\n  electionTimeoutMaxMillis: {}\n",
+                t.heartbeat_ms, t.election_min_ms, t.election_max_ms
+            )
+        });
         let links = Links::new(spec.nodes);
         let mut replicas = Vec::new();
         let mut proxies = Vec::new();
@@ -131,7 +181,7 @@ impl ChaosCluster {
             let config = spec.dir.join(format!("node-{}.yaml", i + 1));
             let text = format!(
                 "id: {}\nclusterName: {cluster_name}\ndataDir: {}\npeerListen: {}\nmembers:\n{members}\
-                 compaction:\n  retentionSeconds: 3600\nrequestTimeoutSeconds: 3\n",
+                 {raft}compaction:\n  retentionSeconds: 3600\nrequestTimeoutSeconds: 3\n",
                 i + 1,
                 spec.dir.join(format!("data-{}", i + 1)).display(),
                 port(10, i),
@@ -173,6 +223,11 @@ impl ChaosCluster {
     /// The API address (`host:port`) of replica `i`.
     pub fn api_addr(&self, i: usize) -> &str {
         &self.replicas[i].api
+    }
+
+    /// The real peer address (`host:port`, where the `Kv` service runs) of replica `i`.
+    pub fn peer_addr(&self, i: usize) -> &str {
+        &self.replicas[i].peer
     }
 
     /// The directory holding configs, data and logs.
@@ -349,5 +404,23 @@ impl ChaosCluster {
 impl Drop for ChaosCluster {
     fn drop(&mut self) {
         self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raft_timing_parses_and_must_be_ordered() {
+        let t: RaftTiming = "50,250,500".parse().unwrap();
+        assert_eq!(
+            (t.heartbeat_ms, t.election_min_ms, t.election_max_ms),
+            (50, 250, 500)
+        );
+        assert!("50,500,250".parse::<RaftTiming>().is_err());
+        assert!("0,250,500".parse::<RaftTiming>().is_err());
+        assert!("50,250".parse::<RaftTiming>().is_err());
+        assert!("a,b,c".parse::<RaftTiming>().is_err());
     }
 }

@@ -2,7 +2,7 @@
 //! checker and of the report. Nothing here interprets the history; it only records it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -12,12 +12,31 @@ use crate::api::ApiError;
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     t0: Instant,
+    wall_t0: SystemTime,
 }
 
 impl Clock {
     /// A clock starting now.
     pub fn start() -> Self {
-        Self { t0: Instant::now() }
+        Self {
+            t0: Instant::now(),
+            wall_t0: SystemTime::now(),
+        }
+    }
+
+    /// The UTC time of day (`HH:MM:SS.mmm`) of run time `t`, to find it in the replicas' logs.
+    pub fn utc(&self, t: f64) -> String {
+        let ms = (self.wall_t0 + std::time::Duration::from_secs_f64(t.max(0.0)))
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let s = ms / 1000;
+        format!(
+            "{:02}:{:02}:{:02}.{:03}",
+            (s / 3600) % 24,
+            (s / 60) % 60,
+            s % 60,
+            ms % 1000
+        )
     }
 
     /// Seconds since the start.
@@ -228,6 +247,8 @@ pub struct FaultWindow {
     pub start: f64,
     /// End: when it was healed and the affected replicas were serving again.
     pub end: f64,
+    /// The start as UTC time of day, to find it in the replicas' logs.
+    pub start_utc: String,
     /// Whether it hit the replica that was leader when it started.
     pub hit_leader: bool,
 }

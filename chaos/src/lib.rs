@@ -5,13 +5,15 @@
 //! latency; the chaos modules start a cluster whose peer links run through a fault-injecting
 //! proxy (`proxy`, `harness`), inject a seeded schedule of faults (`faults`), run real API
 //! clients that record what they saw (`api`, `history`, `workloads`), check the recorded
-//! history (`checkers`) and write the verdict (`verdict`, `chart`). `run` ties them together.
+//! history (`checkers`) and write the verdict (`verdict`, `chart`). `run` ties them together;
+//! `failover` measures leader failover the same way on kuberaft and etcd.
 
 pub mod api;
 pub mod chart;
 pub mod checkers;
 pub mod client;
 pub mod cluster;
+pub mod failover;
 pub mod faults;
 pub mod harness;
 pub mod history;

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use crate::api::{self, ApiClient, ApiError};
 use crate::checkers::{self, Reference, Violation};
 use crate::faults::{self, FaultKind, Schedule};
-use crate::harness::{ChaosCluster, ClusterSpec, HarnessError};
+use crate::harness::{ChaosCluster, ClusterSpec, HarnessError, RaftTiming};
 use crate::history::{Call, Clock, Outcome, Recorder, RegisterOp, RegisterRecord};
 use crate::verdict::{self, Counts, ReportError, Verdict};
 use crate::workload::XorShift;
@@ -50,6 +50,8 @@ pub struct RunConfig {
     pub registers: usize,
     /// Keep the replicas' data directories after the run.
     pub keep_data: bool,
+    /// Raft timing for the replicas (`None`: kuberaft's defaults).
+    pub raft_timing: Option<RaftTiming>,
 }
 
 /// Why a run could not produce a verdict.
@@ -134,6 +136,7 @@ pub async fn run(cfg: RunConfig) -> Result<Verdict, RunError> {
         base_port: cfg.base_port,
         dir: cluster_dir.clone(),
         seed: cfg.seed,
+        raft_timing: cfg.raft_timing,
     };
     let mut cluster = ChaosCluster::start(spec, SETTLE_TIMEOUT).await?;
     let result = drive(&cfg, &mut cluster).await;

@@ -201,14 +201,15 @@ impl Verdict {
         );
         let _ = writeln!(
             s,
-            "## Faults\n\n| start | end | kind | what | first write after |\n| --- | --- | --- | --- | --- |"
+            "## Faults\n\n| start | end | start (UTC) | kind | what | first write after |\n| --- | --- | --- | --- | --- | --- |"
         );
         for (f, r) in self.faults.iter().zip(&a.recovery_s) {
             let _ = writeln!(
                 s,
-                "| {:.2} s | {:.2} s | {} | {} | {} |",
+                "| {:.2} s | {:.2} s | {} | {} | {} | {} |",
                 f.start,
                 f.end,
+                f.start_utc,
                 f.kind,
                 f.detail,
                 secs(*r)

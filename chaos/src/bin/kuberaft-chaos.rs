@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use kuberaft_chaos::cluster::shutdown_signal;
+use kuberaft_chaos::client::System;
+use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, Ports};
+use kuberaft_chaos::failover::{self, Subject};
 use kuberaft_chaos::faults::FaultKind;
+use kuberaft_chaos::harness::{ChaosCluster, ClusterSpec, RaftTiming};
+use kuberaft_chaos::report::median;
 use kuberaft_chaos::run::{self, RunConfig};
 
 /// Fault injection that proves kuberaft's guarantees.
@@ -23,6 +27,32 @@ struct Cli {
 enum Command {
     /// Run one seeded experiment and check it.
     Run(RunArgs),
+    /// Measure leader failover (kill -9 of the leader until the first successful write) on
+    /// kuberaft or etcd, driven identically through their KV gRPC services.
+    Failover(FailoverArgs),
+}
+
+/// Options of `kuberaft-chaos failover`.
+#[derive(Debug, clap::Args)]
+struct FailoverArgs {
+    /// The system to measure.
+    #[arg(long, value_enum, default_value = "kuberaft")]
+    system: System,
+    /// Leader kills.
+    #[arg(long, default_value_t = 10)]
+    kills: usize,
+    /// First loopback port the cluster uses.
+    #[arg(long, default_value_t = 24100)]
+    base_port: u16,
+    /// Raft timing `HEARTBEAT,MIN,MAX` for kuberaft (as for `run`).
+    #[arg(long)]
+    raft_timing: Option<RaftTiming>,
+    /// The kuberaft binary [default: `kuberaft` next to this executable].
+    #[arg(long)]
+    kuberaft_bin: Option<PathBuf>,
+    /// The etcd binary.
+    #[arg(long, default_value = "/usr/bin/etcd")]
+    etcd_bin: PathBuf,
 }
 
 /// Options of `kuberaft-chaos run`.
@@ -57,6 +87,10 @@ struct RunArgs {
     /// Keep the replicas' data directories.
     #[arg(long)]
     keep_data: bool,
+    /// Raft timing `HEARTBEAT,MIN,MAX` in milliseconds (heartbeat, election timeout range)
+    /// instead of kuberaft's defaults (100,500,900), to compare failover times.
+    #[arg(long)]
+    raft_timing: Option<RaftTiming>,
 }
 
 /// A parsed `--faults` list.
@@ -93,10 +127,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let Command::Run(args) = Cli::parse().command;
-    let bin = match args.kuberaft_bin {
+/// The kuberaft binary: `given`, or `kuberaft` next to this executable.
+fn kuberaft_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let bin = match given {
         Some(b) => b,
         None => std::env::current_exe()
             .context("cannot locate this executable")?
@@ -108,6 +141,64 @@ async fn main() -> anyhow::Result<()> {
             bin.display()
         );
     }
+    Ok(bin)
+}
+
+/// `kuberaft-chaos failover`: prints each outage and their median.
+async fn failover(args: FailoverArgs) -> anyhow::Result<()> {
+    let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
+    let mut subject = match args.system {
+        System::Etcd => {
+            Subject::Etcd(EtcdCluster::start(&args.etcd_bin, Ports::new(args.base_port)?, false).await?)
+        }
+        System::Kuberaft => {
+            let spec = ClusterSpec {
+                bin: kuberaft_bin(args.kuberaft_bin)?,
+                nodes: 3,
+                base_port: args.base_port,
+                dir: scratch.path().to_path_buf(),
+                seed: 0,
+                raft_timing: args.raft_timing,
+            };
+            Subject::Kuberaft(ChaosCluster::start(spec, Duration::from_secs(90)).await?)
+        }
+    };
+    let outages = failover::measure(&mut subject, args.kills).await?;
+    let mut sorted = outages.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "{}: {} leader kills, write outage median {:.2} s, min {:.2} s, max {:.2} s ({})",
+        args.system,
+        outages.len(),
+        median(outages.iter().copied()).unwrap_or(f64::NAN),
+        sorted.first().copied().unwrap_or(f64::NAN),
+        sorted.last().copied().unwrap_or(f64::NAN),
+        outages
+            .iter()
+            .map(|o| format!("{o:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // Stopping waits for the processes: off the async runtime.
+    tokio::task::spawn_blocking(move || drop(subject)).await?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = match Cli::parse().command {
+        Command::Run(args) => args,
+        Command::Failover(args) => {
+            return tokio::select! {
+                r = failover(args) => r,
+                r = shutdown_signal() => {
+                    r.context("cannot watch Ctrl-C or SIGTERM")?;
+                    bail!("interrupted; the cluster was stopped");
+                }
+            };
+        }
+    };
+    let bin = kuberaft_bin(args.kuberaft_bin)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let cfg = RunConfig {
         seed: args.seed,
@@ -119,6 +210,7 @@ async fn main() -> anyhow::Result<()> {
         base_port: args.base_port,
         registers: args.registers,
         keep_data: args.keep_data,
+        raft_timing: args.raft_timing,
     };
     eprintln!(
         "kuberaft-chaos: seed {}, {} replicas, {:?}, report in {}",

@@ -131,6 +131,7 @@ mod tests {
             detail: String::new(),
             start: 1.15,
             end: 4.0,
+            start_utc: String::new(),
             hit_leader: true,
         }];
         let (a, v) = check(&refs, &faults, 30.0);

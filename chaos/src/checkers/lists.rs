@@ -50,3 +50,43 @@ pub fn check(lists: &[ListRecord], reference: &Reference) -> Vec<Violation> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::WatchEvent;
+
+    fn reference() -> Reference {
+        let ev = |kind: &str, name: &str, rv| WatchEvent {
+            kind: kind.into(),
+            name: name.into(),
+            rv,
+            content: String::new(),
+        };
+        Reference {
+            start_rv: 10,
+            initial: [("a".to_string(), (5, String::new()))].into(),
+            events: vec![ev("ADDED", "b", 11), ev("DELETED", "a", 12)],
+            final_revision: 12,
+        }
+    }
+
+    fn list(page_rvs: Vec<u64>, items: &[(&str, u64)]) -> ListRecord {
+        ListRecord {
+            client: "l".into(),
+            page_rvs,
+            items: items.iter().map(|(n, r)| (n.to_string(), *r)).collect(),
+            start: 0.0,
+        }
+    }
+
+    #[test]
+    fn lists_must_be_snapshots_at_one_revision() {
+        let r = reference();
+        assert!(check(&[list(vec![11, 11], &[("a", 5), ("b", 11)])], &r).is_empty());
+        assert!(check(&[list(vec![12], &[("b", 11)])], &r).is_empty());
+        assert_eq!(check(&[list(vec![11, 12], &[("a", 5), ("b", 11)])], &r).len(), 1);
+        assert_eq!(check(&[list(vec![12], &[("a", 5), ("b", 11)])], &r).len(), 1);
+        assert_eq!(check(&[list(vec![11], &[("b", 11), ("a", 5)])], &r).len(), 1);
+    }
+}

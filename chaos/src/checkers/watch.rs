@@ -113,3 +113,87 @@ fn last_bookmark_ahead(stream: &WatchRecord, reference: &Reference) -> Option<St
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::WatchSegment;
+
+    fn ev(kind: &str, name: &str, rv: u64) -> WatchEvent {
+        WatchEvent {
+            kind: kind.into(),
+            name: name.into(),
+            rv,
+            content: format!("{name}@{rv}"),
+        }
+    }
+
+    fn reference() -> Reference {
+        Reference {
+            start_rv: 10,
+            initial: Default::default(),
+            events: vec![
+                ev("ADDED", "a", 11),
+                ev("MODIFIED", "a", 12),
+                ev("ADDED", "b", 14),
+                ev("DELETED", "a", 15),
+            ],
+            final_revision: 16,
+        }
+    }
+
+    fn stream(segments: Vec<(u64, Vec<WatchEvent>)>) -> WatchRecord {
+        WatchRecord {
+            watcher: "w".into(),
+            segments: segments
+                .into_iter()
+                .map(|(from_rv, events)| WatchSegment {
+                    replica: 0,
+                    from_rv,
+                    start: 0.0,
+                    events,
+                    end_error: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_exactly_resumed_stream_passes_and_a_bookmark_over_an_event_is_a_gap() {
+        let s = stream(vec![
+            (10, vec![ev("ADDED", "a", 11), ev("MODIFIED", "a", 12)]),
+            (12, vec![ev("BOOKMARK", "", 13), ev("ADDED", "b", 14)]),
+            (14, vec![ev("DELETED", "a", 15), ev("BOOKMARK", "", 16)]),
+        ]);
+        let mut skipped = s.clone();
+        skipped.segments[0].events[1] = ev("BOOKMARK", "", 12);
+        assert_eq!(check(&[s], &reference()), vec![]);
+        assert_eq!(check(&[skipped], &reference()).len(), 1);
+    }
+
+    #[test]
+    fn gaps_duplicates_reordering_and_bad_resumes_are_caught() {
+        let gap = stream(vec![(10, vec![ev("ADDED", "a", 11), ev("ADDED", "b", 14)])]);
+        assert_eq!(check(&[gap], &reference()).len(), 1);
+        let dup = stream(vec![
+            (10, vec![ev("ADDED", "a", 11)]),
+            (10, vec![ev("ADDED", "a", 11)]),
+        ]);
+        assert!(!check(&[dup], &reference()).is_empty());
+        let reordered = stream(vec![(10, vec![ev("MODIFIED", "a", 12), ev("ADDED", "a", 11)])]);
+        assert!(!check(&[reordered], &reference()).is_empty());
+        let altered = stream(vec![(
+            10,
+            vec![WatchEvent {
+                content: "other".into(),
+                ..ev("ADDED", "a", 11)
+            }],
+        )]);
+        assert_eq!(check(&[altered], &reference()).len(), 1);
+        let bookmark_ahead = stream(vec![(10, vec![ev("BOOKMARK", "", 99)])]);
+        assert!(!check(&[bookmark_ahead], &reference()).is_empty());
+        let mut gone = stream(vec![(10, vec![])]);
+        gone.segments[0].end_error = Some("ERROR event: 410 too old".into());
+        assert_eq!(check(&[gone], &reference()).len(), 1);
+    }
+}

@@ -309,19 +309,22 @@ impl ApiClient {
         self.update(&LEASES, name, resource_version, spec).await
     }
 
-    /// Opens a watch of the chaos namespace's ConfigMaps from `resource_version`, with
-    /// bookmarks, ending server-side after `timeout_seconds`.
+    /// Opens a watch of the chaos namespace's ConfigMaps from `resource_version` (`None`: the
+    /// current state as synthetic ADDED events, then changes), with bookmarks, ending
+    /// server-side after `timeout_seconds`.
     pub async fn watch_configmaps(
         &self,
-        resource_version: &str,
+        resource_version: Option<&str>,
         timeout_seconds: u64,
     ) -> Result<WatchStream, ApiError> {
-        let query = [
+        let mut query = vec![
             ("watch", "1".to_string()),
-            ("resourceVersion", resource_version.to_string()),
             ("allowWatchBookmarks", "true".to_string()),
             ("timeoutSeconds", timeout_seconds.to_string()),
         ];
+        if let Some(rv) = resource_version {
+            query.push(("resourceVersion", rv.to_string()));
+        }
         // The client-wide timeout would cut a healthy stream; a watch gets its own.
         let resp = self
             .http

@@ -266,6 +266,8 @@ pub struct History {
     pub lease_calls: Vec<Call>,
     /// Watch streams.
     pub watches: Vec<WatchRecord>,
+    /// Watches started without a resourceVersion (initial events, then changes).
+    pub initial_watches: Vec<WatchSegment>,
     /// Paginated lists.
     pub lists: Vec<ListRecord>,
     /// Injected faults.

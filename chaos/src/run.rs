@@ -108,7 +108,7 @@ async fn full_list(client: &ApiClient) -> Result<(u64, BTreeMap<String, (u64, St
 /// replay check against the final list proves it complete).
 async fn reference_events(client: &ApiClient, from: u64) -> Result<Vec<crate::history::WatchEvent>, String> {
     let mut stream = client
-        .watch_configmaps(&from.to_string(), 3)
+        .watch_configmaps(Some(&from.to_string()), 3)
         .await
         .map_err(|e| e.to_string())?;
     let mut events = Vec::new();
@@ -194,6 +194,7 @@ async fn drive(cfg: &RunConfig, cluster: &mut ChaosCluster) -> Result<Verdict, R
         tasks.spawn(watcher::run(fork(), format!("watcher-{}", i + 1), i, start_rv));
     }
     tasks.spawn(workloads::lister::run(fork(), "lister".into()));
+    tasks.spawn(watcher::run_initial(fork()));
 
     let duration = cfg.duration;
     let timer = tokio::spawn(async move {
@@ -246,6 +247,10 @@ async fn drive(cfg: &RunConfig, cluster: &mut ChaosCluster) -> Result<Verdict, R
     violations.extend(lin);
     violations.extend(checkers::durability::check(&history.churn, &final_state));
     violations.extend(checkers::watch::check(&history.watches, &reference));
+    violations.extend(checkers::watch::check_initial(
+        &history.initial_watches,
+        &reference,
+    ));
     violations.extend(checkers::lists::check(&history.lists, &reference));
     violations.extend(checkers::lease::check(&history.leases));
     let (availability, unavailable) =

@@ -41,6 +41,8 @@ pub struct Counts {
     pub watch_connections: usize,
     /// Watch events received (bookmarks included).
     pub watch_events: usize,
+    /// Watches started without a resourceVersion (initial-events checks).
+    pub initial_watches: usize,
     /// Complete paginated lists.
     pub lists: usize,
 }
@@ -67,6 +69,7 @@ impl Counts {
                 .flat_map(|w| &w.segments)
                 .map(|s| s.events.len())
                 .sum(),
+            initial_watches: h.initial_watches.len(),
             lists: h.lists.len(),
         }
     }
@@ -195,9 +198,9 @@ impl Verdict {
         let c = &self.counts;
         let _ = writeln!(
             s,
-            "| register ops (writes ok / unknown) | {} ({} / {}) |\n| churn ops | {} |\n| lease writes (terms) | {} ({}) |\n| watch streams / connections / events | {} / {} / {} |\n| paginated lists | {} |\n",
+            "| register ops (writes ok / unknown) | {} ({} / {}) |\n| churn ops | {} |\n| lease writes (terms) | {} ({}) |\n| watch streams / connections / events | {} / {} / {} |\n| watches without resourceVersion | {} |\n| paginated lists | {} |\n",
             c.register_ops, c.register_writes_ok, c.register_writes_unknown, c.churn_ops, c.lease_writes, c.lease_terms,
-            c.watchers, c.watch_connections, c.watch_events, c.lists
+            c.watchers, c.watch_connections, c.watch_events, c.initial_watches, c.lists
         );
         let _ = writeln!(
             s,

@@ -57,6 +57,7 @@ fn seeded_short_run_has_no_violations() {
         "churn_ops",
         "lease_writes",
         "watch_events",
+        "initial_watches",
         "lists",
     ] {
         assert!(counts[field].as_u64().unwrap_or(0) > 0, "no {field}: {summary}");

@@ -53,6 +53,10 @@ struct FailoverArgs {
     /// The etcd binary.
     #[arg(long, default_value = "/usr/bin/etcd")]
     etcd_bin: PathBuf,
+    /// Keep kuberaft's configs, data and logs in this directory (default: a temporary one,
+    /// removed afterwards).
+    #[arg(long)]
+    dir: Option<PathBuf>,
 }
 
 /// Options of `kuberaft-chaos run`.
@@ -156,7 +160,7 @@ async fn failover(args: FailoverArgs) -> anyhow::Result<()> {
                 bin: kuberaft_bin(args.kuberaft_bin)?,
                 nodes: 3,
                 base_port: args.base_port,
-                dir: scratch.path().to_path_buf(),
+                dir: args.dir.clone().unwrap_or_else(|| scratch.path().to_path_buf()),
                 seed: 0,
                 raft_timing: args.raft_timing,
             };

@@ -46,13 +46,19 @@ impl Reference {
     pub fn state_at(&self, rv: u64) -> BTreeMap<String, (u64, String)> {
         let mut state = self.initial.clone();
         for e in self.events.iter().take_while(|e| e.rv <= rv) {
-            if e.kind == "DELETED" {
-                state.remove(&e.name);
-            } else {
-                state.insert(e.name.clone(), (e.rv, e.content.clone()));
-            }
+            apply(&mut state, e);
         }
         state
+    }
+
+    /// Whether `state` is the store's state at some revision from `start_rv` on.
+    pub fn is_some_state(&self, state: &BTreeMap<String, (u64, String)>) -> bool {
+        let mut current = self.initial.clone();
+        &current == state
+            || self.events.iter().any(|e| {
+                apply(&mut current, e);
+                &current == state
+            })
     }
 
     /// The reference must be a gap-free history: replaying it must give the final state read
@@ -76,6 +82,15 @@ impl Reference {
             });
         }
         out
+    }
+}
+
+/// Applies one event to a state.
+fn apply(state: &mut BTreeMap<String, (u64, String)>, e: &WatchEvent) {
+    if e.kind == "DELETED" {
+        state.remove(&e.name);
+    } else {
+        state.insert(e.name.clone(), (e.rv, e.content.clone()));
     }
 }
 

@@ -3,8 +3,10 @@
 //! concatenation of a watcher's connections is one gap-free stream), bookmarks never ahead of
 //! later events, and no errors (a resourceVersion inside the history window must resume).
 
+use std::collections::BTreeMap;
+
 use crate::checkers::{Reference, Violation};
-use crate::history::{WatchEvent, WatchRecord};
+use crate::history::{WatchEvent, WatchRecord, WatchSegment};
 
 /// Events quoted around a mismatch.
 const CONTEXT: usize = 3;
@@ -96,6 +98,66 @@ fn check_stream(stream: &WatchRecord, reference: &Reference) -> Vec<Violation> {
     out
 }
 
+/// Checks watches started without a resourceVersion: some prefix of their events must be
+/// ADDED events that are exactly the store's state at a revision R, and the rest exactly the
+/// history after R.
+pub fn check_initial(segments: &[WatchSegment], reference: &Reference) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for seg in segments {
+        let violation = |summary: String, detail: Vec<String>| Violation {
+            checker: "watch",
+            summary: format!(
+                "watch without resourceVersion on replica {} at {:.3}s: {summary}",
+                seg.replica + 1,
+                seg.start
+            ),
+            detail,
+        };
+        if let Some(err) = &seg.end_error {
+            out.push(violation(err.clone(), vec![]));
+            continue;
+        }
+        let events: Vec<&WatchEvent> = seg.events.iter().filter(|e| e.kind != "BOOKMARK").collect();
+        let added = events.iter().take_while(|e| e.kind == "ADDED").count();
+        let consistent = (0..=added).rev().any(|k| {
+            let initial: BTreeMap<String, (u64, String)> = events[..k]
+                .iter()
+                .map(|e| (e.name.clone(), (e.rv, e.content.clone())))
+                .collect();
+            if initial.len() != k {
+                return false;
+            }
+            match events.get(k) {
+                // Changes followed: the snapshot was taken just before the first of them.
+                Some(first) => {
+                    let at = first.rv.saturating_sub(1);
+                    let expected: Vec<&WatchEvent> = reference
+                        .events
+                        .iter()
+                        .filter(|e| e.rv > at)
+                        .take(events.len() - k)
+                        .collect();
+                    at >= reference.start_rv && initial == reference.state_at(at) && expected == events[k..]
+                }
+                // Only the snapshot (the stream ended before any change): it must be the state
+                // at some revision.
+                None => reference.is_some_state(&initial),
+            }
+        });
+        if !consistent {
+            let detail = events.iter().take(12).map(|e| show(e)).collect();
+            out.push(violation(
+                format!(
+                    "{} events are not a snapshot at one revision followed by its history",
+                    events.len()
+                ),
+                detail,
+            ));
+        }
+    }
+    out
+}
+
 /// A bookmark may run ahead of the last ConfigMap event (Leases and Namespaces advance the
 /// revision too) but never beyond the revision the store ended at.
 fn last_bookmark_ahead(stream: &WatchRecord, reference: &Reference) -> Option<String> {
@@ -117,7 +179,6 @@ fn last_bookmark_ahead(stream: &WatchRecord, reference: &Reference) -> Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::WatchSegment;
 
     fn ev(kind: &str, name: &str, rv: u64) -> WatchEvent {
         WatchEvent {
@@ -169,6 +230,42 @@ mod tests {
         skipped.segments[0].events[1] = ev("BOOKMARK", "", 12);
         assert_eq!(check(&[s], &reference()), vec![]);
         assert_eq!(check(&[skipped], &reference()).len(), 1);
+    }
+
+    #[test]
+    fn initial_events_must_be_a_snapshot_followed_by_its_history() {
+        let seg = |events: Vec<WatchEvent>| WatchSegment {
+            replica: 0,
+            from_rv: 0,
+            start: 0.0,
+            events,
+            end_error: None,
+        };
+        let r = reference();
+        // State at 12 is {a@12}; then b@14 and the deletion of a.
+        let good = seg(vec![
+            ev("ADDED", "a", 12),
+            ev("ADDED", "b", 14),
+            ev("DELETED", "a", 15),
+        ]);
+        assert_eq!(check_initial(&[good], &r), vec![]);
+        let at_end = seg(vec![ev("ADDED", "b", 14)]);
+        assert_eq!(check_initial(&[at_end], &r), vec![]);
+        let snapshot_only = seg(vec![ev("ADDED", "a", 12)]);
+        assert_eq!(check_initial(&[snapshot_only], &r), vec![]);
+        let never_a_state = seg(vec![ev("ADDED", "a", 11), ev("ADDED", "b", 14)]);
+        assert_eq!(check_initial(&[never_a_state], &r).len(), 1);
+        let stale = seg(vec![ev("ADDED", "a", 11), ev("ADDED", "b", 14)]);
+        assert_eq!(check_initial(&[stale], &r).len(), 1);
+        // A stream may end early (its timeout), but not deliver something else.
+        let cut_short = seg(vec![ev("ADDED", "a", 12), ev("ADDED", "b", 14)]);
+        assert_eq!(check_initial(&[cut_short], &r), vec![]);
+        let wrong_event = seg(vec![
+            ev("ADDED", "a", 12),
+            ev("ADDED", "b", 14),
+            ev("ADDED", "c", 15),
+        ]);
+        assert_eq!(check_initial(&[wrong_event], &r).len(), 1);
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub async fn run(mut ctx: Ctx, name: String, first: usize, from_rv: u64) {
             events: Vec::new(),
             end_error: None,
         };
-        match client.watch_configmaps(&last_rv.to_string(), timeout).await {
+        match client.watch_configmaps(Some(&last_rv.to_string()), timeout).await {
             Err(e) => segment.end_error = Some(e.to_string()),
             Ok(mut stream) => loop {
                 let next = tokio::select! {
@@ -105,4 +105,47 @@ pub async fn run(mut ctx: Ctx, name: String, first: usize, from_rv: u64) {
         }
     }
     ctx.recorder.lock().watches.push(record);
+}
+
+/// Watches started without a resourceVersion, every few seconds on a random replica, each
+/// read for two seconds: their synthetic ADDED events must be the state at some revision and
+/// the events after them the history from there (checked by `checkers::watch::check_initial`).
+pub async fn run_initial(mut ctx: Ctx) {
+    while !ctx.pause(3000, 6000).await {
+        let client = ctx.any_client();
+        let mut segment = WatchSegment {
+            replica: client.replica,
+            from_rv: 0,
+            start: ctx.clock.now(),
+            events: Vec::new(),
+            end_error: None,
+        };
+        match client.watch_configmaps(None, 2).await {
+            Err(e) => segment.end_error = Some(e.to_string()),
+            Ok(mut stream) => loop {
+                match stream.next_event().await {
+                    Ok(None) => break,
+                    Err(e) => {
+                        segment.end_error = Some(e.to_string());
+                        break;
+                    }
+                    Ok(Some(line)) => match parse_event(&line) {
+                        Ok(event) => segment.events.push(event),
+                        Err(e) => {
+                            segment.end_error = Some(e);
+                            break;
+                        }
+                    },
+                }
+            },
+        }
+        // A stream cut by a fault says nothing about initial events; an ERROR event does.
+        if segment
+            .end_error
+            .as_deref()
+            .is_none_or(|e| e.starts_with("ERROR event"))
+        {
+            ctx.recorder.lock().initial_watches.push(segment);
+        }
+    }
 }

@@ -28,6 +28,8 @@ const CLIENTS_PER_REGISTER: usize = 3;
 const CHURN_CLIENTS: usize = 2;
 /// Lease candidates.
 const CANDIDATES: usize = 3;
+/// How long the clients keep going after the last fault was healed.
+const TAIL: Duration = Duration::from_secs(3);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -196,21 +198,24 @@ async fn drive(cfg: &RunConfig, cluster: &mut ChaosCluster) -> Result<Verdict, R
     tasks.spawn(workloads::lister::run(fork(), "lister".into()));
     tasks.spawn(watcher::run_initial(fork()));
 
+    // The fault schedule ends after the duration (a fault in progress is completed and healed);
+    // the clients go on a little longer, so the recovery from the last fault is measured too.
+    let (faults_stop_tx, faults_stop_rx) = watch::channel(false);
     let duration = cfg.duration;
     let timer = tokio::spawn(async move {
         tokio::time::sleep(duration).await;
-        let _ = stop_tx.send(true);
+        let _ = faults_stop_tx.send(true);
     });
     let schedule = Schedule::new(cfg.seed, cfg.faults.clone());
-    let injected = faults::inject(cluster, schedule, clock, recorder.clone(), stop_rx).await;
-    // A fault that could not be healed still leaves a history worth checking, but the run
-    // is then not trustworthy: report the harness error.
+    let injected = faults::inject(cluster, schedule, clock, recorder.clone(), faults_stop_rx).await;
     let _ = timer.await;
+    cluster.links.heal_all();
+    tokio::time::sleep(TAIL).await;
+    let _ = stop_tx.send(true);
+    while tasks.join_next().await.is_some() {}
     injected?;
     let workload_end = clock.now();
-    cluster.links.heal_all();
     cluster.wait_serving(SETTLE_TIMEOUT).await?;
-    while tasks.join_next().await.is_some() {}
 
     let mut violations: Vec<Violation> = Vec::new();
     let converged = match cluster.wait_converged(SETTLE_TIMEOUT).await {

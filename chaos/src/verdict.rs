@@ -192,7 +192,7 @@ impl Verdict {
             "| converged | {} |",
             self.converged.as_ref().map_or("NO".into(), |(r, h)| format!(
                 "revision {r}, hash {}",
-                &h[..h.len().min(16)]
+                h.chars().take(16).collect::<String>()
             ))
         );
         let c = &self.counts;

@@ -7,7 +7,7 @@
 //! other one only through the proxy. The harness itself talks to the real peer port (the `Kv`
 //! `Status` RPC), so its probes are never cut.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -228,11 +228,6 @@ impl ChaosCluster {
     /// The real peer address (`host:port`, where the `Kv` service runs) of replica `i`.
     pub fn peer_addr(&self, i: usize) -> &str {
         &self.replicas[i].peer
-    }
-
-    /// The directory holding configs, data and logs.
-    pub fn dir(&self) -> &Path {
-        &self.spec.dir
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {

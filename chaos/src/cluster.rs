@@ -123,9 +123,10 @@ impl Drop for ScratchDir {
     }
 }
 
-/// A server process the benchmark started, in its own process group.
+/// A server process the benchmark or the chaos harness started, in its own process group, so
+/// it and anything it leaves behind can be signalled and stopped together.
 #[derive(Debug)]
-struct Process {
+pub struct Process {
     name: String,
     child: Child,
     log: PathBuf,
@@ -133,9 +134,14 @@ struct Process {
 }
 
 impl Process {
-    /// Starts `cmd` with stdout and stderr appended to `log`.
-    fn spawn(name: String, mut cmd: Command, log: PathBuf) -> anyhow::Result<Self> {
-        let out = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    /// Starts `cmd` with stdout and stderr appended to `log` (created if missing, so a
+    /// restarted process continues the same log).
+    pub fn spawn(name: String, mut cmd: Command, log: PathBuf) -> anyhow::Result<Self> {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
         let err = out.try_clone()?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
         let child = cmd
@@ -150,7 +156,7 @@ impl Process {
     }
 
     /// Fails, quoting the log, if the process has exited.
-    fn check_running(&mut self) -> anyhow::Result<()> {
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
             bail!(
                 "{} exited ({status}); last lines of {}:\n{}",
@@ -162,8 +168,31 @@ impl Process {
         Ok(())
     }
 
+    /// The operating-system process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILLs the process group at once (also when it is SIGSTOPped) and reaps the process:
+    /// a crash as the chaos harness injects it, and its fast teardown.
+    pub fn kill_now(&mut self) {
+        self.signal(libc::SIGKILL, true);
+        let _ = self.child.wait();
+        self.stopped = true;
+    }
+
+    /// Stops the process like an operator would: SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        stop_all(std::slice::from_mut(self), grace);
+    }
+
     /// Sends `signal` to the process (`group`: to its whole process group).
-    fn signal(&self, signal: libc::c_int, group: bool) {
+    pub fn signal(&self, signal: libc::c_int, group: bool) {
         let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
             return;
         };
@@ -211,8 +240,18 @@ fn stop_all(procs: &mut [Process], grace: Duration) {
     }
 }
 
+/// Resolves on Ctrl-C or SIGTERM, so both binaries stop their clusters (by dropping them)
+/// when interrupted.
+pub async fn shutdown_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}
+
 /// The last lines of a log file, for error messages.
-fn tail(path: &Path) -> String {
+pub fn tail(path: &Path) -> String {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let lines: Vec<&str> = text.lines().collect();
@@ -250,6 +289,8 @@ pub struct EtcdCluster {
     // Declared before `dir`: fields drop in order, so processes stop before data is removed.
     members: Vec<Process>,
     dir: ScratchDir,
+    bin: PathBuf,
+    ports: Ports,
     /// Client addresses (`host:port`), one per member.
     pub addrs: Vec<String>,
 }
@@ -259,50 +300,18 @@ impl EtcdCluster {
     pub async fn start(bin: &Path, ports: Ports, keep_dir: bool) -> anyhow::Result<Self> {
         let dir = ScratchDir::new("kuberaft-bench-etcd-", keep_dir)?;
         eprintln!("starting etcd in {}", dir.path().display());
-        let peer_url = |i: u16| format!("http://127.0.0.1:{}", ports.etcd_peer(i));
-        let initial_cluster = (0..REPLICAS)
-            .map(|i| format!("e{}={}", i + 1, peer_url(i)))
-            .collect::<Vec<_>>()
-            .join(",");
         let mut cluster = Self {
             members: Vec::new(),
             addrs: (0..REPLICAS)
                 .map(|i| format!("127.0.0.1:{}", ports.etcd_client(i)))
                 .collect(),
             dir,
+            bin: bin.to_path_buf(),
+            ports,
         };
-        for i in 0..REPLICAS {
-            let name = format!("e{}", i + 1);
-            let client_url = format!("http://{}", cluster.addrs[usize::from(i)]);
-            let mut cmd = Command::new(bin);
-            // Default settings: ignore any ETCD_* configuration in the environment.
-            for (var, _) in std::env::vars_os() {
-                if var.to_string_lossy().starts_with("ETCD_") {
-                    cmd.env_remove(var);
-                }
-            }
-            cmd.arg("--name")
-                .arg(&name)
-                .arg("--data-dir")
-                .arg(cluster.dir.path().join(&name))
-                .arg("--listen-client-urls")
-                .arg(&client_url)
-                .arg("--advertise-client-urls")
-                .arg(&client_url)
-                .arg("--listen-peer-urls")
-                .arg(peer_url(i))
-                .arg("--initial-advertise-peer-urls")
-                .arg(peer_url(i))
-                .arg("--initial-cluster")
-                .arg(&initial_cluster)
-                .arg("--initial-cluster-state")
-                .arg("new")
-                .arg("--initial-cluster-token")
-                .arg("bench");
-            let log = cluster.dir.path().join(format!("{name}.log"));
-            cluster
-                .members
-                .push(Process::spawn(format!("etcd {name}"), cmd, log)?);
+        for i in 0..usize::from(REPLICAS) {
+            let member = cluster.spawn(i)?;
+            cluster.members.push(member);
         }
         for i in 0..cluster.addrs.len() {
             let addr = cluster.addrs[i].clone();
@@ -315,6 +324,75 @@ impl EtcdCluster {
             .await?;
         }
         Ok(cluster)
+    }
+
+    /// Starts member `i` (0-based) with default settings; with existing data it rejoins.
+    fn spawn(&self, i: usize) -> anyhow::Result<Process> {
+        let peer_url = |i: u16| format!("http://127.0.0.1:{}", self.ports.etcd_peer(i));
+        let initial_cluster = (0..REPLICAS)
+            .map(|i| format!("e{}={}", i + 1, peer_url(i)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let name = format!("e{}", i + 1);
+        let client_url = format!("http://{}", self.addrs[i]);
+        let mut cmd = Command::new(&self.bin);
+        // Default settings: ignore any ETCD_* configuration in the environment.
+        for (var, _) in std::env::vars_os() {
+            if var.to_string_lossy().starts_with("ETCD_") {
+                cmd.env_remove(var);
+            }
+        }
+        let own_peer = peer_url(u16::try_from(i)?);
+        cmd.arg("--name")
+            .arg(&name)
+            .arg("--data-dir")
+            .arg(self.dir.path().join(&name))
+            .arg("--listen-client-urls")
+            .arg(&client_url)
+            .arg("--advertise-client-urls")
+            .arg(&client_url)
+            .arg("--listen-peer-urls")
+            .arg(&own_peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&own_peer)
+            .arg("--initial-cluster")
+            .arg(&initial_cluster)
+            .arg("--initial-cluster-state")
+            .arg("new")
+            .arg("--initial-cluster-token")
+            .arg("bench");
+        let log = self.dir.path().join(format!("{name}.log"));
+        Process::spawn(format!("etcd {name}"), cmd, log)
+    }
+
+    /// kill -9 of member `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.members[i].kill_now();
+    }
+
+    /// Starts member `i` again on its data (after [`EtcdCluster::kill`]).
+    pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.members[i] = self.spawn(i)?;
+        Ok(())
+    }
+
+    /// The member that reports itself leader (`etcd_server_is_leader 1` on `/metrics`).
+    pub async fn leader(&self) -> Option<usize> {
+        for (i, addr) in self.addrs.iter().enumerate() {
+            let metrics = async {
+                reqwest::get(format!("http://{addr}/metrics"))
+                    .await
+                    .ok()?
+                    .text()
+                    .await
+                    .ok()
+            };
+            let text = tokio::time::timeout(PROBE_TIMEOUT, metrics).await.ok().flatten();
+            if text.is_some_and(|t| t.lines().any(|l| l.trim() == "etcd_server_is_leader 1")) {
+                return Some(i);
+            }
+        }
+        None
     }
 }
 

@@ -6,11 +6,6 @@
 //! the same with kuberaft driven through its Kubernetes HTTP API (ConfigMaps), so the cost of
 //! the API layer shows against the raw store.
 
-mod client;
-mod cluster;
-mod report;
-mod workload;
-
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -18,10 +13,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 
-use crate::client::{Client, System};
-use crate::cluster::{EtcdCluster, KuberaftCluster, Ports};
-use crate::report::CellResult;
-use crate::workload::{CellSpec, Op, RunStats};
+use kuberaft_chaos::client::{self, Client, System};
+use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, KuberaftCluster, Ports};
+use kuberaft_chaos::report::{self, CellResult};
+use kuberaft_chaos::workload::{self, CellSpec, Op, RunStats};
 
 /// Benchmarks that drive kuberaft from outside, as a client.
 #[derive(Debug, Parser)]
@@ -406,17 +401,6 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot watch SIGTERM")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C")?,
-        _ = term.recv() => {}
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -429,7 +413,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::select! {
         r = run_bench(mode, args) => r,
         r = shutdown_signal() => {
-            r?;
+            r.context("cannot watch Ctrl-C or SIGTERM")?;
             bail!("interrupted; stopping the clusters")
         }
     }

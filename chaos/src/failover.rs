@@ -1,0 +1,159 @@
+//! Leader failover measured the same way on kuberaft and on etcd: writers put continuously
+//! through every member's KV gRPC service; the leader is killed with SIGKILL; the outage is the
+//! time from the kill to the completion of the first successful put invoked after it. The
+//! killed member is restarted and the cluster settles before the next kill.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::client::{Client, System};
+use crate::cluster::EtcdCluster;
+use crate::harness::ChaosCluster;
+
+/// How long one put may take before it counts as failed.
+const PUT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long to wait for the first successful write after a kill.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Quiet time before each kill and after each restart.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// Why a measurement failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FailoverError {
+    /// No leader was found before a kill.
+    #[error("no leader found")]
+    NoLeader,
+    /// No write succeeded within [`RECOVERY_TIMEOUT`] after a kill.
+    #[error("no write succeeded within {RECOVERY_TIMEOUT:?} after kill {0}")]
+    NoRecovery(usize),
+    /// The cluster could not be driven.
+    #[error("{0}")]
+    Cluster(String),
+}
+
+/// The cluster being measured.
+#[derive(Debug)]
+pub enum Subject {
+    /// A local three-member etcd cluster.
+    Etcd(EtcdCluster),
+    /// A kuberaft cluster from the chaos harness.
+    Kuberaft(ChaosCluster),
+}
+
+impl Subject {
+    fn system(&self) -> System {
+        match self {
+            Subject::Etcd(_) => System::Etcd,
+            Subject::Kuberaft(_) => System::Kuberaft,
+        }
+    }
+
+    fn kv_addrs(&self) -> Vec<String> {
+        match self {
+            Subject::Etcd(c) => c.addrs.clone(),
+            Subject::Kuberaft(c) => (0..c.len()).map(|i| c.peer_addr(i).to_string()).collect(),
+        }
+    }
+
+    async fn leader(&self) -> Option<usize> {
+        match self {
+            Subject::Etcd(c) => c.leader().await,
+            Subject::Kuberaft(c) => c.leader().await,
+        }
+    }
+
+    fn kill(&mut self, i: usize) {
+        match self {
+            Subject::Etcd(c) => c.kill(i),
+            Subject::Kuberaft(c) => c.kill(i),
+        }
+    }
+
+    fn restart(&mut self, i: usize) -> Result<(), FailoverError> {
+        match self {
+            Subject::Etcd(c) => c.restart(i).map_err(|e| FailoverError::Cluster(format!("{e:#}"))),
+            Subject::Kuberaft(c) => c.restart(i).map_err(|e| FailoverError::Cluster(e.to_string())),
+        }
+    }
+}
+
+/// Start times and completion times of successful puts, on one clock.
+type Successes = Arc<Mutex<Vec<(Instant, Instant)>>>;
+
+/// Puts through `addr` until `stop`, recording every success.
+async fn writer(system: System, addr: String, ok: Successes, mut stop: watch::Receiver<bool>) {
+    let mut n = 0u64;
+    while !*stop.borrow() {
+        let Ok(Ok(mut client)) = tokio::time::timeout(PUT_TIMEOUT, Client::connect(system, &addr)).await
+        else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        loop {
+            n += 1;
+            let start = Instant::now();
+            let put = client.put(format!("/failover/{addr}").into_bytes(), n.to_be_bytes().to_vec());
+            let done = tokio::select! {
+                r = tokio::time::timeout(PUT_TIMEOUT, put) => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            match done {
+                Ok(Ok(())) => ok
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((start, Instant::now())),
+                // Reconnect after an error: the member may have been restarted.
+                _ => break,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Kills the leader of `subject` `kills` times and returns each write outage in seconds.
+pub async fn measure(subject: &mut Subject, kills: usize) -> Result<Vec<f64>, FailoverError> {
+    let ok: Successes = Arc::default();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut writers = JoinSet::new();
+    for addr in subject.kv_addrs() {
+        writers.spawn(writer(subject.system(), addr, ok.clone(), stop_rx.clone()));
+    }
+    let mut outages = Vec::new();
+    for k in 0..kills {
+        tokio::time::sleep(SETTLE).await;
+        let leader = subject.leader().await.ok_or(FailoverError::NoLeader)?;
+        let t0 = Instant::now();
+        subject.kill(leader);
+        let recovered = loop {
+            let first = ok
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(start, _)| *start >= t0)
+                .map(|(_, end)| *end)
+                .min();
+            if let Some(end) = first {
+                break end;
+            }
+            if t0.elapsed() > RECOVERY_TIMEOUT {
+                return Err(FailoverError::NoRecovery(k + 1));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let outage = (recovered - t0).as_secs_f64();
+        eprintln!(
+            "{} kill {}: leader {} killed, writes back after {outage:.3} s",
+            subject.system(),
+            k + 1,
+            leader + 1
+        );
+        outages.push(outage);
+        subject.restart(leader)?;
+    }
+    let _ = stop_tx.send(true);
+    while writers.join_next().await.is_some() {}
+    Ok(outages)
+}

@@ -1,0 +1,421 @@
+//! The cluster under test: `kuberaft serve` processes on loopback whose peer links run through
+//! the fault-injecting proxy, with the operations the fault injector needs (kill, restart,
+//! pause, resume, find the leader, wait for convergence).
+//!
+//! Replica `i` (0-based) listens for its API on `base + i`, for peers on `base + 10 + i`, and
+//! advertises the proxy at `base + 20 + i` as its peer address, so every replica reaches every
+//! other one only through the proxy. The harness itself talks to the real peer port (the `Kv`
+//! `Status` RPC), so its probes are never cut.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kuberaft_proto::kv_client::KvClient;
+use kuberaft_proto::{StatusRequest, StatusResponse};
+
+use crate::cluster::{tail, Process};
+use crate::proxy::{self, Links};
+
+/// Highest number of replicas (the port layout leaves room for ten).
+pub const MAX_NODES: usize = 9;
+/// How long a status probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a graceful stop may take before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Why the harness failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// A file of the cluster could not be written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A replica process could not be started.
+    #[error("cannot start replica {replica}: {message}")]
+    Spawn {
+        /// The replica.
+        replica: usize,
+        /// The cause.
+        message: String,
+    },
+    /// The proxy could not start.
+    #[error(transparent)]
+    Proxy(#[from] proxy::ProxyError),
+    /// The cluster did not reach the wanted state in time.
+    #[error("{what} not reached within {timeout:?}: {detail}")]
+    Timeout {
+        /// The state waited for.
+        what: String,
+        /// How long it waited.
+        timeout: Duration,
+        /// What was seen last, with log tails.
+        detail: String,
+    },
+    /// Bad parameters.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Where the cluster runs and how it is configured.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// The `kuberaft` binary.
+    pub bin: PathBuf,
+    /// Number of replicas.
+    pub nodes: usize,
+    /// First loopback port (see the module docs for the layout).
+    pub base_port: u16,
+    /// Directory for configs, data and logs.
+    pub dir: PathBuf,
+    /// Seed for the proxies' loss emulation.
+    pub seed: u64,
+    /// Raft timing (heartbeat, election timeout min, max) in milliseconds; `None` keeps
+    /// kuberaft's defaults.
+    pub raft_timing: Option<RaftTiming>,
+}
+
+/// Raft timing written into every replica's config, to compare failover under other settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    /// `raft.heartbeatMillis`.
+    pub heartbeat_ms: u64,
+    /// `raft.electionTimeoutMinMillis`.
+    pub election_min_ms: u64,
+    /// `raft.electionTimeoutMaxMillis`.
+    pub election_max_ms: u64,
+}
+
+impl std::str::FromStr for RaftTiming {
+    type Err = String;
+
+    /// Parses `HEARTBEAT,MIN,MAX` (milliseconds).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<u64> = s
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse()
+                    .map_err(|_| format!("{p:?} is not a number of milliseconds"))
+            })
+            .collect::<Result<_, _>>()?;
+        match parts[..] {
+            [heartbeat_ms, election_min_ms, election_max_ms]
+                if 0 < heartbeat_ms
+                    && heartbeat_ms < election_min_ms
+                    && election_min_ms < election_max_ms =>
+            {
+                Ok(Self {
+                    heartbeat_ms,
+                    election_min_ms,
+                    election_max_ms,
+                })
+            }
+            _ => Err("expected HEARTBEAT,MIN,MAX milliseconds with heartbeat < min < max".into()),
+        }
+    }
+}
+
+/// One replica: its addresses and its process while it runs.
+#[derive(Debug)]
+struct Replica {
+    config: PathBuf,
+    log: PathBuf,
+    api: String,
+    peer: String,
+    process: Option<Process>,
+    paused: bool,
+}
+
+/// A running cluster. Dropping it kills every replica and stops the proxies.
+#[derive(Debug)]
+pub struct ChaosCluster {
+    spec: ClusterSpec,
+    replicas: Vec<Replica>,
+    /// The peer links, for the fault injector.
+    pub links: Arc<Links>,
+    proxies: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl ChaosCluster {
+    /// Writes the configs, starts the proxies and every replica, and waits until all of them
+    /// know a leader.
+    pub async fn start(spec: ClusterSpec, ready_timeout: Duration) -> Result<Self, HarnessError> {
+        if !(1..=MAX_NODES).contains(&spec.nodes) {
+            return Err(HarnessError::Config(format!(
+                "--nodes must be between 1 and {MAX_NODES}"
+            )));
+        }
+        if spec.base_port.checked_add(30).is_none() {
+            return Err(HarnessError::Config("--base-port too high".into()));
+        }
+        let io = |what: String| move |source| HarnessError::Io { what, source };
+        std::fs::create_dir_all(&spec.dir).map_err(io(format!("cannot create {}", spec.dir.display())))?;
+        let port = |offset: u16, i: usize| format!("127.0.0.1:{}", spec.base_port + offset + i as u16);
+        let members: String = (0..spec.nodes)
+            .map(|i| {
+                format!(
+                    "  - {{id: {}, peerAddr: \"{}\", apiAddr: \"{}\"}}\n",
+                    i + 1,
+                    port(20, i),
+                    port(0, i)
+                )
+            })
+            .collect();
+        let cluster_name = format!("chaos-{:x}", spec.seed);
+        let raft = spec.raft_timing.map_or(String::new(), |t| {
+            format!(
+                "raft:\n  heartbeatMillis: {}\n  electionTimeoutMinMillis: {}\n  electionTimeoutMaxMillis: {}\n",
+                t.heartbeat_ms, t.election_min_ms, t.election_max_ms
+            )
+        });
+        let links = Links::new(spec.nodes);
+        let mut replicas = Vec::new();
+        let mut proxies = Vec::new();
+        for i in 0..spec.nodes {
+            let config = spec.dir.join(format!("node-{}.yaml", i + 1));
+            let text = format!(
+                "id: {}\nclusterName: {cluster_name}\ndataDir: {}\npeerListen: {}\nmembers:\n{members}\
+                 {raft}compaction:\n  retentionSeconds: 3600\nrequestTimeoutSeconds: 3\n",
+                i + 1,
+                spec.dir.join(format!("data-{}", i + 1)).display(),
+                port(10, i),
+            );
+            std::fs::write(&config, text).map_err(io(format!("cannot write {}", config.display())))?;
+            proxies.push(proxy::start(links.clone(), i, &port(20, i), port(10, i), spec.seed).await?);
+            replicas.push(Replica {
+                config,
+                log: spec.dir.join(format!("node-{}.log", i + 1)),
+                api: port(0, i),
+                peer: port(10, i),
+                process: None,
+                paused: false,
+            });
+        }
+        let mut cluster = Self {
+            spec,
+            replicas,
+            links,
+            proxies,
+        };
+        for i in 0..cluster.replicas.len() {
+            cluster.spawn(i)?;
+        }
+        cluster.wait_serving(ready_timeout).await?;
+        Ok(cluster)
+    }
+
+    /// Number of replicas.
+    pub fn len(&self) -> usize {
+        self.replicas.len()
+    }
+
+    /// Whether the cluster has no replicas (never true for a started cluster).
+    pub fn is_empty(&self) -> bool {
+        self.replicas.is_empty()
+    }
+
+    /// The API address (`host:port`) of replica `i`.
+    pub fn api_addr(&self, i: usize) -> &str {
+        &self.replicas[i].api
+    }
+
+    /// The real peer address (`host:port`, where the `Kv` service runs) of replica `i`.
+    pub fn peer_addr(&self, i: usize) -> &str {
+        &self.replicas[i].peer
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
+        let r = &mut self.replicas[i];
+        let mut cmd = Command::new(&self.spec.bin);
+        cmd.arg("serve").arg("--config").arg(&r.config);
+        let p = Process::spawn(format!("replica {}", i + 1), cmd, r.log.clone()).map_err(|e| {
+            HarnessError::Spawn {
+                replica: i + 1,
+                message: format!("{e:#}"),
+            }
+        })?;
+        self.links.set_pid(i, Some(p.pid()));
+        r.process = Some(p);
+        r.paused = false;
+        Ok(())
+    }
+
+    /// Whether replica `i`'s process is running (possibly paused).
+    pub fn is_up(&mut self, i: usize) -> bool {
+        self.replicas[i].process.as_mut().is_some_and(Process::is_running)
+    }
+
+    /// kill -9 of replica `i`.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut p) = self.replicas[i].process.take() {
+            p.kill_now();
+        }
+        self.links.set_pid(i, None);
+        self.replicas[i].paused = false;
+    }
+
+    /// Stops replica `i` gracefully (SIGTERM), as a rolling restart does.
+    pub fn stop(&mut self, i: usize) {
+        if let Some(mut p) = self.replicas[i].process.take() {
+            if self.replicas[i].paused {
+                p.signal(libc::SIGCONT, true);
+            }
+            p.stop(STOP_GRACE);
+        }
+        self.links.set_pid(i, None);
+        self.replicas[i].paused = false;
+    }
+
+    /// Starts replica `i` again with its config and data (no-op if it runs).
+    pub fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
+        if self.is_up(i) {
+            return Ok(());
+        }
+        self.spawn(i)
+    }
+
+    /// SIGSTOPs (`true`) or SIGCONTs (`false`) replica `i`.
+    pub fn pause(&mut self, i: usize, pause: bool) {
+        if let Some(p) = &self.replicas[i].process {
+            p.signal(if pause { libc::SIGSTOP } else { libc::SIGCONT }, true);
+            self.replicas[i].paused = pause;
+        }
+    }
+
+    /// Replica `i`'s status through the `Kv` service on its real peer port.
+    pub async fn status(&self, i: usize, hash: bool) -> Option<StatusResponse> {
+        let addr = format!("http://{}", self.replicas[i].peer);
+        let probe = async {
+            let mut c = KvClient::connect(addr).await.ok()?;
+            c.status(StatusRequest { with_hash: hash })
+                .await
+                .ok()
+                .map(|r| r.into_inner())
+        };
+        tokio::time::timeout(PROBE_TIMEOUT, probe).await.ok().flatten()
+    }
+
+    /// The replica that currently says it is leader with the highest term, if any.
+    pub async fn leader(&self) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for i in 0..self.replicas.len() {
+            if self.replicas[i].paused {
+                continue;
+            }
+            if let Some(s) = self.status(i, false).await {
+                if s.role == "leader" && best.is_none_or(|(t, _)| s.term > t) {
+                    best = Some((s.term, i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// Waits until every running, unpaused replica answers and knows a leader.
+    pub async fn wait_serving(&mut self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut missing = Vec::new();
+            for i in 0..self.replicas.len() {
+                if !self.is_up(i) || self.replicas[i].paused {
+                    continue;
+                }
+                if !self.status(i, false).await.is_some_and(|s| s.has_leader) {
+                    missing.push(i + 1);
+                }
+            }
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.timeout_error(
+                    "every replica serving",
+                    timeout,
+                    format!("replicas {missing:?} not ready"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until every replica reports the same revision and state hash; returns them.
+    pub async fn wait_converged(&mut self, timeout: Duration) -> Result<(i64, String), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut seen = Vec::new();
+            for i in 0..self.replicas.len() {
+                seen.push(
+                    self.status(i, true)
+                        .await
+                        .map(|s| (s.hash_revision, s.state_hash)),
+                );
+            }
+            if let Some(Some(first)) = seen.first() {
+                if seen.iter().all(|s| s.as_ref() == Some(first)) {
+                    return Ok(first.clone());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(self.timeout_error(
+                    "convergence",
+                    timeout,
+                    format!("(revision, hash) per replica: {seen:?}"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    fn timeout_error(&self, what: &str, timeout: Duration, detail: String) -> HarnessError {
+        let logs: String = self
+            .replicas
+            .iter()
+            .map(|r| format!("\n--- {} ---\n{}", r.log.display(), tail(&r.log)))
+            .collect();
+        HarnessError::Timeout {
+            what: what.to_string(),
+            timeout,
+            detail: format!("{detail}{logs}"),
+        }
+    }
+
+    /// Kills every replica and stops the proxies at once.
+    pub fn teardown(&mut self) {
+        for i in 0..self.replicas.len() {
+            self.kill(i);
+        }
+        for p in &self.proxies {
+            p.abort();
+        }
+    }
+}
+
+impl Drop for ChaosCluster {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raft_timing_parses_and_must_be_ordered() {
+        let t: RaftTiming = "50,250,500".parse().unwrap();
+        assert_eq!(
+            (t.heartbeat_ms, t.election_min_ms, t.election_max_ms),
+            (50, 250, 500)
+        );
+        assert!("50,500,250".parse::<RaftTiming>().is_err());
+        assert!("0,250,500".parse::<RaftTiming>().is_err());
+        assert!("50,250".parse::<RaftTiming>().is_err());
+        assert!("a,b,c".parse::<RaftTiming>().is_err());
+    }
+}

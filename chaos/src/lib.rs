@@ -1,0 +1,25 @@
+//! Drives kuberaft from outside, as a client: benchmarks against etcd (`kuberaft-bench`) and
+//! the fault-injection harness that proves its guarantees (`kuberaft-chaos`).
+//!
+//! The benchmark modules (`client`, `cluster`, `workload`, `report`) compare throughput and
+//! latency; the chaos modules start a cluster whose peer links run through a fault-injecting
+//! proxy (`proxy`, `harness`), inject a seeded schedule of faults (`faults`), run real API
+//! clients that record what they saw (`api`, `history`, `workloads`), check the recorded
+//! history (`checkers`) and write the verdict (`verdict`, `chart`). `run` ties them together;
+//! `failover` measures leader failover the same way on kuberaft and etcd.
+
+pub mod api;
+pub mod chart;
+pub mod checkers;
+pub mod client;
+pub mod cluster;
+pub mod failover;
+pub mod faults;
+pub mod harness;
+pub mod history;
+pub mod proxy;
+pub mod report;
+pub mod run;
+pub mod verdict;
+pub mod workload;
+pub mod workloads;

@@ -733,22 +733,25 @@ mod tests {
             action(vec![deployment(foreground()), rs], "rs"),
             Some(Action::Delete(Propagation::Background))
         );
-        // A dependent that waits for its own dependents while its owner waits for it: its
-        // blocking references are lifted first.
-        let mut waiting_rs = foreground();
-        waiting_rs["ownerReferences"] = json!([d_ref(true)]);
-        let waiting_pod = pod("q", {
-            let mut m = foreground();
-            m["ownerReferences"] = json!([rs_ref(true)]);
-            m
-        });
-        let child = pod(
-            "c",
-            json!({"ownerReferences": [reference("v1", "Pod", "q", "pod-q", true)]}),
-        );
+        // An object whose owner waits for it while one of its own dependents waits too: its
+        // blocking references are lifted first (kube's cycle guard), then it goes in the
+        // foreground.
+        let mut waiting_pod = foreground();
+        waiting_pod["ownerReferences"] = json!([rs_ref(true)]);
         assert_eq!(
-            action(vec![replicaset(waiting_rs), waiting_pod, child], "c"),
-            Some(Action::Delete(Propagation::Background))
+            action(
+                vec![deployment(foreground()), rs, pod("q", waiting_pod.clone())],
+                "rs"
+            ),
+            Some(Action::Edit(Edit::Unblock))
+        );
+        let unblocked = replicaset(json!({"ownerReferences": [d_ref(false)]}));
+        assert_eq!(
+            action(
+                vec![deployment(foreground()), unblocked, pod("q", waiting_pod)],
+                "rs"
+            ),
+            Some(Action::Delete(Propagation::Foreground))
         );
     }
 

@@ -730,7 +730,7 @@ mod tests {
             Some(Action::Delete(Propagation::Foreground))
         );
         assert_eq!(
-            action(vec![deployment(foreground()), rs], "rs"),
+            action(vec![deployment(foreground()), rs.clone()], "rs"),
             Some(Action::Delete(Propagation::Background))
         );
         // An object whose owner waits for it while one of its own dependents waits too: its

@@ -507,17 +507,22 @@ fn v3_operation(op: &Operation, tag: &str) -> Value {
     v
 }
 
-/// The Swagger 2.0 `paths` of the given kinds.
-pub fn v2(kinds: &[ServedKind]) -> Map<String, Value> {
+/// The `paths` of the given kinds, with operations and parameters written by `operation` and
+/// `param` (Swagger 2.0 or OpenAPI 3.0 form).
+fn paths<'a>(
+    kinds: impl IntoIterator<Item = &'a ServedKind>,
+    operation: fn(&Operation, &str) -> Value,
+    param: fn(&Param, &str) -> Value,
+) -> Map<String, Value> {
     let mut out = Map::new();
     for k in kinds {
         let tag = tag(k.rt.group, k.rt.version);
         for item in kind_paths(k) {
             let mut v = Map::new();
             for op in &item.ops {
-                v.insert(op.method.into(), v2_operation(op, &tag));
+                v.insert(op.method.into(), operation(op, &tag));
             }
-            let params: Vec<Value> = item.params.iter().map(|(p, at)| v2_param(p, at)).collect();
+            let params: Vec<Value> = item.params.iter().map(|(p, at)| param(p, at)).collect();
             v.insert("parameters".into(), Value::Array(params));
             out.insert(item.path, Value::Object(v));
         }
@@ -525,22 +530,14 @@ pub fn v2(kinds: &[ServedKind]) -> Map<String, Value> {
     out
 }
 
+/// The Swagger 2.0 `paths` of the given kinds.
+pub fn v2(kinds: &[ServedKind]) -> Map<String, Value> {
+    paths(kinds, v2_operation, v2_param)
+}
+
 /// The OpenAPI 3.0 `paths` of the given kinds.
 pub fn v3(kinds: &[&ServedKind]) -> Map<String, Value> {
-    let mut out = Map::new();
-    for k in kinds {
-        let tag = tag(k.rt.group, k.rt.version);
-        for item in kind_paths(k) {
-            let mut v = Map::new();
-            for op in &item.ops {
-                v.insert(op.method.into(), v3_operation(op, &tag));
-            }
-            let params: Vec<Value> = item.params.iter().map(|(p, at)| v3_param(p, at)).collect();
-            v.insert("parameters".into(), Value::Array(params));
-            out.insert(item.path, Value::Object(v));
-        }
-    }
-    out
+    paths(kinds.iter().copied(), v3_operation, v3_param)
 }
 
 #[cfg(test)]

@@ -571,8 +571,14 @@ async fn object_lifecycle_over_http() {
     assert_eq!(code, 200);
     let (code, _) = call(M::GET, &format!("{pods}/running"), j, "").await;
     assert_eq!(code, 404);
-    let (code, _) = call(M::DELETE, &format!("{pods}/pending"), j, "").await;
+    // Pods are among the types whose delete answers with the deleted object.
+    let (code, deleted) = call(M::DELETE, &format!("{pods}/pending"), j, "").await;
     assert_eq!(code, 200);
+    assert_eq!(
+        (&deleted["kind"], &deleted["metadata"]["name"]),
+        (&json!("Pod"), &json!("pending")),
+        "{deleted}"
+    );
     let (code, _) = call(M::GET, &format!("{pods}/pending"), j, "").await;
     assert_eq!(code, 404);
     let (code, status) = call(M::DELETE, &format!("{cms}/keep?gracePeriodSeconds=soon"), j, "").await;

@@ -433,6 +433,13 @@ async fn delete_options_and_deletecollection() {
     create(&k, 0, CONFIGMAPS, child(&d, "plain-child")).await;
     let (code, deleted) = k.send(M::DELETE, 1, &format!("{DEPLOYMENTS}/plain"), None).await;
     assert_eq!(code, 200, "{deleted}");
+    // An immediate delete answers kube-apiserver's success Status (kind is the resource).
+    assert_eq!(
+        deleted,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+               "details": {"name": "plain", "group": "apps", "kind": "deployments",
+                           "uid": d["metadata"]["uid"]}})
+    );
     assert!(get(&k, 2, &format!("{DEPLOYMENTS}/plain")).await.is_none());
     gone(&k, 2, &format!("{CONFIGMAPS}/plain-child")).await;
 
@@ -463,12 +470,19 @@ async fn delete_options_and_deletecollection() {
         )
         .await;
     assert_eq!(code, 200, "{list}");
-    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
-    assert!(list["items"]
+    // As kube-apiserver does, the answer lists the objects as they were before the delete.
+    let listed: Vec<(&str, bool)> = list["items"]
         .as_array()
         .unwrap()
         .iter()
-        .all(|i| finalizers(i) == ["orphan"]));
+        .map(|i| {
+            (
+                i["metadata"]["name"].as_str().unwrap(),
+                i["metadata"].get("deletionTimestamp").is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, [("a1", false), ("a2", false)], "{list}");
     let (code, list) = k
         .send(
             M::DELETE,

@@ -1123,3 +1123,177 @@ async fn kubectl_watches_with_tables_and_selectors() {
         "{fields}"
     );
 }
+
+/// A value written under `key` through the raw Kv service, as a broken encryption key or a
+/// stray `etcdctl put` would leave it: not an object anyone can decode.
+async fn corrupt(k: &Kube, key: &str) {
+    let mut kv = k.cluster.kv(k.cluster.replicas.len() - 1).await;
+    support::put(&mut kv, key, b"\x00\x01 not a Kubernetes object")
+        .await
+        .expect("raw put");
+}
+
+/// Corrupt objects (feature gate `AllowUnsafeMalformedObjectDeletion` on): a watch ends with
+/// a 500 `StorageReadError` ERROR event, get is a 500 naming the key, list a 500
+/// `StorageReadError` naming every corrupt object, a plain delete fails, and only
+/// `ignoreStoreReadErrorWithClusterBreakingPotential` removes one, skipping its finalizers;
+/// the option is a 422 on a readable object and with other options.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_objects_fail_reads_until_an_unsafe_delete_removes_them() {
+    let k = Kube::start_with(Options {
+        feature_gates: vec!["AllowUnsafeMalformedObjectDeletion"],
+        ..Options::default()
+    })
+    .await;
+    create_ns(&k, "broken").await;
+    let base = "/api/v1/namespaces/broken/configmaps";
+    let key = "/registry/core/configmaps/broken/bad";
+    create_cm(&k, 0, "broken", "good", json!({}), json!({"k": "v"})).await;
+    let (code, held) = k
+        .send(
+            Method::POST,
+            0,
+            base,
+            Some(&json!({"metadata": {"name": "bad", "finalizers": ["example.com/hold"]}})),
+        )
+        .await;
+    assert_eq!(code, 201, "{held}");
+    let before = current(&k, base).await;
+    let mut watch = Watch::open(&k, 2, &format!("{base}?watch=1&resourceVersion={before}")).await;
+
+    corrupt(&k, key).await;
+
+    // The watcher is told, and its stream ends.
+    let error = watch.event().await;
+    assert_eq!(error["type"], "ERROR", "{error}");
+    assert_eq!(error["object"]["code"], 500, "{error}");
+    assert_eq!(error["object"]["reason"], "StorageReadError", "{error}");
+    assert_eq!(error["object"]["details"]["causes"][0]["field"], key, "{error}");
+    assert!(matches!(watch.next(T).await, Next::Closed));
+    // Every replica refuses to read it, and says which object is broken.
+    for node in 0..3 {
+        let (code, status) = get(&k, node, &format!("{base}/bad")).await;
+        assert_eq!(
+            (code, &status["reason"]),
+            (500, &json!("InternalError")),
+            "{status}"
+        );
+        let message = status["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Internal error occurred: StorageError: corrupt object")
+                && message.contains(key),
+            "{message}"
+        );
+        let (code, status) = get(&k, node, base).await;
+        assert_eq!(
+            (code, &status["reason"]),
+            (500, &json!("StorageReadError")),
+            "{status}"
+        );
+        assert_eq!(
+            status["message"],
+            "failed to read one or more configmaps from the storage"
+        );
+        let causes = status["details"]["causes"].as_array().unwrap();
+        assert_eq!(causes.len(), 1, "{status}");
+        assert_eq!(causes[0]["field"], key);
+        assert_eq!(causes[0]["reason"], "UnexpectedServerResponse");
+    }
+    // A watch from before the corruption replays up to it and ends the same way.
+    let mut replay = Watch::open(&k, 1, &format!("{base}?watch=1&resourceVersion={before}")).await;
+    assert_eq!(replay.event().await["object"]["reason"], "StorageReadError");
+    let (ok, _, err) = k.kubectl("node-2", &["get", "configmap", "bad", "-n", "broken"]);
+    assert!(!ok && err.contains("corrupt object"), "{err}");
+
+    let one = |node: usize, query: &str| {
+        let path = format!("{base}/bad{query}");
+        let k = &k;
+        async move { k.send(Method::DELETE, node, &path, None).await }
+    };
+    // A plain delete cannot read the object either.
+    let (code, status) = one(0, "").await;
+    assert_eq!(
+        (code, &status["reason"]),
+        (500, &json!("InternalError")),
+        "{status}"
+    );
+    // The unsafe option takes no other option, and only removes corrupt objects.
+    let (code, status) = one(
+        1,
+        "?ignoreStoreReadErrorWithClusterBreakingPotential=true&dryRun=All",
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "DeleteOptions.meta.k8s.io \"\" is invalid: ignoreStoreReadErrorWithClusterBreakingPotential: Invalid value: true: cannot be set together with .dryRun"
+    );
+    let (code, status) = k
+        .send(
+            Method::DELETE,
+            2,
+            &format!("{base}/good"),
+            Some(&json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true})),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "configmaps \"good\" is invalid: ignoreStoreReadErrorWithClusterBreakingPotential: Invalid value: true: is exclusively used to delete corrupt object(s), try again by removing this option"
+    );
+    assert_eq!(get(&k, 2, &format!("{base}/good")).await.0, 200);
+
+    // The unsafe delete removes it although a finalizer was set.
+    let (code, status) = one(2, "?ignoreStoreReadErrorWithClusterBreakingPotential=true").await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["status"], "Success");
+    assert_eq!(status["details"], json!({"name": "bad", "kind": "ConfigMap"}));
+    for node in 0..3 {
+        assert_eq!(get(&k, node, &format!("{base}/bad")).await.0, 404);
+        let (code, list) = get(&k, node, base).await;
+        assert_eq!(code, 200, "{list}");
+        assert_eq!(names(&list), ["good"]);
+    }
+    // The same through kubectl, as an operator would do it.
+    create_cm(&k, 0, "broken", "bad2", json!({}), json!({})).await;
+    corrupt(&k, "/registry/core/configmaps/broken/bad2").await;
+    let raw = format!("{base}/bad2?ignoreStoreReadErrorWithClusterBreakingPotential=true");
+    let out = k.ok("node-3", &["delete", "--raw", &raw]);
+    assert!(out.contains("\"status\":\"Success\""), "{out}");
+    let (ok, _, err) = k.kubectl("node-1", &["get", "configmap", "bad2", "-n", "broken"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    let after = current(&k, base).await;
+    let mut fresh = Watch::open(&k, 0, &format!("{base}?watch=1&resourceVersion={after}")).await;
+    create_cm(&k, 1, "broken", "new", json!({}), json!({})).await;
+    let added = fresh.event().await;
+    assert_eq!(
+        (&added["type"], &added["object"]["metadata"]["name"]),
+        (&json!("ADDED"), &json!("new"))
+    );
+
+    // Without the feature gate the option changes nothing: the delete fails as a plain one.
+    let plain = Kube::start_with(Options {
+        nodes: 1,
+        ..Options::default()
+    })
+    .await;
+    create_ns(&plain, "broken").await;
+    create_cm(&plain, 0, "broken", "bad", json!({}), json!({})).await;
+    corrupt(&plain, key).await;
+    let (code, status) = plain
+        .send(
+            Method::DELETE,
+            0,
+            &format!("{base}/bad?ignoreStoreReadErrorWithClusterBreakingPotential=true"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (code, &status["reason"]),
+        (500, &json!("InternalError")),
+        "{status}"
+    );
+    assert_eq!(get(&plain, 0, &format!("{base}/bad")).await.0, 500);
+}

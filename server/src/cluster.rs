@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::config::{CompactionConfig, MemberConfig, RaftConfig, ServeConfig};
+use crate::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
 use crate::kubeconfig;
 
 /// Options of `cluster up`.
@@ -37,6 +37,10 @@ pub struct UpArgs {
     /// How long to wait for every replica to become ready.
     #[arg(long, default_value_t = 60)]
     pub ready_timeout_seconds: u64,
+    /// Alpha features to turn on, as `Name=true,...` (e.g.
+    /// `AllowUnsafeMalformedObjectDeletion=true`); passed to every replica.
+    #[arg(long)]
+    pub feature_gates: Option<String>,
 }
 
 fn random_suffix() -> String {
@@ -102,6 +106,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             },
             request_timeout_seconds: 10,
             watch_buffer: 4096,
+            feature_gates: FeatureGates::default(),
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, serde_yaml::to_string(&config)?)?;
@@ -110,17 +115,18 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
     Ok(out)
 }
 
-fn start(exe: &Path, config_path: &Path, log_path: &Path) -> anyhow::Result<Child> {
+fn start(exe: &Path, config_path: &Path, log_path: &Path, gates: Option<&str>) -> anyhow::Result<Child> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
-    Command::new(exe)
-        .arg("serve")
-        .arg("--config")
-        .arg(config_path)
-        .stdin(Stdio::null())
+    let mut cmd = Command::new(exe);
+    cmd.arg("serve").arg("--config").arg(config_path);
+    if let Some(g) = gates {
+        cmd.arg("--feature-gates").arg(g);
+    }
+    cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()
@@ -199,13 +205,18 @@ async fn wait_ready(nodes: &mut [Node], timeout: Duration) -> anyhow::Result<()>
 /// Runs `cluster up` until Ctrl-C or SIGTERM.
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let signal = crate::serve::shutdown_signal()?;
+    if let Some(g) = &args.feature_gates {
+        FeatureGates::default()
+            .apply(g)
+            .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?;
+    }
     let configs = prepare(&args)?;
     let dir = std::fs::canonicalize(&args.dir)?;
     let exe = std::env::current_exe()?;
     let mut nodes = Vec::new();
     for (path, config) in &configs {
         let log = dir.join(format!("node-{}.log", config.id));
-        match start(&exe, path, &log) {
+        match start(&exe, path, &log, args.feature_gates.as_deref()) {
             Ok(child) => nodes.push(Node {
                 id: config.id,
                 child,

@@ -98,6 +98,44 @@ impl Default for CompactionConfig {
     }
 }
 
+/// Alpha behaviours the cluster operator turns on, named as kube-apiserver's feature gates
+/// (`featureGates:` in the config file, or `--feature-gates Name=true,...`). All are off by
+/// default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureGates {
+    /// A delete with `ignoreStoreReadErrorWithClusterBreakingPotential=true` removes an
+    /// object that cannot be decoded, skipping preconditions and finalizers.
+    #[serde(rename = "AllowUnsafeMalformedObjectDeletion", default)]
+    pub allow_unsafe_malformed_object_deletion: bool,
+}
+
+impl FeatureGates {
+    /// Whether every gate is at its default (then the config file leaves them out).
+    pub fn is_default(&self) -> bool {
+        *self == FeatureGates::default()
+    }
+
+    /// Applies `--feature-gates` text: comma-separated `Name=true|false` pairs.
+    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("feature gate {pair:?} must be Name=true or Name=false"))?;
+            let on = match value.trim() {
+                "true" => true,
+                "false" => false,
+                v => return Err(format!("invalid value of {name}: {v:?}, must be true or false")),
+            };
+            match name.trim() {
+                "AllowUnsafeMalformedObjectDeletion" => self.allow_unsafe_malformed_object_deletion = on,
+                other => return Err(format!("unrecognized feature gate: {other}")),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The whole config file of one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -129,6 +167,9 @@ pub struct ServeConfig {
     /// from its last resourceVersion): bounds the memory a slow client can hold.
     #[serde(default = "default_watch_buffer")]
     pub watch_buffer: usize,
+    /// Alpha behaviours turned on.
+    #[serde(default, skip_serializing_if = "FeatureGates::is_default")]
+    pub feature_gates: FeatureGates,
 }
 
 fn default_request_timeout() -> u64 {
@@ -344,5 +385,33 @@ members:
             .unwrap_err()
             .to_string();
         assert!(err.contains("not host:port"), "{err}");
+    }
+
+    #[test]
+    fn feature_gates_come_from_the_file_and_the_flag() {
+        let c = load(&sample()).unwrap();
+        assert!(!c.feature_gates.allow_unsafe_malformed_object_deletion);
+        let on = load(&format!(
+            "{}featureGates:\n  AllowUnsafeMalformedObjectDeletion: true\n",
+            sample()
+        ))
+        .unwrap();
+        assert!(on.feature_gates.allow_unsafe_malformed_object_deletion);
+        let err = load(&format!("{}featureGates:\n  NoSuchGate: true\n", sample()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `NoSuchGate`"), "{err}");
+
+        let mut gates = on.feature_gates.clone();
+        gates.apply("AllowUnsafeMalformedObjectDeletion=false").unwrap();
+        assert!(gates.is_default());
+        gates.apply(" AllowUnsafeMalformedObjectDeletion=true, ").unwrap();
+        assert!(gates.allow_unsafe_malformed_object_deletion);
+        assert_eq!(
+            gates.apply("NoSuchGate=true").unwrap_err(),
+            "unrecognized feature gate: NoSuchGate"
+        );
+        assert!(gates.apply("AllowUnsafeMalformedObjectDeletion").is_err());
+        assert!(gates.apply("AllowUnsafeMalformedObjectDeletion=yes").is_err());
     }
 }

@@ -34,6 +34,10 @@ enum Cmd {
         /// The replica's config file.
         #[arg(long)]
         config: PathBuf,
+        /// Alpha features to turn on or off over the config file's `featureGates`, as
+        /// `Name=true,...` (e.g. `AllowUnsafeMalformedObjectDeletion=true`).
+        #[arg(long)]
+        feature_gates: Option<String>,
     },
     /// Manage a local cluster.
     Cluster {
@@ -71,7 +75,10 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Cmd::Serve { config } => serve::run(&config).await,
+            Cmd::Serve {
+                config,
+                feature_gates,
+            } => serve::run(&config, feature_gates.as_deref()).await,
             Cmd::Cluster {
                 command: ClusterCmd::Up(args),
             } => cluster::up(args).await,

@@ -17,9 +17,16 @@ use crate::config::ServeConfig;
 use crate::http::{router, HttpState};
 use crate::observability::{install_metrics, spawn_gauges};
 
-/// Runs the replica described by the config file at `path`.
-pub async fn run(path: &Path) -> anyhow::Result<()> {
-    let config = ServeConfig::load(path)?;
+/// Runs the replica described by the config file at `path`, with `feature_gates`
+/// (`--feature-gates` text) applied over the file's.
+pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()> {
+    let mut config = ServeConfig::load(path)?;
+    if let Some(g) = feature_gates {
+        config
+            .feature_gates
+            .apply(g)
+            .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?;
+    }
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
     let metrics = install_metrics()?;
     // Bind both listeners first: a port conflict is reported before the data dir is touched.
@@ -45,6 +52,7 @@ pub async fn run(path: &Path) -> anyhow::Result<()> {
     let api = Api {
         registry: Arc::new(Registry::new()),
         store: Store::new(node.clone(), config.watch_buffer.max(1)),
+        features: config.feature_gates.clone(),
     };
     crate::api::namespaces::spawn(api.store.clone(), api.registry.clone());
     crate::api::gc::spawn(api.store.clone(), api.registry.clone());

@@ -55,6 +55,8 @@ pub struct Options {
     pub retention_seconds: u64,
     pub cluster_name: String,
     pub watch_buffer: usize,
+    /// Feature gates turned on in every replica's config file.
+    pub feature_gates: Vec<&'static str>,
 }
 
 impl Default for Options {
@@ -66,6 +68,7 @@ impl Default for Options {
             retention_seconds: 300,
             cluster_name: "test-cluster".into(),
             watch_buffer: 4096,
+            feature_gates: Vec::new(),
         }
     }
 }
@@ -93,6 +96,12 @@ pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], 
         "raft:\n  snapshotLogs: {}\n  logsKeptAfterSnapshot: {}\ncompaction:\n  retentionSeconds: {}\n  intervalSeconds: 1\nwatchBuffer: {}\n",
         o.snapshot_logs, o.logs_kept_after_snapshot, o.retention_seconds, o.watch_buffer
     ));
+    if !o.feature_gates.is_empty() {
+        s.push_str("featureGates:\n");
+        for gate in &o.feature_gates {
+            s.push_str(&format!("  {gate}: true\n"));
+        }
+    }
     s
 }
 

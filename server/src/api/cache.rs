@@ -19,10 +19,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use kuberaft_proto as pb;
 use kuberaft_raft::{ApplyEvent, RaftNode};
-use kuberaft_storage::mvcc::Change;
+use kuberaft_storage::mvcc::Change as StoredChange;
 use kuberaft_storage::StorageError;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
+
+use super::store::{decode_value, INTERNAL_PREFIX};
 
 /// Events kept in memory for resuming watches; older ones are read back from the store's MVCC
 /// history, so this bounds memory, not correctness.
@@ -57,14 +59,12 @@ impl CachedObject {
         })
     }
 
-    /// Decodes a stored value, setting its resourceVersion to `rv`; `None` if it is not a
-    /// JSON object with metadata.
-    pub fn from_kv(value: &[u8], rv: i64) -> Option<Arc<Self>> {
-        let mut obj: Value = serde_json::from_slice(value).ok()?;
-        obj.get_mut("metadata")?
-            .as_object_mut()?
-            .insert("resourceVersion".into(), json!(rv.to_string()));
-        Some(Self::new(obj, rv))
+    /// Decodes a stored value, setting its resourceVersion to `rv`; an error (why it cannot
+    /// be decoded) when the stored object is corrupt.
+    pub fn from_kv(value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
+        decode_value(value, rv)
+            .map(|obj| Self::new(obj, rv))
+            .map_err(Arc::from)
     }
 
     /// The object as JSON, serialised once.
@@ -100,6 +100,18 @@ impl CachedObject {
     }
 }
 
+/// What a change did to its key.
+#[derive(Debug)]
+pub enum Change {
+    /// Created or updated: the new state.
+    Put(Arc<CachedObject>),
+    /// Deleted: the last state, with the deletion's resourceVersion.
+    Deleted(Arc<CachedObject>),
+    /// Written with a value that cannot be decoded (why): the object is corrupt, and reads of
+    /// it fail until it is deleted.
+    Corrupt(Arc<str>),
+}
+
 /// One key's change at one revision.
 #[derive(Debug)]
 pub struct CacheEvent {
@@ -107,12 +119,10 @@ pub struct CacheEvent {
     pub rev: i64,
     /// The key changed.
     pub key: String,
-    /// The new state; for a deletion, the last state with the deletion's resourceVersion.
-    pub obj: Arc<CachedObject>,
-    /// The state before the change (`None` for a creation).
+    /// What happened to it.
+    pub change: Change,
+    /// The state before the change (`None` for a creation, or when it was corrupt).
     pub prev: Option<Arc<CachedObject>>,
-    /// Whether the change deleted the key.
-    pub deleted: bool,
 }
 
 /// What the feeder publishes to watchers for each applied batch.
@@ -133,6 +143,8 @@ pub enum Published {
 
 struct State {
     objects: BTreeMap<String, Arc<CachedObject>>,
+    /// Keys whose stored value cannot be decoded, and why.
+    corrupt: BTreeMap<String, Arc<str>>,
     /// Recent events in revision order; every event with `rev > window_start` is here.
     window: VecDeque<Arc<CacheEvent>>,
     window_start: i64,
@@ -170,6 +182,8 @@ pub struct WatchStart {
 pub struct Snapshot {
     /// The objects, ordered by key.
     pub objects: Vec<(String, Arc<CachedObject>)>,
+    /// The keys in the range whose stored value cannot be decoded, and why.
+    pub corrupt: Vec<(String, Arc<str>)>,
     /// The revision the view is at.
     pub revision: i64,
 }
@@ -183,47 +197,56 @@ pub struct WatchCache {
     publish: broadcast::Sender<Arc<Published>>,
 }
 
+/// The cache event for one stored change; `None` for a key outside UTF-8 or under
+/// [`INTERNAL_PREFIX`], and for the deletion of a key that held no readable object.
 fn change_event(
     rev: i64,
-    change: &Change,
+    change: &StoredChange,
     objects: &BTreeMap<String, Arc<CachedObject>>,
 ) -> Option<CacheEvent> {
-    let key = String::from_utf8(change.kv.key.clone()).ok()?;
+    let key = String::from_utf8(change.kv.key.clone())
+        .ok()
+        .filter(|k| !k.starts_with(INTERNAL_PREFIX))?;
     let prev = objects.get(&key).cloned().or_else(|| {
         change
             .prev
             .as_ref()
-            .and_then(|p| CachedObject::from_kv(&p.value, p.mod_revision))
+            .and_then(|p| CachedObject::from_kv(&p.value, p.mod_revision).ok())
     });
-    let (obj, deleted) = if change.is_delete() {
+    let change = if change.is_delete() {
         let last = prev.as_ref()?;
         let mut obj = last.obj.clone();
         obj["metadata"]["resourceVersion"] = json!(rev.to_string());
-        (CachedObject::new(obj, rev), true)
+        Change::Deleted(CachedObject::new(obj, rev))
     } else {
-        (CachedObject::from_kv(&change.kv.value, rev)?, false)
+        match CachedObject::from_kv(&change.kv.value, rev) {
+            Ok(obj) => Change::Put(obj),
+            Err(why) => Change::Corrupt(why),
+        }
     };
     Some(CacheEvent {
         rev,
         key,
-        obj,
+        change,
         prev,
-        deleted,
     })
 }
 
 /// Turns MVCC history into cache events, keeping each key's last state as it goes so that a
 /// deletion carries the object it deleted.
-pub fn history_events(revisions: &[(i64, Vec<Change>)]) -> Vec<Arc<CacheEvent>> {
+pub fn history_events(revisions: &[(i64, Vec<StoredChange>)]) -> Vec<Arc<CacheEvent>> {
     let mut last: BTreeMap<String, Arc<CachedObject>> = BTreeMap::new();
     let mut out = Vec::new();
     for (rev, changes) in revisions {
         for c in changes {
             if let Some(e) = change_event(*rev, c, &last) {
-                if e.deleted {
-                    last.remove(&e.key);
-                } else {
-                    last.insert(e.key.clone(), e.obj.clone());
+                match &e.change {
+                    Change::Put(obj) => {
+                        last.insert(e.key.clone(), obj.clone());
+                    }
+                    Change::Deleted(_) | Change::Corrupt(_) => {
+                        last.remove(&e.key);
+                    }
                 }
                 out.push(Arc::new(e));
             }
@@ -233,16 +256,29 @@ pub fn history_events(revisions: &[(i64, Vec<Change>)]) -> Vec<Arc<CacheEvent>> 
 }
 
 impl State {
-    fn apply(&mut self, rev: i64, changes: &[Change]) -> Vec<Arc<CacheEvent>> {
+    fn apply(&mut self, rev: i64, changes: &[StoredChange]) -> Vec<Arc<CacheEvent>> {
         let mut out = Vec::with_capacity(changes.len());
         for c in changes {
             let Some(e) = change_event(rev, c, &self.objects) else {
+                // The deletion of a corrupt key: nobody could read it, so no watcher is told.
+                if let Ok(key) = std::str::from_utf8(&c.kv.key) {
+                    self.corrupt.remove(key);
+                }
                 continue;
             };
-            if e.deleted {
-                self.objects.remove(&e.key);
-            } else {
-                self.objects.insert(e.key.clone(), e.obj.clone());
+            match &e.change {
+                Change::Put(obj) => {
+                    self.corrupt.remove(&e.key);
+                    self.objects.insert(e.key.clone(), obj.clone());
+                }
+                Change::Deleted(_) => {
+                    self.corrupt.remove(&e.key);
+                    self.objects.remove(&e.key);
+                }
+                Change::Corrupt(why) => {
+                    self.objects.remove(&e.key);
+                    self.corrupt.insert(e.key.clone(), why.clone());
+                }
             }
             let e = Arc::new(e);
             self.window.push_back(e.clone());
@@ -276,6 +312,7 @@ impl WatchCache {
         let cache = WatchCache {
             state: Arc::new(RwLock::new(State {
                 objects: BTreeMap::new(),
+                corrupt: BTreeMap::new(),
                 window: VecDeque::new(),
                 window_start: 0,
                 revision: 0,
@@ -324,10 +361,13 @@ impl WatchCache {
         }
     }
 
-    /// The object at `key` now, and the cache revision.
-    pub fn get(&self, key: &str) -> (Option<Arc<CachedObject>>, i64) {
+    /// The object at `key` now (an error saying why when it is corrupt).
+    pub fn get(&self, key: &str) -> Result<Option<Arc<CachedObject>>, Arc<str>> {
         let s = self.read();
-        (s.objects.get(key).cloned(), s.revision)
+        match s.corrupt.get(key) {
+            Some(why) => Err(why.clone()),
+            None => Ok(s.objects.get(key).cloned()),
+        }
     }
 
     /// The objects under `prefix` with keys after `after`, if the cache is at `at` (any
@@ -343,12 +383,13 @@ impl WatchCache {
         };
         let objects = s
             .objects
-            .range((start, Bound::Unbounded))
+            .range((start.clone(), Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         Some(Snapshot {
             objects,
+            corrupt: corrupt_in(&s.corrupt, prefix, start),
             revision: s.revision,
         })
     }
@@ -412,11 +453,25 @@ impl WatchCache {
         (
             Snapshot {
                 objects,
+                corrupt: corrupt_in(&s.corrupt, prefix, Bound::Included(prefix.to_string())),
                 revision: s.revision,
             },
             live,
         )
     }
+}
+
+/// The corrupt keys under `prefix` from `start` on.
+fn corrupt_in(
+    corrupt: &BTreeMap<String, Arc<str>>,
+    prefix: &str,
+    start: Bound<String>,
+) -> Vec<(String, Arc<str>)> {
+    corrupt
+        .range((start, Bound::Unbounded))
+        .take_while(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Loads the whole store into a fresh state.
@@ -435,18 +490,23 @@ async fn load(node: &RaftNode) -> Result<State, String> {
     .map_err(|e| e.to_string())?;
     let (resp, compacted) = resp.map_err(|e| e.to_string())?;
     let mut objects = BTreeMap::new();
+    let mut corrupt = BTreeMap::new();
     for kv in resp.kvs {
-        let (Ok(key), Some(obj)) = (
-            String::from_utf8(kv.key),
-            CachedObject::from_kv(&kv.value, kv.mod_revision),
-        ) else {
+        let Ok(key) = String::from_utf8(kv.key) else {
             continue;
         };
-        objects.insert(key, obj);
+        if key.starts_with(INTERNAL_PREFIX) {
+            continue;
+        }
+        match CachedObject::from_kv(&kv.value, kv.mod_revision) {
+            Ok(obj) => objects.insert(key, obj).map(|_| ()),
+            Err(why) => corrupt.insert(key, why).map(|_| ()),
+        };
     }
     metrics::gauge!("kuberaft_watch_cache_objects").set(objects.len() as f64);
     Ok(State {
         objects,
+        corrupt,
         window: VecDeque::new(),
         window_start: resp.revision,
         revision: resp.revision,
@@ -457,7 +517,7 @@ async fn load(node: &RaftNode) -> Result<State, String> {
 /// Applies revisions newer than the cache's and publishes them.
 fn apply(
     cache: &WatchCache,
-    revisions: &[(i64, Vec<Change>)],
+    revisions: &[(i64, Vec<StoredChange>)],
     compacted: i64,
     rev_tx: &watch::Sender<Option<i64>>,
 ) {

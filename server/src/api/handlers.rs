@@ -22,7 +22,7 @@ use super::schema::{schemas, Node};
 use super::selector::{FieldSelector, LabelSelector};
 use super::smp;
 use super::status::{ApiError, ApiResult};
-use super::store::{Cas, Store, Stored};
+use super::store::{decode_value, Cas, Store, Stored};
 use super::strategy::{self, allow_create_on_update, take_status_only};
 use super::validation::{self, Decoded, Directive};
 
@@ -151,7 +151,7 @@ async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<re
     let (labels, fields) = selectors(req, q)?;
     let selective = !labels.is_empty() || !fields.is_empty();
     let keep = |o: &CachedObject| labels.matches(&o.obj) && fields.matches(&o.obj);
-    read::list(store.cache(), &prefix(req), &plan, selective, &keep).await
+    read::list(store.cache(), &req.rt, &prefix(req), &plan, selective, &keep).await
 }
 
 /// LIST of a collection: the list's metadata in `body`, its objects in `items`.
@@ -694,6 +694,10 @@ pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     /// The deprecated `orphanDependents` (true is Orphan, false is Background).
     pub orphan_dependents: Option<bool>,
+    /// `ignoreStoreReadErrorWithClusterBreakingPotential`: remove an object that cannot be
+    /// decoded, skipping preconditions and finalizers (only with the
+    /// `AllowUnsafeMalformedObjectDeletion` feature gate; ignored otherwise).
+    pub ignore_store_read_error: bool,
 }
 
 /// The raw fields of `DeleteOptions`, before validation.
@@ -705,6 +709,22 @@ struct RawDeleteOptions {
     dry_run: Vec<String>,
     propagation: Option<String>,
     orphan_dependents: Option<bool>,
+    ignore_store_read_error: Option<bool>,
+}
+
+/// The option that asks for the unsafe deletion of a corrupt object.
+const IGNORE_STORE_READ_ERROR: &str = "ignoreStoreReadErrorWithClusterBreakingPotential";
+
+/// A boolean query parameter as kube-apiserver's query decoding reads it.
+fn query_bool(q: &Query, name: &str) -> ApiResult<Option<bool>> {
+    match q.get(name).map(String::as_str) {
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(o) => Err(ApiError::bad_request(format!(
+            "invalid {name} {o:?}: must be true or false"
+        ))),
+    }
 }
 
 fn bad_field(field: &str, want: &str) -> ApiError {
@@ -726,16 +746,8 @@ impl RawDeleteOptions {
                     .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
             ),
         };
-        let orphan_dependents = match q.get("orphanDependents").map(String::as_str) {
-            None => None,
-            Some("true") => Some(true),
-            Some("false") => Some(false),
-            Some(o) => {
-                return Err(ApiError::bad_request(format!(
-                    "invalid orphanDependents {o:?}: must be true or false"
-                )))
-            }
-        };
+        let orphan_dependents = query_bool(q, "orphanDependents")?;
+        let ignore_store_read_error = query_bool(q, IGNORE_STORE_READ_ERROR)?;
         Ok(RawDeleteOptions {
             grace_period_seconds,
             dry_run: q
@@ -746,6 +758,7 @@ impl RawDeleteOptions {
                 .collect(),
             propagation: q.get("propagationPolicy").cloned(),
             orphan_dependents,
+            ignore_store_read_error,
             ..Default::default()
         })
     }
@@ -795,6 +808,12 @@ impl RawDeleteOptions {
             raw.orphan_dependents = Some(
                 o.as_bool()
                     .ok_or_else(|| bad_field("orphanDependents", "a boolean"))?,
+            );
+        }
+        if let Some(i) = optional(&v, IGNORE_STORE_READ_ERROR) {
+            raw.ignore_store_read_error = Some(
+                i.as_bool()
+                    .ok_or_else(|| bad_field(IGNORE_STORE_READ_ERROR, "a boolean"))?,
             );
         }
         if let Some(d) = optional(&v, "dryRun") {
@@ -850,6 +869,28 @@ impl RawDeleteOptions {
                 "FieldValueNotSupported",
             ));
         }
+        // kube-apiserver's ValidateIgnoreStoreReadError: the unsafe deletion takes no other
+        // option.
+        let ignore_store_read_error = self.ignore_store_read_error == Some(true);
+        if ignore_store_read_error {
+            let others = [
+                ("dryRun", !self.dry_run.is_empty()),
+                ("propagationPolicy", self.propagation.is_some()),
+                ("orphanDependents", self.orphan_dependents.is_some()),
+                ("gracePeriodSeconds", self.grace_period_seconds.is_some()),
+                (
+                    "preconditions",
+                    self.uid.is_some() || self.resource_version.is_some(),
+                ),
+            ];
+            for (field, _) in others.iter().filter(|(_, set)| *set) {
+                causes.push((
+                    IGNORE_STORE_READ_ERROR.into(),
+                    format!("Invalid value: true: cannot be set together with .{field}"),
+                    "FieldValueInvalid",
+                ));
+            }
+        }
         if !causes.is_empty() {
             let pairs: Vec<(String, String)> =
                 causes.iter().map(|(f, m, _)| (f.clone(), m.clone())).collect();
@@ -879,6 +920,7 @@ impl RawDeleteOptions {
             dry_run: !self.dry_run.is_empty(),
             propagation,
             orphan_dependents: self.orphan_dependents,
+            ignore_store_read_error,
         })
     }
 }
@@ -1092,12 +1134,12 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
             }
         }
         if opts.dry_run {
-            return Ok(Reply::object(200, cur.obj));
+            return Ok(Reply::object(200, deleted_reply(rt, cur.obj)));
         }
         match store.delete(&key, cur.rv).await? {
             Cas::Done(_) => {
                 strategy::after_delete(store, rt, &cur.obj).await;
-                return Ok(Reply::object(200, cur.obj));
+                return Ok(Reply::object(200, deleted_reply(rt, cur.obj)));
             }
             Cas::Failed(_) => continue,
         }
@@ -1110,8 +1152,70 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     ))
 }
 
+/// What a delete that removed `obj` answers: the object for the types that return it,
+/// otherwise kube-apiserver's success `Status` naming it (`kind` is the resource, as there).
+fn deleted_reply(rt: &ResourceType, obj: Value) -> Value {
+    if strategy::returns_deleted_object(rt) {
+        return obj;
+    }
+    let mut details = json!({
+        "name": meta_str(&obj, "name").unwrap_or(""),
+        "kind": rt.plural,
+        "uid": meta_str(&obj, "uid").unwrap_or(""),
+    });
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+/// DELETE with `ignoreStoreReadErrorWithClusterBreakingPotential` (feature gate
+/// `AllowUnsafeMalformedObjectDeletion`): removes an object whose stored value cannot be
+/// decoded, skipping preconditions, finalizers, graceful deletion and after-delete hooks,
+/// as kube-apiserver's corrupt object deleter does. A readable (or absent) object is a 422:
+/// the option exists only for corrupt ones.
+pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<Reply> {
+    let name = name_of(req)?.to_string();
+    let rt = &req.rt;
+    let key = key(req, &name);
+    for _ in 0..MAX_CAS_RETRIES {
+        let corrupt = store
+            .get_raw(&key, true)
+            .await?
+            .filter(|kv| decode_value(&kv.value, kv.mod_revision).is_err());
+        let Some(kv) = corrupt else {
+            return Err(ApiError::invalid(
+                rt.group,
+                rt.plural,
+                &name,
+                &[(
+                    IGNORE_STORE_READ_ERROR.into(),
+                    "Invalid value: true: is exclusively used to delete corrupt object(s), try again by removing this option".into(),
+                )],
+            ));
+        };
+        if store.delete_raw(&key, kv.mod_revision).await? {
+            tracing::warn!(%key, "unsafe deletion of a corrupt object");
+            return Ok(Reply::object(
+                200,
+                json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "code": 200, "details": {"name": name, "kind": rt.kind},
+                }),
+            ));
+        }
+    }
+    Err(ApiError::conflict(
+        rt.group,
+        rt.plural,
+        &name,
+        "too many concurrent writes; try again",
+    ))
+}
+
 /// DELETE of a collection (with label and field selectors): deletes each matching object as
-/// [`delete`] does, with the same options; objects gone meanwhile are skipped.
+/// [`delete`] does, with the same options; objects gone meanwhile are skipped. Answers with
+/// the objects as they were listed, as kube-apiserver does.
 pub async fn delete_collection(
     store: &Store,
     req: &ResourceRequest,
@@ -1131,7 +1235,7 @@ pub async fn delete_collection(
             one.namespace = meta_str(&item.obj, "namespace").map(str::to_string);
         }
         match delete(store, &one, opts).await {
-            Ok(r) => deleted.push(strip_type(r.body)),
+            Ok(_) => deleted.push(strip_type(item.obj.clone())),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }

@@ -42,6 +42,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use crate::config::FeatureGates;
 use handlers::{DeleteOptions, PatchType, Query, Reply};
 use registry::Registry;
 use request::{content_type, decode_body, negotiate, parse_path, Format, Offer, Target, MAX_BODY_BYTES};
@@ -55,6 +56,8 @@ pub struct Api {
     pub registry: Arc<Registry>,
     /// The generic store over this replica.
     pub store: Store,
+    /// The alpha behaviours the operator turned on.
+    pub features: FeatureGates,
 }
 
 fn is_pretty(q: &Query) -> bool {
@@ -240,7 +243,13 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         (Method::DELETE, true) => {
             let bytes = read_body(&parts.headers, body).await?;
             let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
-            handlers::delete(store, &req, &DeleteOptions::parse(&bytes, &q)?).await?
+            let opts = DeleteOptions::parse(&bytes, &q)?;
+            // Without the feature gate the option changes nothing, as in kube-apiserver.
+            if opts.ignore_store_read_error && api.features.allow_unsafe_malformed_object_deletion {
+                handlers::delete_corrupt(store, &req).await?
+            } else {
+                handlers::delete(store, &req, &opts).await?
+            }
         }
         (Method::DELETE, false) => {
             let bytes = read_body(&parts.headers, body).await?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use kuberaft_raft::ServerState;
 use serde_json::{json, Value};
 
-use super::handlers::{self, DeleteOptions, Query};
+use super::handlers::{self, DeleteOptions, Propagation, Query};
 use super::meta::meta_str;
 use super::registry::Registry;
 use super::request::ResourceRequest;
@@ -79,6 +79,12 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
             continue;
         };
         let mut remaining = 0;
+        // Contents go as kube-apiserver's namespace controller deletes them: dependents in
+        // the background.
+        let background = DeleteOptions {
+            propagation: Some(Propagation::Background),
+            ..DeleteOptions::default()
+        };
         for rt in registry.all().filter(|t| t.namespaced) {
             let req = ResourceRequest {
                 rt: rt.clone(),
@@ -92,7 +98,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
                 remaining += 1;
                 let mut one = req.clone();
                 one.name = meta_str(&item.obj, "name").map(str::to_string);
-                if let Err(e) = handlers::delete(store, &one, &DeleteOptions::default()).await {
+                if let Err(e) = handlers::delete(store, &one, &background).await {
                     if e.code != 404 {
                         tracing::warn!(namespace = %name, error = %e.message, "deleting namespace content");
                     }

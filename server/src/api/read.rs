@@ -9,14 +9,17 @@ use std::time::Duration;
 use kuberaft_proto as pb;
 use kuberaft_storage::StorageError;
 
-use super::cache::{CachedObject, WatchCache};
+use super::cache::{CachedObject, Snapshot, WatchCache};
 use super::options::{encode_continue, ListPlan, ReadAt};
+use super::registry::ResourceType;
 use super::status::{ApiError, ApiResult};
 
 /// How long a read waits for this replica to reach a requested resourceVersion.
 pub const WAIT_FOR_REVISION: Duration = Duration::from_secs(3);
 /// Keys read per MVCC round trip when a page is served from history.
 const HISTORY_CHUNK: i64 = 500;
+/// Corrupt objects a failed list names at most (kube-apiserver's limit).
+const CORRUPT_CAUSES: usize = 100;
 
 /// kube-apiserver's message for a list at a compacted revision.
 pub const EXPIRED: &str = "The resourceVersion for the provided list is too old.";
@@ -59,16 +62,36 @@ pub async fn sync(cache: &WatchCache, at: ReadAt) -> ApiResult<()> {
     }
 }
 
-/// Reads one object per the get semantics; `None` when it does not exist.
+/// Reads one object per the get semantics; `None` when it does not exist, a 500 when it is
+/// corrupt.
 pub async fn get(cache: &WatchCache, key: &str, at: ReadAt) -> ApiResult<Option<Arc<CachedObject>>> {
     sync(cache, at).await?;
-    Ok(cache.get(key).0)
+    cache.get(key).map_err(|why| ApiError::corrupt_object(key, &why))
+}
+
+/// kube-apiserver's answer to a read that met corrupt objects: a 500 `StorageReadError`
+/// naming them (at most [`CORRUPT_CAUSES`]).
+pub fn corrupt_objects(rt: &ResourceType, corrupt: impl IntoIterator<Item = (String, String)>) -> ApiError {
+    let named: Vec<(String, String)> = corrupt.into_iter().take(CORRUPT_CAUSES).collect();
+    ApiError::store_read_error(rt.group, rt.plural, &named)
+}
+
+/// The snapshot, unless it holds corrupt objects.
+fn readable(rt: &ResourceType, snap: Snapshot) -> ApiResult<Snapshot> {
+    if snap.corrupt.is_empty() {
+        return Ok(snap);
+    }
+    Err(corrupt_objects(
+        rt,
+        snap.corrupt.into_iter().map(|(k, why)| (k, why.to_string())),
+    ))
 }
 
 /// Reads a page of the collection under `prefix`, keeping the objects `keep` accepts.
 /// `selective` says whether `keep` can reject objects (then no remainingItemCount).
 pub async fn list(
     cache: &WatchCache,
+    rt: &ResourceType,
     prefix: &str,
     plan: &ListPlan,
     selective: bool,
@@ -81,14 +104,16 @@ pub async fn list(
         }
         reach(cache, rev).await?;
         if let Some(snap) = cache.list(prefix, after.as_deref(), Some(rev)) {
+            let snap = readable(rt, snap)?;
             return Ok(paginate(snap.objects, rev, prefix, plan.limit, selective, keep));
         }
-        return from_history(cache, prefix, after, rev, plan, selective, keep).await;
+        return from_history(cache, rt, prefix, after, rev, plan, selective, keep).await;
     }
     sync(cache, plan.at).await?;
     let snap = cache
         .list(prefix, after.as_deref(), None)
         .ok_or_else(|| ApiError::internal("the watch cache moved during a list"))?;
+    let snap = readable(rt, snap)?;
     Ok(paginate(
         snap.objects,
         snap.revision,
@@ -150,8 +175,10 @@ fn paginate(
 }
 
 /// Serves a page at an older revision from the store's MVCC history.
+#[allow(clippy::too_many_arguments)]
 async fn from_history(
     cache: &WatchCache,
+    rt: &ResourceType,
     prefix: &str,
     after: Option<String>,
     rev: i64,
@@ -163,6 +190,7 @@ async fn from_history(
     let mut items: Vec<Arc<CachedObject>> = Vec::new();
     let mut last_key: Option<String> = None;
     let mut cursor = after.clone().map(String::into_bytes);
+    let mut corrupt: Vec<(String, String)> = Vec::new();
     loop {
         let req = pb::RangeRequest {
             key: prefix.as_bytes().to_vec(),
@@ -182,10 +210,22 @@ async fn from_history(
         let fetched = resp.kvs.len() as i64;
         for (i, kv) in resp.kvs.into_iter().enumerate() {
             let key = String::from_utf8_lossy(&kv.key).into_owned();
-            let Some(obj) = CachedObject::from_kv(&kv.value, kv.mod_revision).filter(|o| keep(o)) else {
+            let obj = match CachedObject::from_kv(&kv.value, kv.mod_revision) {
+                Ok(obj) if keep(&obj) => obj,
+                Ok(_) => {
+                    cursor = Some(kv.key);
+                    continue;
+                }
+                Err(why) => {
+                    corrupt.push((key, why.to_string()));
+                    cursor = Some(kv.key);
+                    continue;
+                }
+            };
+            if !corrupt.is_empty() {
                 cursor = Some(kv.key);
                 continue;
-            };
+            }
             if items.len() == limit {
                 // Everything from this key on in the range follows the page.
                 let remaining = resp.count - i as i64;
@@ -202,6 +242,9 @@ async fn from_history(
             cursor = Some(kv.key);
         }
         if !resp.more || fetched == 0 {
+            if !corrupt.is_empty() {
+                return Err(corrupt_objects(rt, corrupt));
+            }
             return Ok(Page {
                 items,
                 revision: rev,

@@ -38,7 +38,10 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        let mut d = json!({"name": name, "kind": kind});
+        let mut d = json!({"kind": kind});
+        if !name.is_empty() {
+            d["name"] = json!(name);
+        }
         if !group.is_empty() {
             d["group"] = json!(group);
         }
@@ -104,7 +107,8 @@ impl ApiError {
         } else {
             format!("[{}]", summary.join(", "))
         };
-        let mut e = Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {shown}"))
+        let what = qualified(group, kind);
+        let mut e = Self::new(422, "Invalid", format!("{what} \"{name}\" is invalid: {shown}"))
             .with_details(group, kind, name);
         if let Some(d) = e.details.as_mut() {
             d["causes"] = causes
@@ -145,6 +149,33 @@ impl ApiError {
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
+    }
+
+    /// 500 InternalError for a stored object that cannot be decoded, worded as
+    /// kube-apiserver's storage error for a corrupt object.
+    pub fn corrupt_object(key: &str, why: &str) -> Self {
+        Self::internal(format!(
+            "Internal error occurred: StorageError: corrupt object, Code: 7, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"
+        ))
+    }
+
+    /// 500 StorageReadError: a list met objects it cannot decode; one cause per object
+    /// (`field` is its storage key), as kube-apiserver reports corrupt objects in a list.
+    pub fn store_read_error(group: &str, plural: &str, corrupt: &[(String, String)]) -> Self {
+        let what = qualified(group, plural);
+        let mut e = Self::new(
+            500,
+            "StorageReadError",
+            format!("failed to read one or more {what} from the storage"),
+        )
+        .with_details(group, plural, "");
+        if let Some(d) = e.details.as_mut() {
+            d["causes"] = corrupt
+                .iter()
+                .map(|(key, why)| json!({"reason": "UnexpectedServerResponse", "message": why, "field": key}))
+                .collect();
+        }
+        e
     }
 
     /// 503 ServiceUnavailable (no leader, quorum lost).

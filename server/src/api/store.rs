@@ -40,16 +40,31 @@ pub struct Store {
     cache: WatchCache,
 }
 
+/// Decodes a stored value into an object whose resourceVersion is `rv`. An error means the
+/// object is corrupt: it is not a JSON object with `metadata` (kube-apiserver's "object not
+/// decodable"); the message says why.
+pub fn decode_value(value: &[u8], rv: i64) -> Result<Value, String> {
+    let mut obj: Value = serde_json::from_slice(value).map_err(|e| format!("object not decodable: {e}"))?;
+    let meta = obj
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| "object not decodable: it is not an object with metadata".to_string())?;
+    meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    Ok(obj)
+}
+
+/// Where kuberaft keeps records of its own (e.g. NodePort allocations) that are JSON but not
+/// API objects: they have no metadata, and the watch cache leaves them out.
+pub const INTERNAL_PREFIX: &str = "/registry/kuberaft/";
+
 fn decode(kv: pb::KeyValue) -> ApiResult<Stored> {
-    let mut obj: Value = serde_json::from_slice(&kv.value).map_err(|e| {
-        ApiError::internal(format!(
-            "stored object {} is not JSON: {e}",
-            String::from_utf8_lossy(&kv.key)
-        ))
-    })?;
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
+    let key = String::from_utf8_lossy(&kv.key);
+    let obj = if key.starts_with(INTERNAL_PREFIX) {
+        serde_json::from_slice(&kv.value).map_err(|e| format!("record not decodable: {e}"))
+    } else {
+        decode_value(&kv.value, kv.mod_revision)
     }
+    .map_err(|e| ApiError::corrupt_object(&key, &e))?;
     Ok(Stored {
         obj,
         rv: kv.mod_revision,
@@ -111,6 +126,12 @@ impl Store {
 
     /// Reads one object (linearizable when `consistent`).
     pub async fn get(&self, key: &str, consistent: bool) -> ApiResult<Option<Stored>> {
+        self.get_raw(key, consistent).await?.map(decode).transpose()
+    }
+
+    /// Reads one key's stored value as it is, decodable or not (linearizable when
+    /// `consistent`).
+    pub async fn get_raw(&self, key: &str, consistent: bool) -> ApiResult<Option<pb::KeyValue>> {
         let resp = self
             .range(
                 pb::RangeRequest {
@@ -120,7 +141,7 @@ impl Store {
                 consistent,
             )
             .await?;
-        resp.kvs.into_iter().next().map(decode).transpose()
+        Ok(resp.kvs.into_iter().next())
     }
 
     /// Reads every object under `prefix`; returns them with the revision they were read at.
@@ -194,19 +215,28 @@ impl Store {
         }
     }
 
+    async fn delete_txn(&self, key: &str, rev: i64) -> ApiResult<pb::TxnResponse> {
+        self.txn(pb::TxnRequest {
+            compares: vec![mod_rev_is(key, rev)],
+            success: vec![pb::Op {
+                op: Some(pb::op::Op::Delete(pb::DeleteOp {
+                    key: key.as_bytes().to_vec(),
+                })),
+            }],
+            failure: vec![],
+        })
+        .await
+    }
+
+    /// Deletes whatever is stored at `key` if its mod revision is still `rev`, without
+    /// decoding it (the removal of a corrupt object); whether it did.
+    pub async fn delete_raw(&self, key: &str, rev: i64) -> ApiResult<bool> {
+        Ok(self.delete_txn(key, rev).await?.succeeded)
+    }
+
     /// Deletes the object at `key` if its mod revision is still `rev`.
     pub async fn delete(&self, key: &str, rev: i64) -> ApiResult<Cas> {
-        let t = self
-            .txn(pb::TxnRequest {
-                compares: vec![mod_rev_is(key, rev)],
-                success: vec![pb::Op {
-                    op: Some(pb::op::Op::Delete(pb::DeleteOp {
-                        key: key.as_bytes().to_vec(),
-                    })),
-                }],
-                failure: vec![],
-            })
-            .await?;
+        let t = self.delete_txn(key, rev).await?;
         if t.succeeded {
             Ok(Cas::Done(t.revision))
         } else {

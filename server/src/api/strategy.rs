@@ -348,6 +348,19 @@ pub fn grace_period(rt: &ResourceType, obj: &Value, requested: Option<i64>) -> i
     }
 }
 
+/// Whether a delete that removes an object at once answers with the object rather than a
+/// success `Status` (kube-apiserver's ReturnDeletedObject, set for these types only).
+pub fn returns_deleted_object(rt: &ResourceType) -> bool {
+    matches!(
+        (rt.group, rt.plural),
+        ("", "pods")
+            | ("", "services")
+            | ("", "serviceaccounts")
+            | ("", "namespaces")
+            | ("storage.k8s.io", "storageclasses")
+    )
+}
+
 /// Whether a PUT of an absent object creates it (kube-apiserver's AllowCreateOnUpdate).
 pub fn allow_create_on_update(rt: &ResourceType) -> bool {
     matches!(

@@ -26,12 +26,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use super::cache::{CacheEvent, CachedObject, Published, Unavailable};
+use super::cache::{CacheEvent, CachedObject, Change, Published, Unavailable};
 use super::handlers::{selectors, Query};
 use super::meta::partial_object_metadata;
 use super::options::{watch_plan, WatchPlan, WatchStartAt};
 use super::protobuf;
-use super::read::{sync_most_recent, WAIT_FOR_REVISION};
+use super::read::{corrupt_objects, sync_most_recent, WAIT_FOR_REVISION};
 use super::registry::ResourceType;
 use super::request::{Format, ResourceRequest};
 use super::selector::{FieldSelector, LabelSelector};
@@ -59,22 +59,37 @@ impl Filter {
         self.labels.matches(&obj.obj) && self.fields.matches(&obj.obj)
     }
 
-    /// The event type (if any) a change is for this watcher, and the object it carries.
-    fn event<'a>(&self, e: &'a CacheEvent) -> Option<(&'static str, &'a Arc<CachedObject>)> {
+    /// What (if anything) a change is for this watcher.
+    fn event<'a>(&self, e: &'a CacheEvent, rt: &ResourceType) -> Option<Sent<'a>> {
         if !e.key.starts_with(&self.prefix) {
             return None;
         }
         let was = e.prev.as_ref().is_some_and(|p| self.matches(p));
-        if e.deleted {
-            return was.then_some(("DELETED", &e.obj));
-        }
-        match (was, self.matches(&e.obj)) {
-            (true, true) => Some(("MODIFIED", &e.obj)),
-            (false, true) => Some(("ADDED", &e.obj)),
-            (true, false) => Some(("DELETED", &e.obj)),
+        let obj = match &e.change {
+            Change::Deleted(obj) => return was.then_some(Sent::Object("DELETED", obj)),
+            Change::Put(obj) => obj,
+            // Nobody can tell whether it matches: the watch ends with the storage error, and
+            // the client's re-list reports the corrupt object until it is deleted.
+            Change::Corrupt(why) => {
+                let status = corrupt_objects(rt, [(e.key.clone(), why.to_string())]).body();
+                return Some(Sent::Fatal(status));
+            }
+        };
+        match (was, self.matches(obj)) {
+            (true, true) => Some(Sent::Object("MODIFIED", obj)),
+            (false, true) => Some(Sent::Object("ADDED", obj)),
+            (true, false) => Some(Sent::Object("DELETED", obj)),
             (false, false) => None,
         }
     }
+}
+
+/// What a watcher is sent for one change.
+enum Sent<'a> {
+    /// An event of this type carrying the object.
+    Object(&'static str, &'a Arc<CachedObject>),
+    /// An ERROR event with this Status, after which the watch ends.
+    Fatal(Value),
 }
 
 /// How a watcher's frames are encoded.
@@ -231,6 +246,10 @@ async fn start(
     }
     if plan.initial_events {
         let (snap, live) = cache.list_and_watch(&filter.prefix);
+        if !snap.corrupt.is_empty() {
+            let corrupt = snap.corrupt.into_iter().map(|(k, why)| (k, why.to_string()));
+            return Err(corrupt_objects(rt, corrupt));
+        }
         let objects = snap
             .objects
             .into_iter()
@@ -252,17 +271,28 @@ async fn start(
         _ => cache.revision(),
     };
     match cache.watch_from(from).await {
-        Ok(w) => Ok(Start {
-            objects: w
-                .backlog
-                .iter()
-                .filter_map(|e| filter.event(e))
-                .map(|(kind, o)| (kind, o.clone()))
-                .collect(),
-            trailer: None,
-            revision: w.revision,
-            live: Some(w.live),
-        }),
+        Ok(w) => {
+            let mut objects = Vec::new();
+            for sent in w.backlog.iter().filter_map(|e| filter.event(e, rt)) {
+                match sent {
+                    Sent::Object(kind, o) => objects.push((kind, o.clone())),
+                    Sent::Fatal(status) => {
+                        return Ok(Start {
+                            objects,
+                            trailer: Some(enc.value_frame("ERROR", &status)),
+                            revision: w.revision,
+                            live: None,
+                        })
+                    }
+                }
+            }
+            Ok(Start {
+                objects,
+                trailer: None,
+                revision: w.revision,
+                live: Some(w.live),
+            })
+        }
         Err(Unavailable::Compacted { compacted }) => Ok(Start {
             objects: Vec::new(),
             trailer: Some(enc.value_frame("ERROR", &expired_status(from, compacted))),
@@ -363,12 +393,19 @@ async fn run(
                 Ok(p) => match &*p {
                     Published::Changes { events, revision } => {
                         for e in events.iter().filter(|e| e.rev > start) {
-                            if let Some((kind, obj)) = filter.event(e) {
-                                if tx.send(Ok(enc.frame(kind, obj))).await.is_err() {
+                            match filter.event(e, rt) {
+                                Some(Sent::Object(kind, obj)) => {
+                                    if tx.send(Ok(enc.frame(kind, obj))).await.is_err() {
+                                        return;
+                                    }
+                                    sent_total.increment(1);
+                                    told = e.rev;
+                                }
+                                Some(Sent::Fatal(status)) => {
+                                    let _ = tx.send(Ok(enc.value_frame("ERROR", &status))).await;
                                     return;
                                 }
-                                sent_total.increment(1);
-                                told = e.rev;
+                                None => {}
                             }
                         }
                         seen = seen.max(*revision);

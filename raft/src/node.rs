@@ -16,7 +16,7 @@ use kuberaft_proto as pb;
 use kuberaft_storage::log::LogStore;
 use kuberaft_storage::mvcc::validate_txn;
 use kuberaft_storage::{Db, Identity, Mvcc};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, Fatal, InitializeError, RaftError};
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{broadcast, mpsc, watch};
 
@@ -25,6 +25,16 @@ use crate::network::Peers;
 use crate::state_machine::{ApplyEvent, StateMachine};
 use crate::types::{Command, Member, Raft};
 use crate::NodeError;
+
+/// A fatal openraft error as the node reports it: Raft stopped because the replica is
+/// shutting down is a retryable unavailability (`503` for API clients, who go to another
+/// replica or retry), anything else an internal error.
+fn fatal(e: Fatal<u64>) -> NodeError {
+    match e {
+        Fatal::Stopped => NodeError::ShuttingDown,
+        other => NodeError::Raft(other.to_string()),
+    }
+}
 
 /// How far this replica's state machine has got.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -229,7 +239,7 @@ impl RaftNode {
             Ok(resp) => Ok(Some((resp.data.0, resp.log_id.index))),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Ok(None),
             Err(RaftError::APIError(e)) => Err(NodeError::Raft(e.to_string())),
-            Err(RaftError::Fatal(e)) => Err(NodeError::Raft(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(fatal(e)),
         }
     }
 
@@ -304,7 +314,7 @@ impl RaftNode {
             Err(RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_))) => {
                 Err(NodeError::Unavailable(e.to_string()))
             }
-            Err(RaftError::Fatal(e)) => Err(NodeError::Raft(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(fatal(e)),
         }
     }
 

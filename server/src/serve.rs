@@ -3,6 +3,7 @@
 use std::future::IntoFuture;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
@@ -40,14 +41,17 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
         .await
         .with_context(|| format!("cannot start replica {}", config.id))?;
     spawn_gauges(&node);
-    let (stop_tx, stop_rx) = watch::channel(false);
+    // The API stops first and Raft last, so that requests in flight (also those other
+    // replicas forward here) finish while this replica still takes part in the cluster.
+    let (stop_api, api_stopping) = watch::channel(false);
+    let (stop_peer, peer_stopping) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
     let peer = tokio::spawn(kuberaft_raft::service::serve(
         node.clone(),
         peer_listener,
-        stopped(stop_rx.clone()),
+        stopped(peer_stopping),
     ));
     let api = Api {
         registry: Arc::new(Registry::new()),
@@ -72,7 +76,7 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
     });
     let api = tokio::spawn(
         axum::serve(api_listener, app)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .with_graceful_shutdown(stopped(api_stopping))
             .into_future(),
     );
     tracing::info!(
@@ -86,12 +90,20 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
         _ = shutdown => Ok(()),
         Some(reason) = fatal.recv() => Err(anyhow::anyhow!("refusing to run: {reason}")),
     };
-    let _ = stop_tx.send(true);
+    let _ = stop_api.send(true);
+    // Open watches would hold the drain for their whole timeout: they are cut after the
+    // grace period, and their clients resume on another replica.
+    if tokio::time::timeout(API_DRAIN, api).await.is_err() {
+        tracing::info!("API connections still open after {API_DRAIN:?}; closing them");
+    }
     node.shutdown().await;
-    let _ = peer.await;
-    let _ = api.await;
+    let _ = stop_peer.send(true);
+    let _ = tokio::time::timeout(API_DRAIN, peer).await;
     outcome
 }
+
+/// How long a stopping replica lets API requests in flight finish.
+const API_DRAIN: Duration = Duration::from_secs(2);
 
 /// Installs the SIGINT (Ctrl-C) and SIGTERM handlers now and returns a future that resolves
 /// on the first of them. Installing eagerly matters: a signal that arrives between "ready" and

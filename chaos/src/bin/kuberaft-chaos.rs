@@ -92,7 +92,7 @@ struct RunArgs {
     #[arg(long)]
     keep_data: bool,
     /// Raft timing `HEARTBEAT,MIN,MAX` in milliseconds (heartbeat, election timeout range)
-    /// instead of kuberaft's defaults (100,500,900), to compare failover times.
+    /// instead of kuberaft's defaults (100,400,600), to compare failover times.
     #[arg(long)]
     raft_timing: Option<RaftTiming>,
 }

@@ -16,7 +16,7 @@ use std::ops::Bound;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use kuberaft_proto as pb;
 use kuberaft_raft::{ApplyEvent, RaftNode};
 use kuberaft_storage::mvcc::Change as StoredChange;
@@ -24,6 +24,7 @@ use kuberaft_storage::StorageError;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
+use super::selector::{field_text, selectable_paths, Selectable};
 use super::store::{decode_value, INTERNAL_PREFIX};
 
 /// Events kept in memory for resuming watches; older ones are read back from the store's MVCC
@@ -32,71 +33,166 @@ const WINDOW_EVENTS: usize = 100_000;
 /// Everything the cache holds lives under this key prefix.
 const ROOT: &str = "/registry/";
 
-/// One object as the cache holds it: the JSON with `metadata.resourceVersion` set, and its
-/// encodings, computed on first use and shared by every reader.
+/// What selectors read of one object, extracted once when it enters the cache so that the
+/// object itself can stay encoded: its labels and the texts of the fields its type can be
+/// selected by (`metadata.name`, `metadata.namespace` and the type's own).
+#[derive(Debug)]
+struct Extract {
+    labels: Box<[(Box<str>, Box<str>)]>,
+    fields: Box<[(&'static str, Box<str>)]>,
+}
+
+impl Extract {
+    /// The extract of `obj`, stored under `key` (whose prefix names the type).
+    fn of(key: &str, obj: &Value) -> Extract {
+        let labels = obj["metadata"]["labels"]
+            .as_object()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (group, plural) = type_of_key(key);
+        let fields = selectable_paths(group, plural)
+            .map(|path| (path, field_text(obj, path).into()))
+            .collect();
+        Extract { labels, fields }
+    }
+}
+
+/// The `(group, plural)` a storage key belongs to (`/registry/<group|core>/<plural>/...`).
+fn type_of_key(key: &str) -> (&str, &str) {
+    let mut parts = key.strip_prefix(ROOT).unwrap_or("").split('/');
+    let group = match parts.next() {
+        Some("core") | None => "",
+        Some(g) => g,
+    };
+    (group, parts.next().unwrap_or(""))
+}
+
+/// One object as the cache holds it: encoded, as the JSON of a list item (without `kind` and
+/// `apiVersion`, with `metadata.resourceVersion` set), plus what selectors read of it. Every
+/// reader shares these bytes; a whole object is the item with its type fields in front, and
+/// other encodings are computed on first use and shared too. The decoded form is built only
+/// for the reads that need it (tables, metadata views, protobuf), and not kept.
 #[derive(Debug)]
 pub struct CachedObject {
-    /// The object.
-    pub obj: Value,
     /// Its mod revision (= resourceVersion).
     pub rv: i64,
-    json: OnceLock<Bytes>,
-    yaml: OnceLock<Bytes>,
-    item_json: OnceLock<Bytes>,
-    proto: OnceLock<Option<Bytes>>,
+    item: Bytes,
+    /// `"kind":"…","apiVersion":"…"` as they open the whole object's JSON (empty if absent).
+    type_fields: Box<str>,
+    extract: Extract,
+    yaml: OnceLock<Box<Bytes>>,
+    proto: OnceLock<Option<Box<Bytes>>>,
+}
+
+impl Selectable for CachedObject {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.extract
+            .labels
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
+    }
+
+    fn field(&self, path: &str) -> String {
+        self.extract
+            .fields
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or_else(String::new, |(_, text)| text.to_string())
+    }
 }
 
 impl CachedObject {
-    /// Wraps a decoded object (whose resourceVersion is already `rv`).
-    pub fn new(obj: Value, rv: i64) -> Arc<Self> {
+    /// Encodes a decoded object (whose resourceVersion is already `rv`) stored under `key`.
+    pub fn new(key: &str, mut obj: Value, rv: i64) -> Arc<Self> {
+        let extract = Extract::of(key, &obj);
+        let mut type_fields = String::new();
+        if let Some(o) = obj.as_object_mut() {
+            for field in ["kind", "apiVersion"] {
+                if let Some(v) = o.remove(field) {
+                    if !type_fields.is_empty() {
+                        type_fields.push(',');
+                    }
+                    type_fields.push_str(&format!("{}:{}", json!(field), v));
+                }
+            }
+        }
+        let mut item = serde_json::to_vec(&obj).unwrap_or_else(|_| b"{}".to_vec());
+        // The encoder grows its buffer by doubling; the cache keeps exactly the bytes.
+        item.shrink_to_fit();
         Arc::new(CachedObject {
-            obj,
             rv,
-            json: OnceLock::new(),
+            item: Bytes::from(item),
+            type_fields: type_fields.into_boxed_str(),
+            extract,
             yaml: OnceLock::new(),
-            item_json: OnceLock::new(),
             proto: OnceLock::new(),
         })
     }
 
-    /// Decodes a stored value, setting its resourceVersion to `rv`; an error (why it cannot
-    /// be decoded) when the stored object is corrupt.
-    pub fn from_kv(value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
+    /// Decodes a stored value under `key`, setting its resourceVersion to `rv`; an error (why
+    /// it cannot be decoded) when the stored object is corrupt.
+    pub fn from_kv(key: &str, value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
         decode_value(value, rv)
-            .map(|obj| Self::new(obj, rv))
+            .map(|obj| Self::new(key, obj, rv))
             .map_err(Arc::from)
     }
 
-    /// The object as JSON, serialised once.
-    pub fn json(&self) -> &Bytes {
-        self.json
-            .get_or_init(|| serde_json::to_vec(&self.obj).unwrap_or_default().into())
+    /// The same object at another resourceVersion (what a deletion event carries).
+    fn at(&self, key: &str, rv: i64) -> Arc<Self> {
+        let mut obj = self.value();
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        Self::new(key, obj, rv)
     }
 
-    /// The object as a JSON list item (without `kind` and `apiVersion`), serialised once.
+    /// The object as a JSON list item (without `kind` and `apiVersion`).
     pub fn item_json(&self) -> &Bytes {
-        self.item_json.get_or_init(|| {
-            let mut obj = self.obj.clone();
-            if let Some(o) = obj.as_object_mut() {
-                o.remove("kind");
-                o.remove("apiVersion");
-            }
-            serde_json::to_vec(&obj).unwrap_or_default().into()
-        })
+        &self.item
+    }
+
+    /// Writes the whole object's JSON: the type fields, then the item's.
+    pub fn write_json(&self, out: &mut BytesMut) {
+        let fields = self.item.strip_prefix(b"{").unwrap_or(&self.item);
+        out.put_u8(b'{');
+        out.put_slice(self.type_fields.as_bytes());
+        if !self.type_fields.is_empty() && fields != b"}" {
+            out.put_u8(b',');
+        }
+        out.put_slice(fields);
+    }
+
+    /// The whole object as JSON.
+    pub fn json(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.item.len() + self.type_fields.len() + 2);
+        self.write_json(&mut out);
+        out.freeze()
+    }
+
+    /// The whole object, decoded (built for each call; the cache keeps only the encoding).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json()).unwrap_or(Value::Null)
     }
 
     /// The object as Kubernetes protobuf (envelope included), encoded once; `None` when its
     /// type has no protobuf form.
     pub fn protobuf(&self) -> Option<&Bytes> {
         self.proto
-            .get_or_init(|| super::protobuf::encode_object(&self.obj).ok().map(Bytes::from))
-            .as_ref()
+            .get_or_init(|| {
+                super::protobuf::encode_object(&self.value())
+                    .ok()
+                    .map(|b| Box::new(Bytes::from(b)))
+            })
+            .as_deref()
     }
 
     /// The object as YAML, serialised once.
     pub fn yaml(&self) -> &Bytes {
         self.yaml
-            .get_or_init(|| serde_yaml::to_string(&self.obj).unwrap_or_default().into())
+            .get_or_init(|| Box::new(serde_yaml::to_string(&self.value()).unwrap_or_default().into()))
     }
 }
 
@@ -211,15 +307,12 @@ fn change_event(
         change
             .prev
             .as_ref()
-            .and_then(|p| CachedObject::from_kv(&p.value, p.mod_revision).ok())
+            .and_then(|p| CachedObject::from_kv(&key, &p.value, p.mod_revision).ok())
     });
     let change = if change.is_delete() {
-        let last = prev.as_ref()?;
-        let mut obj = last.obj.clone();
-        obj["metadata"]["resourceVersion"] = json!(rev.to_string());
-        Change::Deleted(CachedObject::new(obj, rev))
+        Change::Deleted(prev.as_ref()?.at(&key, rev))
     } else {
-        match CachedObject::from_kv(&change.kv.value, rev) {
+        match CachedObject::from_kv(&key, &change.kv.value, rev) {
             Ok(obj) => Change::Put(obj),
             Err(why) => Change::Corrupt(why),
         }
@@ -498,7 +591,7 @@ async fn load(node: &RaftNode) -> Result<State, String> {
         if key.starts_with(INTERNAL_PREFIX) {
             continue;
         }
-        match CachedObject::from_kv(&kv.value, kv.mod_revision) {
+        match CachedObject::from_kv(&key, &kv.value, kv.mod_revision) {
             Ok(obj) => objects.insert(key, obj).map(|_| ()),
             Err(why) => corrupt.insert(key, why).map(|_| ()),
         };
@@ -595,5 +688,145 @@ async fn feed(cache: WatchCache, rev_tx: watch::Sender<Option<i64>>) {
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    use super::super::selector::{FieldSelector, LabelSelector};
+    use super::*;
+
+    /// Counts the bytes this thread holds, so a test can weigh what it builds while other
+    /// tests run on other threads.
+    struct Counting;
+
+    thread_local! {
+        static HELD: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn track(delta: isize) {
+        let _ = HELD.try_with(|h| h.set(h.get() + delta));
+    }
+
+    // SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
+    // const-initialised thread-local that never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            track(layout.size() as isize);
+            // SAFETY: same contract as ours.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            track(-(layout.size() as isize));
+            // SAFETY: same contract as ours.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            track(new_size as isize - layout.size() as isize);
+            // SAFETY: same contract as ours.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    fn held() -> isize {
+        HELD.with(Cell::get)
+    }
+
+    /// A ConfigMap as a client would create it, about 1 KiB of JSON with its managedFields.
+    fn config_map(i: usize) -> Vec<u8> {
+        let data: serde_json::Map<String, Value> = (0..8)
+            .map(|k| (format!("key-{k}"), json!(format!("{i:08}-{}", "v".repeat(60)))))
+            .collect();
+        let obj = json!({
+            "kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {
+                "name": format!("cm-{i:06}"), "namespace": "default",
+                "uid": format!("8c4a5f1e-0000-4000-8000-{i:012}"),
+                "creationTimestamp": "2026-11-23T10:00:00Z",
+                "labels": {"app": "bench", "shard": format!("s{}", i % 10)},
+                "managedFields": [{"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+                    "time": "2026-11-23T10:00:00Z", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {}, "f:metadata": {"f:labels": {"f:app": {}, "f:shard": {}}}}}],
+            },
+            "data": data,
+        });
+        serde_json::to_vec(&obj).unwrap()
+    }
+
+    #[test]
+    fn a_cached_object_reads_back_and_selects_like_the_object() {
+        let pod = json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "web-1", "namespace": "prod", "resourceVersion": "7",
+                         "labels": {"app": "web", "tier": "front"}},
+            "spec": {"nodeName": "n1", "hostNetwork": true, "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        });
+        let key = "/registry/core/pods/prod/web-1";
+        let cached = CachedObject::new(key, pod.clone(), 7);
+        assert_eq!(cached.value(), pod);
+        assert!(cached.json().starts_with(br#"{"kind":"Pod","apiVersion":"v1","#));
+        let item: Value = serde_json::from_slice(cached.item_json()).unwrap();
+        assert!(item.get("kind").is_none() && item.get("apiVersion").is_none());
+        assert_eq!(item["metadata"], pod["metadata"]);
+        let deleted = cached.at(key, 9);
+        assert_eq!(deleted.rv, 9);
+        assert_eq!(deleted.value()["metadata"]["resourceVersion"], "9");
+        for (labels, fields) in [
+            ("app=web", ""),
+            ("app=web,tier!=back", "spec.nodeName=n1"),
+            (
+                "tier in (front,back)",
+                "status.phase=Running,metadata.namespace=prod",
+            ),
+            ("!missing", "spec.hostNetwork=true"),
+            ("app", "metadata.name!=web-1"),
+            ("app=db", ""),
+            ("", "spec.nodeName="),
+            ("", "status.podIP="),
+        ] {
+            let l = LabelSelector::parse(labels).unwrap();
+            let f = FieldSelector::parse(fields, "", "pods").unwrap();
+            assert_eq!(
+                (l.matches(&*cached), f.matches(&*cached)),
+                (l.matches(&pod), f.matches(&pod)),
+                "{labels} / {fields}"
+            );
+        }
+        // An object without type fields keeps a valid encoding.
+        let bare = CachedObject::new("/registry/core/configmaps/a/b", json!({"metadata": {}}), 1);
+        assert_eq!(bare.value(), json!({"metadata": {}}));
+    }
+
+    /// What the cache holds per object, against the object's JSON size: the target is at most
+    /// 1.5x. Counted exactly (bytes allocated by this thread), for objects held as the cache
+    /// holds them: key, encoding and selector extract.
+    #[test]
+    fn a_cached_object_costs_at_most_one_and_a_half_times_its_json() {
+        const N: usize = 2_000;
+        let values: Vec<Vec<u8>> = (0..N).map(config_map).collect();
+        let json_bytes: usize = values.iter().map(Vec::len).sum();
+        let before = held();
+        let mut objects: BTreeMap<String, Arc<CachedObject>> = BTreeMap::new();
+        for (i, v) in values.iter().enumerate() {
+            let key = format!("/registry/core/configmaps/default/cm-{i:06}");
+            let obj = CachedObject::from_kv(&key, v, i as i64 + 1).unwrap();
+            objects.insert(key, obj);
+        }
+        let cost = (held() - before) as f64;
+        let ratio = cost / json_bytes as f64;
+        println!(
+            "{N} objects of {} JSON bytes on average: {:.0} bytes each in the cache, {ratio:.2}x",
+            json_bytes / N,
+            cost / N as f64
+        );
+        assert!(ratio <= 1.5, "the cache holds {ratio:.2}x the JSON size");
+        drop(objects);
     }
 }

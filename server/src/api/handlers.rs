@@ -19,7 +19,7 @@ use super::registry::ResourceType;
 use super::request::decode_body;
 use super::request::ResourceRequest;
 use super::schema::{schemas, Node};
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector, Selectable};
 use super::smp;
 use super::status::{ApiError, ApiResult};
 use super::store::{decode_value, Cas, Store, Stored};
@@ -106,11 +106,11 @@ pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<R
     let obj = read::get(store.cache(), &key(req, name), at)
         .await?
         .ok_or_else(|| not_found(&req.rt, name))?;
-    let rv = obj.rv.to_string();
+    // The body is the cached encoding; it is decoded only for representations that need it.
     Ok(Reply {
         code: 200,
-        body: obj.obj.clone(),
-        table_rows: Some((vec![obj.obj.clone()], rv)),
+        body: Value::Null,
+        table_rows: None,
         warnings: Vec::new(),
         items: None,
         cached: Some(obj),
@@ -150,7 +150,7 @@ async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<re
     let plan = options::list_plan(q)?;
     let (labels, fields) = selectors(req, q)?;
     let selective = !labels.is_empty() || !fields.is_empty();
-    let keep = |o: &CachedObject| labels.matches(&o.obj) && fields.matches(&o.obj);
+    let keep = |o: &CachedObject| labels.matches(o) && fields.matches(o);
     read::list(store.cache(), &req.rt, &prefix(req), &plan, selective, &keep).await
 }
 
@@ -1226,16 +1226,17 @@ pub async fn delete_collection(
     let rev = page.revision;
     let mut deleted = Vec::new();
     for item in page.items {
-        let Some(name) = meta_str(&item.obj, "name").map(str::to_string) else {
+        let name = item.field("metadata.name");
+        if name.is_empty() {
             continue;
-        };
+        }
         let mut one = req.clone();
         one.name = Some(name);
         if req.rt.namespaced {
-            one.namespace = meta_str(&item.obj, "namespace").map(str::to_string);
+            one.namespace = Some(item.field("metadata.namespace")).filter(|n| !n.is_empty());
         }
         match delete(store, &one, opts).await {
-            Ok(_) => deleted.push(strip_type(item.obj.clone())),
+            Ok(_) => deleted.push(strip_type(item.value())),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }

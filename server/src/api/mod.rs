@@ -287,28 +287,29 @@ fn respond(
     pretty: bool,
 ) -> ApiResult<Response> {
     if let Format::Table(version) = format {
-        let rows = match (&reply.table_rows, &reply.items) {
-            (Some((objects, rv)), _) => Some((objects.clone(), rv.clone())),
-            (None, Some(items)) => Some((
-                items.iter().map(|o| o.obj.clone()).collect(),
+        let rows = match (&reply.table_rows, &reply.items, &reply.cached) {
+            (Some((objects, rv)), _, _) => Some((objects.clone(), rv.clone())),
+            (None, Some(items), _) => Some((
+                items.iter().map(|o| o.value()).collect(),
                 reply.body["metadata"]["resourceVersion"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string(),
             )),
-            (None, None) => None,
+            (None, None, Some(obj)) => Some((vec![obj.value()], obj.rv.to_string())),
+            (None, None, None) => None,
         };
         if let Some((objects, rv)) = rows {
             return table_response(req, q, &reply, &objects, &rv, version, pretty);
         }
     }
     if let Format::Metadata(version) = format {
-        let mut body = reply.body;
+        let mut body = match &reply.cached {
+            Some(obj) => obj.value(),
+            None => reply.body,
+        };
         if let Some(items) = &reply.items {
-            body["items"] = items
-                .iter()
-                .map(|o| handlers::strip_type(o.obj.clone()))
-                .collect();
+            body["items"] = items.iter().map(|o| handlers::strip_type(o.value())).collect();
         }
         return Ok(render(
             reply.code,
@@ -322,14 +323,10 @@ fn respond(
         // A cached object in compact JSON: its shared encoding, not copied.
         (None, Some(obj)) if wire == Format::Json && !pretty => {
             let status = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
-            Ok((
-                status,
-                [(header::CONTENT_TYPE, "application/json")],
-                obj.json().clone(),
-            )
-                .into_response())
+            Ok((status, [(header::CONTENT_TYPE, "application/json")], obj.json()).into_response())
         }
-        (None, _) => Ok(render(reply.code, &reply.body, wire, pretty)),
+        (None, Some(obj)) => Ok(render(reply.code, &obj.value(), wire, pretty)),
+        (None, None) => Ok(render(reply.code, &reply.body, wire, pretty)),
     }
 }
 
@@ -364,10 +361,7 @@ fn render_list(
     pretty: bool,
 ) -> Response {
     if format != Format::Json || pretty {
-        body["items"] = items
-            .iter()
-            .map(|o| handlers::strip_type(o.obj.clone()))
-            .collect();
+        body["items"] = items.iter().map(|o| handlers::strip_type(o.value())).collect();
         return render(code, &body, format, pretty);
     }
     let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});

@@ -7,6 +7,26 @@ use serde_json::Value;
 
 use super::status::{ApiError, ApiResult};
 
+/// What selectors read from an object: its labels and its selectable fields. A whole object
+/// (`Value`) is one; the watch cache keeps a compact extract of each object instead.
+pub trait Selectable {
+    /// The value of the label `key`, if the object has it.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// The text a field selector compares for the JSON path `path` (one the selector parser
+    /// produced); an absent field reads as `""` (`"false"` for a boolean path).
+    fn field(&self, path: &str) -> String;
+}
+
+impl Selectable for Value {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get("metadata")?.get("labels")?.get(key)?.as_str()
+    }
+
+    fn field(&self, path: &str) -> String {
+        field_text(self, path)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Req {
     Eq(String, String),
@@ -93,9 +113,8 @@ impl LabelSelector {
     }
 
     /// Whether the object's labels satisfy the selector.
-    pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.get("metadata").and_then(|m| m.get("labels"));
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    pub fn matches(&self, obj: &(impl Selectable + ?Sized)) -> bool {
+        let get = |k: &str| obj.label(k);
         self.0.iter().all(|r| match r {
             Req::Eq(k, v) => get(k) == Some(v.as_str()),
             Req::NotEq(k, v) => get(k) != Some(v.as_str()),
@@ -207,15 +226,20 @@ impl FieldSelector {
     }
 
     /// Whether the object satisfies the selector; an absent field reads as `""`.
-    pub fn matches(&self, obj: &Value) -> bool {
-        self.0
-            .iter()
-            .all(|r| (field_text(obj, r.path) == r.value) == r.equal)
+    pub fn matches(&self, obj: &(impl Selectable + ?Sized)) -> bool {
+        self.0.iter().all(|r| (obj.field(r.path) == r.value) == r.equal)
     }
 }
 
+/// The JSON paths a field selector on objects of `(group, plural)` can compare.
+pub fn selectable_paths(group: &str, plural: &str) -> impl Iterator<Item = &'static str> {
+    ["metadata.name", "metadata.namespace"]
+        .into_iter()
+        .chain(selectable_fields(group, plural).iter().map(|(_, path)| *path))
+}
+
 /// The text a field selector compares for `path` in `obj`.
-fn field_text(obj: &Value, path: &str) -> String {
+pub fn field_text(obj: &Value, path: &str) -> String {
     let (path, boolean) = match path.strip_suffix('?') {
         Some(p) => (p, true),
         None => (path, false),

@@ -56,7 +56,7 @@ struct Filter {
 
 impl Filter {
     fn matches(&self, obj: &CachedObject) -> bool {
-        self.labels.matches(&obj.obj) && self.fields.matches(&obj.obj)
+        self.labels.matches(obj) && self.fields.matches(obj)
     }
 
     /// What (if anything) a change is for this watcher.
@@ -122,31 +122,30 @@ impl Encoding {
     fn frame(&self, kind: &str, obj: &CachedObject) -> Bytes {
         match self {
             Encoding::Json => {
-                let body = obj.json();
-                let mut b = BytesMut::with_capacity(body.len() + 40);
+                let mut b = BytesMut::with_capacity(obj.item_json().len() + 120);
                 b.put_slice(b"{\"type\":\"");
                 b.put_slice(kind.as_bytes());
                 b.put_slice(b"\",\"object\":");
-                b.put_slice(body);
+                obj.write_json(&mut b);
                 b.put_slice(b"}\n");
                 b.freeze()
             }
             Encoding::Yaml => yaml_frame(kind, obj.yaml()),
             Encoding::Protobuf => match obj.protobuf() {
                 Some(raw) => protobuf::watch_frame(kind, raw).into(),
-                None => self.value_frame("ERROR", &unencodable(&obj.obj)),
+                None => self.value_frame("ERROR", &unencodable(&obj.value())),
             },
             Encoding::Table { rt, version, include } => {
                 let t = table::table(
                     rt,
-                    std::slice::from_ref(&obj.obj),
+                    std::slice::from_ref(&obj.value()),
                     &obj.rv.to_string(),
                     version,
                     *include,
                 );
                 self.value_frame(kind, &t)
             }
-            Encoding::Metadata(_) => self.value_frame(kind, &obj.obj),
+            Encoding::Metadata(_) => self.value_frame(kind, &obj.value()),
         }
     }
 

@@ -206,6 +206,27 @@ impl HttpClient {
         let list: serde_json::Value = resp.json().await.map_err(http_error)?;
         Ok(list["items"].as_array().map_or(0, Vec::len))
     }
+
+    async fn list_paged(&self, prefix: &[u8], limit: i64) -> Result<usize, tonic::Status> {
+        let mut token = String::new();
+        let mut count = 0;
+        loop {
+            let mut req = self
+                .http
+                .get(self.collection(prefix))
+                .query(&[("limit", limit.to_string())]);
+            if !token.is_empty() {
+                req = req.query(&[("continue", token.as_str())]);
+            }
+            let resp = http_check(req.send().await.map_err(http_error)?).await?;
+            let page: serde_json::Value = resp.json().await.map_err(http_error)?;
+            count += page["items"].as_array().map_or(0, Vec::len);
+            match page["metadata"]["continue"].as_str() {
+                Some(next) if !next.is_empty() => token = next.to_string(),
+                _ => return Ok(count),
+            }
+        }
+    }
 }
 
 impl Client {
@@ -293,6 +314,59 @@ impl Client {
                 Ok(c.range(req).await?.into_inner().kvs.len())
             }
             Client::Http(c) => c.list(&prefix, serializable).await,
+        }
+    }
+
+    /// Lists every key under `prefix` in pages of `limit`, the first page linearizable and
+    /// every later one at its revision (over HTTP: `limit` and `continue`). Returns how many
+    /// keys there are.
+    pub async fn list_paged(&mut self, prefix: Vec<u8>, limit: i64) -> Result<usize, tonic::Status> {
+        let (mut count, mut revision) = (0, 0);
+        match self {
+            Client::Kuberaft(c) => {
+                let mut after = Vec::new();
+                loop {
+                    let req = kuberaft_proto::RangeRequest {
+                        key: prefix.clone(),
+                        prefix: true,
+                        limit,
+                        revision,
+                        start_after: after.clone(),
+                        ..Default::default()
+                    };
+                    let resp = c.range(req).await?.into_inner();
+                    count += resp.kvs.len();
+                    revision = resp.revision;
+                    match resp.kvs.last() {
+                        Some(last) if resp.more => after = last.key.clone(),
+                        _ => return Ok(count),
+                    }
+                }
+            }
+            Client::Etcd(c) => {
+                let end = prefix_end(&prefix);
+                let mut from = prefix;
+                loop {
+                    let req = etcdpb::RangeRequest {
+                        key: from.clone(),
+                        range_end: end.clone(),
+                        limit,
+                        revision,
+                        ..Default::default()
+                    };
+                    let resp = c.range(req).await?.into_inner();
+                    count += resp.kvs.len();
+                    revision = resp.header.map_or(0, |h| h.revision);
+                    match resp.kvs.last() {
+                        Some(last) if resp.more => {
+                            from = last.key.clone();
+                            from.push(0);
+                        }
+                        _ => return Ok(count),
+                    }
+                }
+            }
+            Client::Http(c) => c.list_paged(&prefix, limit).await,
         }
     }
 }

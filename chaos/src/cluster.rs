@@ -378,21 +378,7 @@ impl EtcdCluster {
 
     /// The member that reports itself leader (`etcd_server_is_leader 1` on `/metrics`).
     pub async fn leader(&self) -> Option<usize> {
-        for (i, addr) in self.addrs.iter().enumerate() {
-            let metrics = async {
-                reqwest::get(format!("http://{addr}/metrics"))
-                    .await
-                    .ok()?
-                    .text()
-                    .await
-                    .ok()
-            };
-            let text = tokio::time::timeout(PROBE_TIMEOUT, metrics).await.ok().flatten();
-            if text.is_some_and(|t| t.lines().any(|l| l.trim() == "etcd_server_is_leader 1")) {
-                return Some(i);
-            }
-        }
-        None
+        leader_by_metrics(&self.addrs, "etcd_server_is_leader 1").await
     }
 }
 
@@ -429,6 +415,25 @@ async fn probe_leader(addr: String) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The index of the member whose Prometheus `/metrics` at `addrs[i]` has the line `marker`.
+async fn leader_by_metrics(addrs: &[String], marker: &str) -> Option<usize> {
+    for (i, addr) in addrs.iter().enumerate() {
+        let metrics = async {
+            reqwest::get(format!("http://{addr}/metrics"))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()
+        };
+        let text = tokio::time::timeout(PROBE_TIMEOUT, metrics).await.ok().flatten();
+        if text.is_some_and(|t| t.lines().any(|l| l.trim() == marker)) {
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// A local three-node kuberaft cluster run by `kuberaft cluster up`.
 #[derive(Debug)]
 pub struct KuberaftCluster {
@@ -442,6 +447,11 @@ pub struct KuberaftCluster {
 }
 
 impl KuberaftCluster {
+    /// The index of the current leader, from the nodes' `/metrics`.
+    pub async fn leader(&self) -> Option<usize> {
+        leader_by_metrics(&self.api_addrs, "kuberaft_raft_is_leader 1").await
+    }
+
     /// Runs `kuberaft cluster up` and waits until every node knows a leader and a `Txn` put
     /// succeeds through each of them.
     pub async fn start(bin: &Path, ports: Ports, keep_dir: bool) -> anyhow::Result<Self> {

@@ -6,7 +6,8 @@
 //! proxy (`proxy`, `harness`), inject a seeded schedule of faults (`faults`), run real API
 //! clients that record what they saw (`api`, `history`, `workloads`), check the recorded
 //! history (`checkers`) and write the verdict (`verdict`, `chart`). `run` ties them together;
-//! `failover` measures leader failover the same way on kuberaft and etcd.
+//! `failover` measures leader failover the same way on kuberaft and etcd; `watchbench` measures
+//! watch delivery latency with many watchers.
 
 pub mod api;
 pub mod chart;
@@ -21,5 +22,6 @@ pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod verdict;
+pub mod watchbench;
 pub mod workload;
 pub mod workloads;

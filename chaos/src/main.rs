@@ -16,6 +16,7 @@ use clap::Parser;
 use kuberaft_chaos::client::{self, Client, System};
 use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, KuberaftCluster, Ports};
 use kuberaft_chaos::report::{self, CellResult};
+use kuberaft_chaos::watchbench;
 use kuberaft_chaos::workload::{self, CellSpec, Op, RunStats};
 
 /// Benchmarks that drive kuberaft from outside, as a client.
@@ -35,6 +36,106 @@ enum Command {
     /// Compare ConfigMap writes, reads and lists through kuberaft's HTTP API with etcd's KV.
     #[command(long_about = API_ABOUT)]
     Api(KvArgs),
+    /// Measure watch delivery latency (write acknowledged → event received) with many watchers.
+    #[command(long_about = WATCH_ABOUT)]
+    Watch(WatchArgs),
+}
+
+/// Long help of `kuberaft-bench watch`.
+const WATCH_ABOUT: &str = "\
+Measure watch delivery latency (write acknowledged → event received) with many watchers.
+
+Starts a local 3-node kuberaft cluster. For every cell (watchers × rate) it opens the
+watchers (each its own HTTP connection, spread over the replicas, all watching one namespace
+from the revision before the first write), then creates ConfigMaps at the rate for the
+duration (open loop, round robin over the replicas, at most 256 in flight), and records when
+each write was acknowledged and when each watcher received its event. Latency is arrival minus
+acknowledgement (0 when the event came first) over every (watcher, event) pair. `missing`
+counts events a watcher never received within 10 s after the last write.
+
+Example:
+  kuberaft-bench watch --watchers 1,100,1000 --rates 100,1000 --duration-secs 5 --runs 3";
+
+/// Options of `kuberaft-bench watch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WatchArgs {
+    /// Comma-separated numbers of concurrent watchers.
+    #[arg(long, default_value = "1,100,1000")]
+    pub watchers: ConcurrencyList,
+    /// Comma-separated write rates (writes per second); every watcher count runs at each.
+    #[arg(long, default_value = "1000")]
+    pub rates: ConcurrencyList,
+    /// Seconds of writing per cell.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration_secs: u64,
+    /// Bytes of data in each written ConfigMap.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Runs of every cell; the run with the median p99 is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// The kuberaft binary [default: `kuberaft` next to this executable].
+    #[arg(long)]
+    pub kuberaft_bin: Option<PathBuf>,
+    /// First of the 40 loopback ports the cluster uses.
+    #[arg(long, default_value_t = 23000)]
+    pub base_port: u16,
+}
+
+/// Runs `kuberaft-bench watch`.
+async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
+    let bin = match &args.kuberaft_bin {
+        Some(bin) => bin.clone(),
+        None => std::env::current_exe()
+            .context("cannot locate this executable")?
+            .with_file_name("kuberaft"),
+    };
+    let ports = Ports::new(args.base_port)?;
+    ports.check_free(System::Kuberaft)?;
+    let cluster = KuberaftCluster::start(&bin, ports, false).await?;
+    let mut results = Vec::new();
+    for &rate in &args.rates.0 {
+        for &watchers in &args.watchers.0 {
+            let cell = watchbench::WatchCell {
+                watchers,
+                rate: u32::try_from(rate).context("rate too large")?,
+                duration: Duration::from_secs(args.duration_secs),
+                value_size: args.value_size,
+            };
+            let mut runs = Vec::new();
+            for run in 0..args.runs {
+                let r = watchbench::run_cell(&cluster.api_addrs, cell, &format!("w{watchers}-r{rate}-{run}"))
+                    .await
+                    .with_context(|| format!("{watchers} watchers at {rate} writes/s"))?;
+                eprintln!(
+                    "{watchers:>5} watchers, {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
+                    run + 1,
+                    args.runs,
+                    report::fmt_rate(Some(r.writes_per_sec)),
+                    report::fmt_ms(r.p50_ms),
+                    report::fmt_ms(r.p99_ms),
+                    r.missing,
+                );
+                runs.push(r);
+            }
+            runs.sort_by(|a, b| {
+                a.p99_ms
+                    .partial_cmp(&b.p99_ms)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            results.push(runs.swap_remove(runs.len() / 2));
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "3 kuberaft replicas on one host ({cpus} CPUs, shared with the clients); ConfigMaps of {} B data; {} s of writes per cell; run with the median p99 of {}.\n",
+        args.value_size, args.duration_secs, args.runs
+    );
+    print!("{}", watchbench::markdown(&results));
+    tokio::task::spawn_blocking(move || drop(cluster))
+        .await
+        .context("stopping the cluster failed")?;
+    Ok(())
 }
 
 /// Which interface of kuberaft a benchmark drives.
@@ -80,6 +181,8 @@ Operations (kuberaft over HTTP / etcd):
   list-linearizable  list the preloaded ConfigMaps, resourceVersion unset
                      / linearizable Range of the preloaded keys
   list-serializable  the same list with resourceVersion=0 / serializable Range
+  list-paged         the same list in pages of limit=500 with continue tokens
+                     / Range with limit 500, later pages at the first one's revision
 
 Example:
   kuberaft-bench api --concurrency 1,16,64 --duration-secs 10 --runs 3 --json api.json";
@@ -159,6 +262,35 @@ pub struct KvArgs {
     /// First of the 40 loopback ports the clusters use (etcd and kuberaft get distinct ones).
     #[arg(long, default_value_t = 23000)]
     pub base_port: u16,
+    /// Which replicas the clients talk to: all three (client i to replica i mod 3), only the
+    /// leader, or only one follower (as found when the benchmark starts).
+    #[arg(long, value_enum, default_value = "all")]
+    pub replicas: Replicas,
+}
+
+/// Which replicas a benchmark's clients talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Replicas {
+    /// Every replica.
+    All,
+    /// The leader only.
+    Leader,
+    /// One follower only.
+    Follower,
+}
+
+/// Keeps the client of the replica `choice` names, given the leader's index.
+fn choose(clients: Vec<Client>, choice: Replicas, leader: Option<usize>) -> anyhow::Result<Vec<Client>> {
+    if choice == Replicas::All {
+        return Ok(clients);
+    }
+    let leader = leader.context("no leader found to choose replicas by")?;
+    let pick = match choice {
+        Replicas::Follower => (leader + 1) % clients.len(),
+        Replicas::Leader | Replicas::All => leader,
+    };
+    Ok(clients.into_iter().skip(pick).take(1).collect())
 }
 
 /// A list of client counts, parsed from `1,16,64`.
@@ -293,9 +425,10 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
     // Always etcd first, then kuberaft, whatever order --systems lists them in.
     let mut targets = Vec::new();
     if let Some(c) = &etcd {
+        let clients = connect_all(System::Etcd, &c.addrs).await?;
         targets.push(Target {
             system: System::Etcd,
-            clients: connect_all(System::Etcd, &c.addrs).await?,
+            clients: choose(clients, args.replicas, c.leader().await)?,
             preloaded: false,
         });
     }
@@ -306,7 +439,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
         };
         targets.push(Target {
             system: System::Kuberaft,
-            clients,
+            clients: choose(clients, args.replicas, c.leader().await)?,
             preloaded: false,
         });
     }
@@ -373,6 +506,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
         args.runs,
         etcd_version.as_deref().unwrap_or("etcd not run"),
     );
+    println!("Clients on: {:?} replicas.\n", args.replicas);
     print!("{table}");
     if let Some(path) = &args.json {
         let report = report::Report {
@@ -404,14 +538,17 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let (mode, args) = match cli.command {
-        Command::Kv(args) => (Mode::Kv, args),
-        Command::Api(args) => (Mode::Api, args),
+    let bench = async move {
+        match cli.command {
+            Command::Kv(args) => run_bench(Mode::Kv, args).await,
+            Command::Api(args) => run_bench(Mode::Api, args).await,
+            Command::Watch(args) => run_watch_bench(args).await,
+        }
     };
     // On a signal the benchmark future is dropped, and with it the clusters' guards, which
     // stop the servers and remove their data.
     tokio::select! {
-        r = run_bench(mode, args) => r,
+        r = bench => r,
         r = shutdown_signal() => {
             r.context("cannot watch Ctrl-C or SIGTERM")?;
             bail!("interrupted; stopping the clusters")

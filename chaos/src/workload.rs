@@ -37,7 +37,13 @@ pub enum Op {
     ListLinearizable,
     /// Serializable read of all preloaded keys from the replica's local state.
     ListSerializable,
+    /// Linearizable read of all preloaded keys in pages of [`PAGE_SIZE`], every page at the
+    /// first one's revision (over HTTP: `limit` and `continue`).
+    ListPaged,
 }
+
+/// Keys per page of [`Op::ListPaged`] (what client-go's informers ask for).
+pub const PAGE_SIZE: i64 = 500;
 
 impl Op {
     /// The name used in flags, tables and JSON.
@@ -48,6 +54,7 @@ impl Op {
             Op::GetSerializable => "get-serializable",
             Op::ListLinearizable => "list-linearizable",
             Op::ListSerializable => "list-serializable",
+            Op::ListPaged => "list-paged",
         }
     }
 
@@ -247,9 +254,13 @@ async fn drive(
                     Err(e) => Err(e),
                 }
             }
-            Op::ListLinearizable | Op::ListSerializable => {
-                let serializable = spec.op == Op::ListSerializable;
-                match with_timeout(client.list(PRELOAD_PREFIX.as_bytes().to_vec(), serializable)).await {
+            Op::ListLinearizable | Op::ListSerializable | Op::ListPaged => {
+                let prefix = PRELOAD_PREFIX.as_bytes().to_vec();
+                let listed = match spec.op {
+                    Op::ListPaged => with_timeout(client.list_paged(prefix, PAGE_SIZE)).await,
+                    op => with_timeout(client.list(prefix, op == Op::ListSerializable)).await,
+                };
+                match listed {
                     Ok(n) if n as u64 == spec.preload_keys => Ok(()),
                     Ok(n) => Err(format!(
                         "listed {n} preloaded keys, expected {}",

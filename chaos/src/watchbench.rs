@@ -1,0 +1,250 @@
+//! `kuberaft-bench watch`: watch delivery latency, from a write's acknowledgement to each
+//! watcher receiving its event, with many watchers spread over the replicas.
+//!
+//! A writer creates ConfigMaps at a fixed rate (open loop: a write is issued on schedule
+//! whether or not earlier ones finished, at most [`MAX_IN_FLIGHT`] at a time), round robin over
+//! the replicas, and records when each was acknowledged. Every watcher watches the cell's
+//! namespace from the revision before the first write, over its own HTTP connection, and
+//! records when each event arrived. Latency is arrival minus acknowledgement (zero when the
+//! event came first), over every (watcher, event) pair.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hdrhistogram::Histogram;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::report::{fmt_ms, fmt_rate};
+use crate::workload::new_histogram;
+
+/// Writes in flight at most; a system slower than the rate falls behind instead of piling up.
+pub const MAX_IN_FLIGHT: usize = 256;
+/// How long watchers may take to receive the last events after the writes stopped.
+const DRAIN: Duration = Duration::from_secs(10);
+/// How long one write may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One cell: how many watchers, and writes per second.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchCell {
+    /// Concurrent watchers.
+    pub watchers: usize,
+    /// Target writes per second.
+    pub rate: u32,
+    /// How long the writer writes.
+    pub duration: Duration,
+    /// Bytes of data in each ConfigMap.
+    pub value_size: usize,
+}
+
+/// What one cell measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WatchResult {
+    /// Concurrent watchers.
+    pub watchers: usize,
+    /// Target writes per second.
+    pub rate: u32,
+    /// Acknowledged writes per second achieved.
+    pub writes_per_sec: f64,
+    /// Events received over all watchers.
+    pub events: u64,
+    /// Events that some watcher never received (acknowledged writes × watchers − received).
+    pub missing: u64,
+    /// Failed writes.
+    pub write_errors: u64,
+    /// Delivery latency percentiles, milliseconds.
+    pub p50_ms: Option<f64>,
+    /// 99th percentile.
+    pub p99_ms: Option<f64>,
+    /// Largest.
+    pub max_ms: Option<f64>,
+}
+
+/// The name of write `seq`, and back.
+fn object_name(seq: usize) -> String {
+    format!("w-{seq}")
+}
+
+/// The write number of the first object named in a watch event line (`"name":"w-<seq>"` is the
+/// first `name` key: the ConfigMap's data has none).
+fn seq_of(line: &[u8]) -> Option<usize> {
+    const NEEDLE: &[u8] = b"\"name\":\"w-";
+    let at = line.windows(NEEDLE.len()).position(|w| w == NEEDLE)? + NEEDLE.len();
+    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&line[at..at + digits]).ok()?.parse().ok()
+}
+
+/// One watcher: receives events until `stop`, recording (write number, arrival) and counting
+/// them in `received`.
+async fn watch(
+    http: reqwest::Client,
+    url: String,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<Vec<(usize, Instant)>> {
+    let mut resp = http.get(&url).send().await.context("cannot open a watch")?;
+    if !resp.status().is_success() {
+        bail!("watch answered {}", resp.status());
+    }
+    let mut arrivals = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let chunk = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return Ok(arrivals),
+            c = resp.chunk() => c.context("the watch broke")?,
+        };
+        let Some(chunk) = chunk else {
+            return Ok(arrivals);
+        };
+        let now = Instant::now();
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            if let Some(seq) = seq_of(&line) {
+                arrivals.push((seq, now));
+                received.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Runs one cell against the replicas whose APIs listen at `api_addrs`.
+pub async fn run_cell(api_addrs: &[String], cell: WatchCell, tag: &str) -> anyhow::Result<WatchResult> {
+    let http = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .context("cannot build an HTTP client")?;
+    let base = |i: usize| format!("http://{}", api_addrs[i % api_addrs.len()]);
+    let namespace = format!("watch-{tag}");
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    let created = http
+        .post(format!("{}/api/v1/namespaces", base(0)))
+        .json(&ns)
+        .send()
+        .await?;
+    if !created.status().is_success() {
+        bail!("creating namespace {namespace} answered {}", created.status());
+    }
+    let collection = |i: usize| format!("{}/api/v1/namespaces/{namespace}/configmaps", base(i));
+    let list: serde_json::Value = http.get(collection(0)).send().await?.json().await?;
+    let from = list["metadata"]["resourceVersion"]
+        .as_str()
+        .context("a list without resourceVersion")?
+        .to_string();
+
+    // Watchers first, each on its own connection, spread over the replicas.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let received = Arc::new(AtomicU64::new(0));
+    let mut watchers = JoinSet::new();
+    for w in 0..cell.watchers {
+        let own = reqwest::Client::builder().tcp_nodelay(true).build()?;
+        let url = format!("{}?watch=1&resourceVersion={from}", collection(w));
+        watchers.spawn(watch(own, url, stopping.clone(), received.clone()));
+    }
+    // Give the watches time to be established before the first write.
+    tokio::time::sleep(Duration::from_millis(500 + cell.watchers as u64)).await;
+
+    let total = (f64::from(cell.rate) * cell.duration.as_secs_f64()).round() as usize;
+    let acks: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; total]));
+    let errors = Arc::new(AtomicU64::new(0));
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let value = "v".repeat(cell.value_size);
+    let mut writes = JoinSet::new();
+    let start = Instant::now();
+    let period = Duration::from_secs_f64(1.0 / f64::from(cell.rate.max(1)));
+    for seq in 0..total {
+        tokio::time::sleep_until((start + period * seq as u32).into()).await;
+        let permit = slots.clone().acquire_owned().await?;
+        let body = serde_json::json!({"metadata": {"name": object_name(seq)}, "data": {"v": value}});
+        let req = http.post(collection(seq)).json(&body).timeout(WRITE_TIMEOUT);
+        let (acks, errors) = (acks.clone(), errors.clone());
+        writes.spawn(async move {
+            match req.send().await {
+                Ok(r) if r.status().is_success() => {
+                    let now = Instant::now();
+                    if let Ok(mut a) = acks.lock() {
+                        a[seq] = Some(now);
+                    }
+                }
+                _ => {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            drop(permit);
+        });
+    }
+    while writes.join_next().await.is_some() {}
+    let elapsed = start.elapsed();
+    let acks = acks.lock().map(|a| a.clone()).unwrap_or_default();
+    let acknowledged = acks.iter().filter(|a| a.is_some()).count() as u64;
+
+    // Let the watchers catch up, then stop them.
+    let expected = acknowledged * cell.watchers as u64;
+    let deadline = Instant::now() + DRAIN;
+    while received.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop.send(true);
+    let mut hist: Histogram<u64> = new_histogram()?;
+    let mut events = 0u64;
+    while let Some(joined) = watchers.join_next().await {
+        let arrivals = joined.context("a watcher panicked")??;
+        for (seq, at) in arrivals {
+            if let Some(Some(ack)) = acks.get(seq) {
+                let us = at.saturating_duration_since(*ack).as_micros();
+                hist.saturating_record(u64::try_from(us).unwrap_or(u64::MAX).max(1));
+                events += 1;
+            }
+        }
+    }
+    let ms = |q: f64| (!hist.is_empty()).then(|| hist.value_at_quantile(q) as f64 / 1000.0);
+    Ok(WatchResult {
+        watchers: cell.watchers,
+        rate: cell.rate,
+        writes_per_sec: acknowledged as f64 / elapsed.as_secs_f64(),
+        events,
+        missing: expected.saturating_sub(events),
+        write_errors: errors.load(Ordering::Relaxed),
+        p50_ms: ms(0.5),
+        p99_ms: ms(0.99),
+        max_ms: (!hist.is_empty()).then(|| hist.max() as f64 / 1000.0),
+    })
+}
+
+/// The results as a markdown table.
+pub fn markdown(results: &[WatchResult]) -> String {
+    let mut out = String::from(
+        "| watchers | target writes/s | achieved writes/s | events delivered | missing | p50 ms | p99 ms | max ms |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in results {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.watchers,
+            r.rate,
+            fmt_rate(Some(r.writes_per_sec)),
+            r.events,
+            r.missing,
+            fmt_ms(r.p50_ms),
+            fmt_ms(r.p99_ms),
+            fmt_ms(r.max_ms),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_lines_name_their_write() {
+        let line = br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","data":{"v":"vv"},"metadata":{"name":"w-42","namespace":"watch-a"}}}"#;
+        assert_eq!(seq_of(line), Some(42));
+        assert_eq!(seq_of(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#), None);
+        assert_eq!(seq_of(object_name(7).as_bytes()), None);
+    }
+}

@@ -181,3 +181,179 @@ async fn kube_rs_crud_apply_and_watch_across_replicas() {
     assert_eq!(spec.replicas, Some(1));
     assert_eq!(spec.revision_history_limit, Some(10));
 }
+
+/// A TCP forwarder standing for a load balancer in front of the replicas: it sends new
+/// connections to the current upstream, and `switch` moves it to another replica, cutting
+/// the open connections so clients reconnect there.
+struct Balancer {
+    addr: String,
+    upstream: std::sync::Arc<std::sync::Mutex<String>>,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Balancer {
+    async fn start(upstream: String) -> Balancer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let upstream = std::sync::Arc::new(std::sync::Mutex::new(upstream));
+        let (cut, cuts) = tokio::sync::watch::channel(0u64);
+        let target = upstream.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let to = target.lock().unwrap().clone();
+                let mut cuts = cuts.clone();
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&to).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Balancer { addr, upstream, cut }
+    }
+
+    fn switch(&self, upstream: String) {
+        *self.upstream.lock().unwrap() = upstream;
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+/// Names and resourceVersions, sorted: what a reflector's store must agree on with the server.
+fn summary<'a>(objects: impl IntoIterator<Item = &'a ConfigMap>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = objects
+        .into_iter()
+        .map(|cm| {
+            (
+                cm.metadata.name.clone().unwrap_or_default(),
+                cm.metadata.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// kube-rs reflectors (as controllers run them, with the default backoff) keep an exact copy
+/// of the collection while writes go through another replica: one lists then watches through
+/// a replica that is restarted mid-watch, the other uses a streaming list through a balancer
+/// that moves it to another replica mid-stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_reflectors_survive_a_restart_and_a_replica_switch() {
+    use kube::runtime::{reflector, WatchStreamExt};
+    let mut k = Kube::start().await;
+    let writer: Api<ConfigMap> = Api::namespaced(client(&k, 0), "default");
+    for i in 0..5 {
+        writer
+            .create(
+                &PostParams::default(),
+                &config_map(&format!("r{i}"), &[("n", "0")]),
+            )
+            .await
+            .expect("create");
+    }
+
+    let listing = watcher::Config::default().labels("app=kube-rs");
+    let (restarted, store) = reflector::store::<ConfigMap>();
+    let stream = reflector(
+        store,
+        watcher::watcher(Api::namespaced(client(&k, 1), "default"), listing.clone()),
+    );
+    tokio::spawn(stream.default_backoff().for_each(|_| async {}));
+    let balancer = Balancer::start(k.cluster.replicas[2].api_addr.clone()).await;
+    let via_balancer =
+        Client::try_from(Config::new(format!("http://{}", balancer.addr).parse().unwrap())).unwrap();
+    let (switched, store) = reflector::store::<ConfigMap>();
+    let stream = reflector(
+        store,
+        watcher::watcher(
+            Api::namespaced(via_balancer, "default"),
+            listing.streaming_lists(),
+        ),
+    );
+    tokio::spawn(stream.default_backoff().for_each(|_| async {}));
+    for reader in [&restarted, &switched] {
+        tokio::time::timeout(Duration::from_secs(20), reader.wait_until_ready())
+            .await
+            .expect("the reflector syncs")
+            .expect("a store");
+    }
+
+    let converged = |what: &'static str| {
+        let (restarted, switched, writer) = (restarted.clone(), switched.clone(), writer.clone());
+        async move {
+            let mut last = None;
+            for _ in 0..200 {
+                let truth = summary(
+                    &writer
+                        .list(&ListParams::default().labels("app=kube-rs"))
+                        .await
+                        .unwrap()
+                        .items,
+                );
+                let a = summary(restarted.state().iter().map(|o| &**o));
+                let b = summary(switched.state().iter().map(|o| &**o));
+                if a == truth && b == truth {
+                    return truth;
+                }
+                last = Some((truth, a, b));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("{what}: the reflectors did not converge: {last:?}");
+        }
+    };
+    let first = converged("after the initial sync").await;
+    assert_eq!(first.len(), 5);
+
+    // Replica 2 stops (SIGTERM) while writes continue through replica 1, then comes back; its
+    // reflector resumes from its last resourceVersion.
+    k.cluster.stop(1);
+    let patch = |name: &str, n: &str| {
+        let writer = writer.clone();
+        let (name, n) = (name.to_string(), n.to_string());
+        async move {
+            writer
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"n": n}})),
+                )
+                .await
+                .expect("patch");
+        }
+    };
+    patch("r0", "1").await;
+    writer
+        .delete("r1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    writer
+        .create(&PostParams::default(), &config_map("r5", &[("n", "0")]))
+        .await
+        .expect("create");
+    k.cluster.restart(1);
+    patch("r2", "1").await;
+    let after_restart = converged("after the restart").await;
+    assert_eq!(after_restart.len(), 5);
+
+    // The balancer moves the streaming reflector to replica 1 mid-stream, and replica 3 goes
+    // away: whatever it receives from now on comes through replica 1.
+    balancer.switch(k.cluster.replicas[0].api_addr.clone());
+    k.cluster.kill(2);
+    patch("r3", "1").await;
+    writer
+        .delete("r4", &DeleteParams::default())
+        .await
+        .expect("delete");
+    writer
+        .create(&PostParams::default(), &config_map("r6", &[("n", "0")]))
+        .await
+        .expect("create");
+    let after_switch = converged("after the switch").await;
+    let names: Vec<&str> = after_switch.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["r0", "r2", "r3", "r5", "r6"]);
+}

@@ -120,19 +120,19 @@ fn rescaled(rt: &ResourceType, current: &Value, replicas: i64) -> ApiResult<Valu
     Ok(next)
 }
 
-/// GET of the Scale.
+/// GET of the Scale, from the watch cache at the revision the request's resourceVersion asks
+/// for (as a GET of the parent).
 pub async fn get(store: &super::store::Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
     let name = name_of(req)?;
-    let consistent = q.get("resourceVersion").is_none_or(|rv| rv != "0");
-    let stored = store
-        .get(&req.rt.key(req.namespace.as_deref(), &name), consistent)
+    let at = super::options::get_plan(q)?;
+    let parent = super::read::get(store.cache(), &req.rt.key(req.namespace.as_deref(), &name), at)
         .await?
         .ok_or_else(|| ApiError::not_found(req.rt.group, req.rt.plural, &name))?;
-    let scale = to_scale(&req.rt, &stored.obj);
+    let scale = to_scale(&req.rt, &parent.value());
     Ok(Reply {
         code: 200,
         body: scale.clone(),
-        table_rows: Some((vec![scale], stored.rv.to_string())),
+        table_rows: Some((vec![scale], parent.rv.to_string())),
         warnings: Vec::new(),
         items: None,
         cached: None,

@@ -103,6 +103,22 @@ async fn http_check(resp: reqwest::Response) -> Result<reqwest::Response, tonic:
     Err(tonic::Status::unknown(format!("HTTP {code}: {head}")))
 }
 
+/// What the benchmark reads of a list: how many items (skipped over, not decoded, so the
+/// client's cost stays small next to the server's) and the continue token.
+#[derive(serde::Deserialize)]
+struct ListCount {
+    items: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    metadata: ListCountMeta,
+}
+
+/// A list's metadata, as far as paging needs it.
+#[derive(Default, serde::Deserialize)]
+struct ListCountMeta {
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
 /// The ConfigMap name standing for a benchmark key (names must be DNS subdomains).
 pub fn configmap_name(key: &[u8]) -> String {
     let dashed: String = String::from_utf8_lossy(key)
@@ -203,8 +219,8 @@ impl HttpClient {
             req = req.query(&[("resourceVersion", "0")]);
         }
         let resp = http_check(req.send().await.map_err(http_error)?).await?;
-        let list: serde_json::Value = resp.json().await.map_err(http_error)?;
-        Ok(list["items"].as_array().map_or(0, Vec::len))
+        let list: ListCount = resp.json().await.map_err(http_error)?;
+        Ok(list.items.len())
     }
 
     async fn list_paged(&self, prefix: &[u8], limit: i64) -> Result<usize, tonic::Status> {
@@ -219,10 +235,10 @@ impl HttpClient {
                 req = req.query(&[("continue", token.as_str())]);
             }
             let resp = http_check(req.send().await.map_err(http_error)?).await?;
-            let page: serde_json::Value = resp.json().await.map_err(http_error)?;
-            count += page["items"].as_array().map_or(0, Vec::len);
-            match page["metadata"]["continue"].as_str() {
-                Some(next) if !next.is_empty() => token = next.to_string(),
+            let page: ListCount = resp.json().await.map_err(http_error)?;
+            count += page.items.len();
+            match page.metadata.continue_token {
+                Some(next) if !next.is_empty() => token = next,
                 _ => return Ok(count),
             }
         }

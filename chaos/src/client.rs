@@ -250,8 +250,13 @@ impl Client {
     pub async fn connect(system: System, addr: &str) -> anyhow::Result<Self> {
         let channel = connect(addr).await?;
         Ok(match system {
-            System::Kuberaft => Client::Kuberaft(kuberaft_proto::kv_client::KvClient::new(channel)),
-            System::Etcd => Client::Etcd(etcdpb::kv_client::KvClient::new(channel)),
+            // Whole-range reads of the preload are larger than tonic's 4 MiB default.
+            System::Kuberaft => Client::Kuberaft(
+                kuberaft_proto::kv_client::KvClient::new(channel).max_decoding_message_size(usize::MAX),
+            ),
+            System::Etcd => {
+                Client::Etcd(etcdpb::kv_client::KvClient::new(channel).max_decoding_message_size(usize::MAX))
+            }
         })
     }
 

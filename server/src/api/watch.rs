@@ -44,6 +44,8 @@ const FRAME_QUEUE: usize = 16;
 /// Watch duration when the client gives no `timeoutSeconds` (kube-apiserver's default range
 /// is 30–60 minutes).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// A watcher's frames are written in chunks of about this many bytes at most.
+const CHUNK_BYTES: usize = 256 * 1024;
 /// How often a watcher that asked for bookmarks gets one if its revision advanced.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -361,12 +363,22 @@ async fn run(
     let deadline = tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT));
     tokio::pin!(deadline);
     let sent_total = metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind);
-    let first = begin.objects.iter().map(|(kind, o)| enc.frame(kind, o));
-    for f in first.chain(begin.trailer) {
-        if tx.send(Ok(f)).await.is_err() {
+    // Frames go out in chunks of up to CHUNK_BYTES: one write per batch instead of one per
+    // event, which is what lets a replica feed many watchers (every frame is still sent as
+    // soon as its batch is).
+    let mut chunk = BytesMut::new();
+    for (kind, o) in &begin.objects {
+        chunk.extend_from_slice(&enc.frame(kind, o));
+        sent_total.increment(1);
+        if chunk.len() >= CHUNK_BYTES && tx.send(Ok(chunk.split().freeze())).await.is_err() {
             return;
         }
-        sent_total.increment(1);
+    }
+    if let Some(trailer) = begin.trailer {
+        chunk.extend_from_slice(&trailer);
+    }
+    if !chunk.is_empty() && tx.send(Ok(chunk.split().freeze())).await.is_err() {
+        return;
     }
     let Some(mut live) = begin.live else { return };
     let start = begin.revision;
@@ -388,36 +400,60 @@ async fn run(
                     told = seen;
                 }
             }
-            msg = live.recv() => match msg {
-                Ok(p) => match &*p {
-                    Published::Changes { events, revision } => {
-                        for e in events.iter().filter(|e| e.rev > start) {
-                            match filter.event(e, rt) {
-                                Some(Sent::Object(kind, obj)) => {
-                                    if tx.send(Ok(enc.frame(kind, obj))).await.is_err() {
-                                        return;
+            msg = live.recv() => {
+                // This batch and every batch already waiting go out as one chunk.
+                let mut next = Some(msg);
+                let mut end = false;
+                while let Some(msg) = next.take() {
+                    match msg {
+                        Ok(p) => match &*p {
+                            Published::Changes { events, revision } => {
+                                for e in events.iter().filter(|e| e.rev > start) {
+                                    match filter.event(e, rt) {
+                                        Some(Sent::Object(kind, obj)) => {
+                                            chunk.extend_from_slice(&enc.frame(kind, obj));
+                                            sent_total.increment(1);
+                                            told = e.rev;
+                                        }
+                                        Some(Sent::Fatal(status)) => {
+                                            chunk.extend_from_slice(&enc.value_frame("ERROR", &status));
+                                            end = true;
+                                            break;
+                                        }
+                                        None => {}
                                     }
-                                    sent_total.increment(1);
-                                    told = e.rev;
                                 }
-                                Some(Sent::Fatal(status)) => {
-                                    let _ = tx.send(Ok(enc.value_frame("ERROR", &status))).await;
-                                    return;
-                                }
-                                None => {}
+                                seen = seen.max(*revision);
                             }
+                            Published::Reset => end = true,
+                        },
+                        // Fell further behind than the buffer: close; the client resumes
+                        // from the last resourceVersion it received.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            metrics::counter!("apiserver_terminated_watchers_total", "kind" => rt.kind)
+                                .increment(1);
+                            end = true;
                         }
-                        seen = seen.max(*revision);
+                        Err(broadcast::error::RecvError::Closed) => end = true,
                     }
-                    Published::Reset => return,
-                },
-                // Fell further behind than the buffer: close; the client resumes from the
-                // last resourceVersion it received.
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    metrics::counter!("apiserver_terminated_watchers_total", "kind" => rt.kind).increment(1);
+                    if end || chunk.len() >= CHUNK_BYTES {
+                        break;
+                    }
+                    next = match live.try_recv() {
+                        Err(broadcast::error::TryRecvError::Empty) => None,
+                        Ok(p) => Some(Ok(p)),
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            Some(Err(broadcast::error::RecvError::Lagged(n)))
+                        }
+                        Err(broadcast::error::TryRecvError::Closed) => Some(Err(broadcast::error::RecvError::Closed)),
+                    };
+                }
+                if !chunk.is_empty() && tx.send(Ok(chunk.split().freeze())).await.is_err() {
                     return;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                if end {
+                    return;
+                }
             }
         }
     }

@@ -482,15 +482,7 @@ async fn object_lifecycle_over_http() {
     assert_eq!(code, 200, "without a Table, includeObject is not used: {status}");
 
     // ?pretty indents.
-    let pretty = k
-        .http
-        .get(format!("{cms}/{}?pretty=true", generated[0]))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let pretty = k.text(&format!("{cms}/{}?pretty=true", generated[0])).await;
     assert!(pretty.contains("\n  \"metadata\": {"), "{pretty}");
 
     // Delete preconditions: a stale resourceVersion is a conflict and deletes nothing.

@@ -1075,15 +1075,7 @@ async fn kubectl_watches_with_tables_and_selectors() {
     support::eventually(T, || async {
         let mut watchers = 0.0;
         for node in 0..3 {
-            let text = k
-                .http
-                .get(k.url(node, "/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = k.text(&k.url(node, "/metrics")).await;
             watchers += text
                 .lines()
                 .filter(|l| l.starts_with("apiserver_registered_watchers{kind=\"ConfigMap\"}"))

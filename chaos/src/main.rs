@@ -82,14 +82,19 @@ pub struct WatchArgs {
     pub base_port: u16,
 }
 
+/// The kuberaft binary to start: the one given, else `kuberaft` next to this executable.
+fn kuberaft_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(bin) => Ok(bin.clone()),
+        None => Ok(std::env::current_exe()
+            .context("cannot locate this executable")?
+            .with_file_name("kuberaft")),
+    }
+}
+
 /// Runs `kuberaft-bench watch`.
 async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
-    let bin = match &args.kuberaft_bin {
-        Some(bin) => bin.clone(),
-        None => std::env::current_exe()
-            .context("cannot locate this executable")?
-            .with_file_name("kuberaft"),
-    };
+    let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
     let ports = Ports::new(args.base_port)?;
     ports.check_free(System::Kuberaft)?;
     let cluster = KuberaftCluster::start(&bin, ports, false).await?;
@@ -387,12 +392,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
     if args.systems.is_empty() || args.ops.is_empty() {
         bail!("--systems and --ops must not be empty");
     }
-    let kuberaft_bin = match &args.kuberaft_bin {
-        Some(bin) => bin.clone(),
-        None => std::env::current_exe()
-            .context("cannot locate this executable")?
-            .with_file_name("kuberaft"),
-    };
+    let kuberaft_bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
     args.kuberaft_bin = Some(kuberaft_bin.clone());
     let wants = |s: System| args.systems.contains(&s);
     if wants(System::Kuberaft) && !kuberaft_bin.is_file() {

@@ -111,6 +111,11 @@ impl Kube {
         format!("http://{}{path}", self.cluster.replicas[node].api_addr)
     }
 
+    /// GETs `url` and returns the body as text (panics on a transport error).
+    pub async fn text(&self, url: &str) -> String {
+        self.http.get(url).send().await.unwrap().text().await.unwrap()
+    }
+
     /// Sends a JSON request to replica `node`: (status code, JSON body or null).
     pub async fn send(
         &self,

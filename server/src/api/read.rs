@@ -71,8 +71,15 @@ pub async fn get(cache: &WatchCache, key: &str, at: ReadAt) -> ApiResult<Option<
 
 /// kube-apiserver's answer to a read that met corrupt objects: a 500 `StorageReadError`
 /// naming them (at most [`CORRUPT_CAUSES`]).
-pub fn corrupt_objects(rt: &ResourceType, corrupt: impl IntoIterator<Item = (String, String)>) -> ApiError {
-    let named: Vec<(String, String)> = corrupt.into_iter().take(CORRUPT_CAUSES).collect();
+pub fn corrupt_objects<W: ToString>(
+    rt: &ResourceType,
+    corrupt: impl IntoIterator<Item = (String, W)>,
+) -> ApiError {
+    let named: Vec<(String, String)> = corrupt
+        .into_iter()
+        .take(CORRUPT_CAUSES)
+        .map(|(key, why)| (key, why.to_string()))
+        .collect();
     ApiError::store_read_error(rt.group, rt.plural, &named)
 }
 
@@ -81,10 +88,7 @@ fn readable(rt: &ResourceType, snap: Snapshot) -> ApiResult<Snapshot> {
     if snap.corrupt.is_empty() {
         return Ok(snap);
     }
-    Err(corrupt_objects(
-        rt,
-        snap.corrupt.into_iter().map(|(k, why)| (k, why.to_string())),
-    ))
+    Err(corrupt_objects(rt, snap.corrupt))
 }
 
 /// Reads a page of the collection under `prefix`, keeping the objects `keep` accepts.

@@ -73,7 +73,7 @@ impl Filter {
             // Nobody can tell whether it matches: the watch ends with the storage error, and
             // the client's re-list reports the corrupt object until it is deleted.
             Change::Corrupt(why) => {
-                let status = corrupt_objects(rt, [(e.key.clone(), why.to_string())]).body();
+                let status = corrupt_objects(rt, [(e.key.clone(), why)]).body();
                 return Some(Sent::Fatal(status));
             }
         };
@@ -120,17 +120,17 @@ impl Encoding {
         }
     }
 
-    /// One event frame; the object's JSON/YAML bytes are the shared, cached encoding.
-    fn frame(&self, kind: &str, obj: &CachedObject) -> Bytes {
-        match self {
+    /// Appends one event frame to `out`; the object's JSON/YAML bytes are the shared, cached
+    /// encoding.
+    fn write_frame(&self, kind: &str, obj: &CachedObject, out: &mut BytesMut) {
+        let frame = match self {
             Encoding::Json => {
-                let mut b = BytesMut::with_capacity(obj.item_json().len() + 120);
-                b.put_slice(b"{\"type\":\"");
-                b.put_slice(kind.as_bytes());
-                b.put_slice(b"\",\"object\":");
-                obj.write_json(&mut b);
-                b.put_slice(b"}\n");
-                b.freeze()
+                out.put_slice(b"{\"type\":\"");
+                out.put_slice(kind.as_bytes());
+                out.put_slice(b"\",\"object\":");
+                obj.write_json(out);
+                out.put_slice(b"}\n");
+                return;
             }
             Encoding::Yaml => yaml_frame(kind, obj.yaml()),
             Encoding::Protobuf => match obj.protobuf() {
@@ -148,7 +148,8 @@ impl Encoding {
                 self.value_frame(kind, &t)
             }
             Encoding::Metadata(_) => self.value_frame(kind, &obj.value()),
-        }
+        };
+        out.extend_from_slice(&frame);
     }
 
     /// A frame for an object that is not cached (bookmarks and errors).
@@ -248,8 +249,7 @@ async fn start(
     if plan.initial_events {
         let (snap, live) = cache.list_and_watch(&filter.prefix);
         if !snap.corrupt.is_empty() {
-            let corrupt = snap.corrupt.into_iter().map(|(k, why)| (k, why.to_string()));
-            return Err(corrupt_objects(rt, corrupt));
+            return Err(corrupt_objects(rt, snap.corrupt));
         }
         let objects = snap
             .objects
@@ -368,7 +368,7 @@ async fn run(
     // soon as its batch is).
     let mut chunk = BytesMut::new();
     for (kind, o) in &begin.objects {
-        chunk.extend_from_slice(&enc.frame(kind, o));
+        enc.write_frame(kind, o, &mut chunk);
         sent_total.increment(1);
         if chunk.len() >= CHUNK_BYTES && tx.send(Ok(chunk.split().freeze())).await.is_err() {
             return;
@@ -411,7 +411,7 @@ async fn run(
                                 for e in events.iter().filter(|e| e.rev > start) {
                                     match filter.event(e, rt) {
                                         Some(Sent::Object(kind, obj)) => {
-                                            chunk.extend_from_slice(&enc.frame(kind, obj));
+                                            enc.write_frame(kind, obj, &mut chunk);
                                             sent_total.increment(1);
                                             told = e.rev;
                                         }

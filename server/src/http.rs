@@ -28,6 +28,13 @@ pub struct HttpState {
 
 /// The HTTP routes of a replica: health, metrics, `/version`, and the Kubernetes API.
 pub fn router(state: HttpState, api: Api) -> Router {
+    let openapi_v3 = Router::new()
+        .route("/openapi/v3", get(api::openapi::v3_index))
+        .route(
+            "/openapi/v3/{*group_version}",
+            get(api::openapi::v3_group_version),
+        )
+        .with_state(api.clone());
     let kube = Router::new().fallback(api::dispatch).with_state(api);
     Router::new()
         .route("/livez", get(livez))
@@ -36,12 +43,8 @@ pub fn router(state: HttpState, api: Api) -> Router {
         .route("/metrics", get(metrics))
         .route("/version", get(version))
         .route("/openapi/v2", get(api::openapi::v2))
-        .route("/openapi/v3", get(api::openapi::v3_index))
-        .route(
-            "/openapi/v3/{*group_version}",
-            get(api::openapi::v3_group_version),
-        )
         .with_state(state)
+        .merge(openapi_v3)
         .fallback_service(kube)
         .layer(
             CompressionLayer::new()

@@ -11,7 +11,7 @@ use kuberaft_raft::RaftNode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api::registry::Registry;
+use crate::api::registry::LiveRegistry;
 use crate::api::store::Store;
 use crate::api::Api;
 use crate::config::ServeConfig;
@@ -54,12 +54,14 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
         stopped(peer_stopping),
     ));
     let api = Api {
-        registry: Arc::new(Registry::new()),
+        registry: Arc::new(LiveRegistry::new()),
         store: Store::new(node.clone(), config.watch_buffer.max(1)),
         features: config.feature_gates.clone(),
     };
     crate::api::namespaces::spawn(api.store.clone(), api.registry.clone());
     crate::api::gc::spawn(api.store.clone(), api.registry.clone());
+    crate::api::custom::follow(api.store.cache().clone(), api.registry.clone());
+    crate::api::custom::cleanup::spawn(api.store.clone());
     let app = router(
         HttpState {
             node: node.clone(),

@@ -36,7 +36,7 @@ const ROOT: &str = "/registry/";
 /// What selectors read of one object, extracted once when it enters the cache so that the
 /// object itself can stay encoded: its labels and the texts of the fields its type can be
 /// selected by (`metadata.name`, `metadata.namespace` and the type's own).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Extract {
     labels: Box<[(Box<str>, Box<str>)]>,
     fields: Box<[(&'static str, Box<str>)]>,
@@ -142,11 +142,30 @@ impl CachedObject {
             .map_err(Arc::from)
     }
 
+    /// The same object with other type fields (a custom resource read through a version other
+    /// than the one it is stored in): the item's bytes are shared, not copied.
+    pub fn with_type(&self, kind: &str, api_version: &str) -> Arc<Self> {
+        Arc::new(CachedObject {
+            rv: self.rv,
+            item: self.item.clone(),
+            type_fields: format!("\"kind\":{},\"apiVersion\":{}", json!(kind), json!(api_version))
+                .into_boxed_str(),
+            extract: self.extract.clone(),
+            yaml: OnceLock::new(),
+            proto: OnceLock::new(),
+        })
+    }
+
     /// The same object at another resourceVersion (what a deletion event carries).
     fn at(&self, key: &str, rv: i64) -> Arc<Self> {
         let mut obj = self.value();
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
         Self::new(key, obj, rv)
+    }
+
+    /// `"kind":…,"apiVersion":…` as they open the whole object's JSON.
+    pub fn type_fields(&self) -> &str {
+        &self.type_fields
     }
 
     /// The object as a JSON list item (without `kind` and `apiVersion`).

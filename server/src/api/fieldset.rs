@@ -228,7 +228,9 @@ fn walk(value: &Value, node: Option<Node<'_>>, out: &mut FieldSet) {
                     Shape::Map => n.element(),
                     _ => None,
                 });
-                if shape == Shape::Struct && child.is_none() {
+                // A field a struct does not declare is owned only where unknown fields are
+                // kept (a custom resource's `x-kubernetes-preserve-unknown-fields`).
+                if shape == Shape::Struct && child.is_none() && !node.is_some_and(|n| n.preserves_unknown()) {
                     continue;
                 }
                 walk(v, child, out.child(Step::Field(k.clone())));
@@ -273,13 +275,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::registry::Registry;
     use crate::api::schema::schemas;
 
     fn deployment_schema() -> Node<'static> {
-        let r = Registry::new();
-        let rt = r.lookup("apps", "v1", "deployments").expect("served").clone();
-        schemas().kind(&rt).expect("schema")
+        schemas().builtin("apps", "v1", "Deployment").expect("schema")
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::handlers::{
     self, finalizers_of, DeleteOptions, Propagation, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use super::meta::meta_str;
-use super::registry::{Registry, ResourceType};
+use super::registry::{LiveRegistry, Registry, ResourceType};
 use super::request::ResourceRequest;
 use super::status::{ApiError, ApiResult};
 use super::store::{Cas, Store};
@@ -162,7 +162,8 @@ impl<'a> Snapshot<'a> {
 
     /// Indexes stored key-values (keys outside the registry's types are ignored).
     fn build(registry: &'a Registry, kvs: Vec<pb::KeyValue>) -> Snapshot<'a> {
-        let types: Vec<(String, &ResourceType)> = registry.all().map(|t| (t.key_prefix(), t)).collect();
+        let types: Vec<(String, &ResourceType)> =
+            registry.collections().map(|t| (t.key_prefix(), t)).collect();
         let mut snap = Snapshot {
             objects: Vec::new(),
             by_key: HashMap::new(),
@@ -546,7 +547,7 @@ async fn wait_for_work(applied: &mut broadcast::Receiver<Arc<ApplyEvent>>, owner
 /// Runs the collector for as long as the node lives, while this replica leads: a pass when it
 /// becomes the leader, after changes that may give it work (at most one per
 /// [`MIN_PASS_INTERVAL`]), and every [`RESYNC`] in any case.
-pub fn spawn(store: Store, registry: Arc<Registry>) {
+pub fn spawn(store: Store, live: Arc<LiveRegistry>) {
     tokio::spawn(async move {
         let mut applied = store.node().subscribe();
         let mut owners = HashSet::new();
@@ -559,7 +560,7 @@ pub fn spawn(store: Store, registry: Arc<Registry>) {
             }
             for _ in 0..MAX_PASSES_IN_A_ROW {
                 let started = Instant::now();
-                match collect(&store, &registry).await {
+                match collect(&store, &live.current()).await {
                     Ok(pass) => {
                         owners = pass.owners;
                         if pass.writes == 0 {

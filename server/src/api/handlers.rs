@@ -233,6 +233,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
         ));
     }
     strategy::prepare_for_create(&req.rt, &mut obj);
+    strategy::validate(&req.rt, None, &obj)?;
     managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
     check_namespace(store, req).await?;
     let key = key(req, &name);
@@ -267,7 +268,7 @@ pub(super) async fn guaranteed_update(
 ) -> ApiResult<Reply> {
     let rt = &req.rt;
     let key = key(req, name);
-    let mut current = store.get(&key, true).await?;
+    let mut current = served(rt, store.get(&key, true).await?);
     for _ in 0..MAX_CAS_RETRIES {
         match (&current, pinned) {
             (None, _) if !create_if_absent => return Err(not_found(rt, name)),
@@ -282,6 +283,10 @@ pub(super) async fn guaranteed_update(
         let mut next = mutate(current.as_ref())?;
         let outcome = match &current {
             Some(cur) => {
+                // An object on its way out may only lose finalizers; anything else is checked.
+                if meta_str(&next, "deletionTimestamp").is_none() {
+                    strategy::validate(rt, Some(&cur.obj), &next)?;
+                }
                 if dry {
                     return Ok(Reply::object(200, with_rv(next, cur.rv)));
                 }
@@ -303,7 +308,7 @@ pub(super) async fn guaranteed_update(
                             return Ok(Reply::object(200, with_rv(next, cur.rv)));
                         }
                         Cas::Failed(fresh) => {
-                            current = fresh;
+                            current = served(rt, fresh);
                             continue;
                         }
                     }
@@ -313,11 +318,12 @@ pub(super) async fn guaranteed_update(
             None => {
                 prepare_create(rt, &mut next, req.namespace.as_deref())?;
                 strategy::prepare_for_create(rt, &mut next);
+                strategy::validate(rt, None, &next)?;
                 check_namespace(store, req).await?;
                 if dry {
                     return Ok(Reply::object(201, next));
                 }
-                store.create(&key, &next).await?
+                strategy::create(store, rt, &key, &mut next).await?
             }
         };
         match outcome {
@@ -325,7 +331,7 @@ pub(super) async fn guaranteed_update(
                 let code = if current.is_some() { 200 } else { 201 };
                 return Ok(Reply::object(code, with_rv(next, rev)));
             }
-            Cas::Failed(fresh) => current = fresh,
+            Cas::Failed(fresh) => current = served(rt, fresh),
         }
     }
     Err(ApiError::conflict(
@@ -334,6 +340,15 @@ pub(super) async fn guaranteed_update(
         name,
         "too many concurrent writes; try again",
     ))
+}
+
+/// A stored object as the request's version shows it (a custom resource stored in another
+/// version is converted), so that every step of a write works in the version it was sent in.
+fn served(rt: &ResourceType, stored: Option<Stored>) -> Option<Stored> {
+    stored.map(|mut s| {
+        super::custom::convert_value(rt, &mut s.obj);
+        s
+    })
 }
 
 /// PUT of an object (or of its status subresource).
@@ -607,13 +622,18 @@ pub async fn patch(
         return apply(store, req, q, body, part).await;
     }
     force(q, false)?;
+    if kind == PatchType::Strategic && rt.custom.is_some() {
+        // Custom resources have no patch strategies to merge by, as in kube-apiserver.
+        return Err(ApiError::unsupported_patch_type());
+    }
     let patch = Patch::decode(kind, body)?;
     let directive = Directive::from_query(q)?;
     let manager = manager(q)?;
-    let schema = schemas().kind(&rt);
+    let schema_type = rt.clone();
+    let schema = schemas().kind(&schema_type);
     // A merge patch that sets metadata.resourceVersion is a precondition.
     let mut pinned = patch.merge_precondition()?;
-    let current = store.get(&key(req, &name), true).await?;
+    let current = served(&rt, store.get(&key(req, &name), true).await?);
     if let (Some(cur), Patch::Json(_)) = (&current, &patch) {
         // A JSON patch that changes metadata.resourceVersion pins it too.
         let mut probe = cur.obj.clone();

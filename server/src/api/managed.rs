@@ -254,12 +254,14 @@ pub fn record_update(
 }
 
 /// Merges an applied configuration into `live` by the schema: struct fields and map keys
-/// merge, list-maps merge by key, sets union, everything atomic is replaced.
+/// merge, list-maps merge by key, sets union, everything atomic is replaced. Objects without a
+/// schema (kept unknown fields of a custom resource) merge key by key, lists in them are
+/// atomic, as kube-apiserver's deduced types do.
 fn merge(live: &mut Value, config: &Value, node: Option<Node<'_>>) {
     let shape = node.map_or(Shape::Any, |n| n.shape());
     let atomic = node.is_some_and(|n| n.is_atomic());
     match (config, shape) {
-        (Value::Object(fields), Shape::Struct | Shape::Map) if !atomic && live.is_object() => {
+        (Value::Object(fields), Shape::Struct | Shape::Map | Shape::Any) if !atomic && live.is_object() => {
             for (k, v) in fields {
                 let child = node.and_then(|n| match shape {
                     Shape::Struct => n.field(k),

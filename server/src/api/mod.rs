@@ -6,6 +6,7 @@
 
 pub mod allocation;
 pub mod cache;
+pub mod custom;
 pub mod defaults;
 pub mod discovery;
 pub mod fieldset;
@@ -44,7 +45,7 @@ use serde_json::{json, Value};
 
 use crate::config::FeatureGates;
 use handlers::{DeleteOptions, PatchType, Query, Reply};
-use registry::Registry;
+use registry::LiveRegistry;
 use request::{content_type, decode_body, negotiate, parse_path, Format, Offer, Target, MAX_BODY_BYTES};
 use status::{ApiError, ApiResult};
 use store::Store;
@@ -52,8 +53,8 @@ use store::Store;
 /// What the API handlers share.
 #[derive(Clone)]
 pub struct Api {
-    /// The resource types served.
-    pub registry: Arc<Registry>,
+    /// The resource types served (built-in and custom).
+    pub registry: Arc<LiveRegistry>,
     /// The generic store over this replica.
     pub store: Store,
     /// The alpha behaviours the operator turned on.
@@ -167,7 +168,17 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
     }
     let pretty = is_pretty(&q);
-    let target = parse_path(&api.registry, parts.uri.path())?;
+    let mut registry = api.registry.current();
+    let target = match parse_path(&registry, parts.uri.path()) {
+        // A type defined an instant ago (perhaps through another replica) is served as soon
+        // as its definition's creation is acknowledged: look again at a linearizable point.
+        Err(e) if e.code == 404 => {
+            custom::refresh(api.store.cache(), &api.registry).await?;
+            registry = api.registry.current();
+            parse_path(&registry, parts.uri.path())?
+        }
+        other => other?,
+    };
     let offer = match &target {
         Target::Resource(_) => Offer::Resource,
         Target::CoreVersions | Target::Groups => Offer::GroupList,
@@ -188,20 +199,26 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             if parts.method != Method::GET {
                 return Err(ApiError::method_not_allowed("discovery documents are read-only"));
             }
+            // Discovery lists the custom types of every definition stored before the request
+            // (one read-index round trip; clients cache discovery). Without a quorum it still
+            // answers, with the types this replica knows, as kube-apiserver answers discovery
+            // without etcd.
+            if let Err(e) = custom::refresh(api.store.cache(), &api.registry).await {
+                tracing::debug!(error = %e.message, "discovery from the types known locally");
+            }
+            let registry = api.registry.current();
             let doc = match (discovery_target, format) {
                 (Target::CoreVersions, Format::AggregatedDiscovery(v)) => {
-                    discovery::aggregated(&api.registry, true, v)
+                    discovery::aggregated(&registry, true, v)
                 }
                 (Target::Groups, Format::AggregatedDiscovery(v)) => {
-                    discovery::aggregated(&api.registry, false, v)
+                    discovery::aggregated(&registry, false, v)
                 }
                 (Target::CoreVersions, _) => discovery::core_versions(&host_of(&parts.headers)),
-                (Target::Groups, _) => discovery::groups(&api.registry),
-                (Target::Group(g), _) => {
-                    discovery::group(&api.registry, &g).ok_or_else(ApiError::no_route)?
-                }
+                (Target::Groups, _) => discovery::groups(&registry),
+                (Target::Group(g), _) => discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?,
                 (Target::ResourceList { group, version }, _) => {
-                    discovery::resource_list(&api.registry, &group, &version)
+                    discovery::resource_list(&registry, &group, &version)
                 }
                 (Target::Resource(_), _) => return Err(ApiError::no_route()),
             };
@@ -262,6 +279,10 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             )))
         }
     };
+    if let Some(custom) = &req.rt.custom {
+        serve_version(&req.rt, &mut reply);
+        reply.warnings.extend(custom.deprecation.clone());
+    }
     let warnings = std::mem::take(&mut reply.warnings);
     let mut response = respond(&req, &q, reply, format, wire, pretty)?;
     for warning in &warnings {
@@ -270,6 +291,26 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
     }
     Ok(response)
+}
+
+/// A custom resource's reply as read through the requested version: objects stored in another
+/// version have their `apiVersion` converted.
+fn serve_version(rt: &registry::ResourceType, reply: &mut Reply) {
+    let served = custom::served_type_fields(rt);
+    custom::convert_value(rt, &mut reply.body);
+    if let Some(obj) = &reply.cached {
+        reply.cached = Some(custom::as_served(served.as_deref(), rt, obj));
+    }
+    if let Some(items) = &mut reply.items {
+        for item in items.iter_mut() {
+            *item = custom::as_served(served.as_deref(), rt, item);
+        }
+    }
+    if let Some((objects, _)) = &mut reply.table_rows {
+        for obj in objects.iter_mut() {
+            custom::convert_value(rt, obj);
+        }
+    }
 }
 
 /// A `Warning` header value as kube-apiserver writes it: code 299, no agent, quoted text.
@@ -319,7 +360,14 @@ fn respond(
         ));
     }
     match (reply.items, reply.cached) {
-        (Some(items), _) => Ok(render_list(reply.code, reply.body, &items, wire, pretty)),
+        (Some(items), _) => Ok(render_list(
+            reply.code,
+            reply.body,
+            &items,
+            wire,
+            pretty,
+            req.rt.custom.is_some(),
+        )),
         // A cached object in compact JSON: its shared encoding, not copied.
         (None, Some(obj)) if wire == Format::Json && !pretty => {
             let status = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
@@ -352,32 +400,54 @@ fn table_response(
 }
 
 /// Renders a list whose items are cached objects. Compact JSON is spliced together from each
-/// object's shared list-item encoding; other representations build the whole value.
+/// object's shared list-item encoding; other representations build the whole value. Items of
+/// custom resources keep their `kind` and `apiVersion` (`typed`), as kube-apiserver lists them.
 fn render_list(
     code: u16,
     mut body: Value,
     items: &[Arc<cache::CachedObject>],
     format: Format,
     pretty: bool,
+    typed: bool,
 ) -> Response {
     if format != Format::Json || pretty {
-        body["items"] = items.iter().map(|o| handlers::strip_type(o.value())).collect();
+        body["items"] = items
+            .iter()
+            .map(|o| {
+                if typed {
+                    o.value()
+                } else {
+                    handlers::strip_type(o.value())
+                }
+            })
+            .collect();
         return render(code, &body, format, pretty);
     }
     let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
     let Ok(head) = serde_json::to_vec(&head) else {
         return ApiError::internal("cannot encode a list").into_response();
     };
-    let size = head.len() + items.iter().map(|o| o.item_json().len() + 1).sum::<usize>() + 16;
+    let size = head.len()
+        + items
+            .iter()
+            .map(|o| o.item_json().len() + o.type_fields().len() + 2)
+            .sum::<usize>()
+        + 16;
     let mut out = Vec::with_capacity(size);
     // `{...,"metadata":{...}}` → `{...,"metadata":{...},"items":[...]}`
     out.extend_from_slice(&head[..head.len() - 1]);
     out.extend_from_slice(b",\"items\":[");
+    let mut whole = bytes::BytesMut::new();
     for (i, o) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(o.item_json());
+        if typed {
+            o.write_json(&mut whole);
+            out.extend_from_slice(&whole.split());
+        } else {
+            out.extend_from_slice(o.item_json());
+        }
     }
     out.extend_from_slice(b"]}");
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::handlers::{self, DeleteOptions, Propagation, Query};
 use super::meta::meta_str;
-use super::registry::Registry;
+use super::registry::{LiveRegistry, Registry};
 use super::request::ResourceRequest;
 use super::status::ApiResult;
 use super::store::{Cas, Store};
@@ -85,7 +85,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
             propagation: Some(Propagation::Background),
             ..DeleteOptions::default()
         };
-        for rt in registry.all().filter(|t| t.namespaced) {
+        for rt in registry.collections().filter(|t| t.namespaced) {
             let req = ResourceRequest {
                 rt: rt.clone(),
                 namespace: Some(name.clone()),
@@ -135,7 +135,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
 }
 
 /// Runs the bootstrap and the namespace controller for as long as the node lives.
-pub fn spawn(store: Store, registry: Arc<Registry>) {
+pub fn spawn(store: Store, live: Arc<LiveRegistry>) {
     tokio::spawn(async move {
         let mut bootstrapped = false;
         loop {
@@ -144,6 +144,7 @@ pub fn spawn(store: Store, registry: Arc<Registry>) {
             if !leader {
                 continue;
             }
+            let registry = live.current();
             if !bootstrapped {
                 match ensure_system_namespaces(&store, &registry).await {
                     Ok(()) => bootstrapped = true,

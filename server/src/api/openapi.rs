@@ -7,9 +7,11 @@
 //! - `/openapi/v3`: an index of one document per group-version; each document's URL carries
 //!   its hash and is served with immutable caching, as kube-apiserver does.
 //!
-//! The documents describe the built-in types only, are generated once on first use and are
-//! kept as serialized bytes.
+//! The built-in types' documents are generated once on first use and kept as serialized bytes;
+//! `/openapi/v3` also lists one document per custom resource group-version, built from the
+//! stored definitions when asked for.
 
+mod custom;
 pub mod definitions;
 mod paths;
 mod proto;
@@ -18,6 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -25,8 +28,10 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha512};
 
 use super::discovery::KUBE_VERSION;
-use super::registry::Registry;
+use super::registry::{Registry, ResourceType};
+use super::schema::schemas;
 use super::status::ApiError;
+use super::Api;
 
 /// The protobuf media types kube-apiserver accepts for `/openapi/v2`.
 pub const V2_PROTOBUF: &[&str] = &[
@@ -295,15 +300,48 @@ pub async fn v2(headers: HeaderMap) -> Response {
     }
 }
 
+/// The documents of the custom resource group-versions served now, keyed like the index.
+fn custom_documents(api: &Api) -> BTreeMap<String, Doc> {
+    let registry = api.registry.current();
+    let mut by_gv: BTreeMap<String, Vec<&ResourceType>> = BTreeMap::new();
+    for rt in registry.all().filter(|t| t.custom.is_some()) {
+        by_gv
+            .entry(group_version_key(rt.group, rt.version))
+            .or_default()
+            .push(rt);
+    }
+    let builtin = schemas().definitions();
+    by_gv
+        .into_iter()
+        .filter_map(|(key, types)| {
+            let body = serde_json::to_vec(&custom::document(&types, builtin)).ok()?;
+            Some((key, Doc::new(body)))
+        })
+        .collect()
+}
+
 /// `GET /openapi/v3`: where each group-version's document is.
-pub async fn v3_index(headers: HeaderMap) -> Response {
+pub async fn v3_index(State(api): State<Api>, headers: HeaderMap) -> Response {
     let docs = match documents().await {
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
-    match choose(&headers, &["application/json"]) {
-        Some(ct) => serve(&headers, &docs.v3_index, ct, &[]),
-        None => not_acceptable(&["application/json"]),
+    let Some(ct) = choose(&headers, &["application/json"]) else {
+        return not_acceptable(&["application/json"]);
+    };
+    let custom = custom_documents(&api);
+    if custom.is_empty() {
+        return serve(&headers, &docs.v3_index, ct, &[]);
+    }
+    let mut index: Value =
+        serde_json::from_slice(&docs.v3_index.body).unwrap_or_else(|_| json!({"paths": {}}));
+    for (key, doc) in &custom {
+        index["paths"][key.as_str()] =
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)});
+    }
+    match serde_json::to_vec(&index) {
+        Ok(body) => serve(&headers, &Doc::new(body), ct, &[]),
+        Err(e) => ApiError::internal(e.to_string()).into_response(),
     }
 }
 
@@ -311,7 +349,7 @@ pub async fn v3_index(headers: HeaderMap) -> Response {
 ///
 /// With the current hash the response may be cached forever; with a stale one the client is
 /// redirected to the current URL.
-pub async fn v3_group_version(uri: Uri, headers: HeaderMap) -> Response {
+pub async fn v3_group_version(State(api): State<Api>, uri: Uri, headers: HeaderMap) -> Response {
     let docs = match documents().await {
         Ok(d) => d,
         Err(e) => return e.into_response(),
@@ -320,8 +358,16 @@ pub async fn v3_group_version(uri: Uri, headers: HeaderMap) -> Response {
         .path()
         .trim_start_matches("/openapi/v3/")
         .trim_end_matches('/');
-    let Some(doc) = docs.v3.get(key) else {
-        return ApiError::no_route().into_response();
+    let custom;
+    let doc = match docs.v3.get(key) {
+        Some(doc) => doc,
+        None => {
+            custom = custom_documents(&api);
+            match custom.get(key) {
+                Some(doc) => doc,
+                None => return ApiError::no_route().into_response(),
+            }
+        }
     };
     let Some(ct) = choose(&headers, &["application/json"]) else {
         return not_acceptable(&["application/json"]);

@@ -4,7 +4,12 @@
 //!
 //! Every type is served by the same generic store; a type is data here, not a code path.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, RwLock};
+
 use k8s_openapi::{ClusterResourceScope, ListableResource, NamespaceResourceScope, Resource};
+
+use super::custom::CustomType;
 
 /// Whether a k8s-openapi scope marker is namespaced.
 pub trait ScopeInfo {
@@ -21,7 +26,7 @@ impl ScopeInfo for ClusterResourceScope {
 }
 
 /// Everything the API machinery needs to know about one resource type.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResourceType {
     /// API group ("" for core).
     pub group: &'static str,
@@ -45,6 +50,9 @@ pub struct ResourceType {
     pub has_status: bool,
     /// Whether the type has a `scale` subresource.
     pub has_scale: bool,
+    /// For a custom resource: what its CustomResourceDefinition declares (schema, printer
+    /// columns, scale paths); `None` for built-in types.
+    pub custom: Option<Arc<CustomType>>,
 }
 
 impl ResourceType {
@@ -123,6 +131,7 @@ where
         categories: extra.categories,
         has_status: extra.status,
         has_scale: extra.scale,
+        custom: None,
     }
 }
 
@@ -212,6 +221,26 @@ impl Registry {
         self.types.iter()
     }
 
+    /// One type per stored collection: every built-in type, and a custom resource in its
+    /// storage version (or its first served one), so a pass over all objects meets each once.
+    pub fn collections(&self) -> impl Iterator<Item = &ResourceType> {
+        self.types
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| match &t.custom {
+                None => true,
+                Some(c) => {
+                    t.version == c.storage_version
+                        || !self.types.iter().any(|o| {
+                            o.group == t.group && o.plural == t.plural && o.version == c.storage_version
+                        }) && !self.types[..*i]
+                            .iter()
+                            .any(|o| o.group == t.group && o.plural == t.plural)
+                }
+            })
+            .map(|(_, t)| t)
+    }
+
     /// All types of one group version.
     pub fn in_group_version<'a>(
         &'a self,
@@ -241,6 +270,98 @@ impl Default for Registry {
     fn default() -> Self {
         Self::new()
     }
+}
+
+impl Registry {
+    /// The built-in types plus `custom` ones; a custom type that would shadow a built-in one
+    /// (same group and plural) is left out.
+    pub fn with_custom(custom: Vec<ResourceType>) -> Self {
+        let mut types = builtin();
+        for t in custom {
+            if !types
+                .iter()
+                .any(|b| b.group == t.group && b.plural == t.plural && b.version == t.version)
+            {
+                types.push(t);
+            }
+        }
+        Registry { types }
+    }
+}
+
+/// The types served right now: the built-in ones and those the stored
+/// CustomResourceDefinitions add, swapped as a whole when a definition changes so that every
+/// request sees one consistent set.
+#[derive(Debug)]
+pub struct LiveRegistry {
+    current: RwLock<Arc<Registry>>,
+}
+
+impl LiveRegistry {
+    /// Starts with the built-in types only.
+    pub fn new() -> Self {
+        LiveRegistry {
+            current: RwLock::new(Arc::new(Registry::new())),
+        }
+    }
+
+    /// The set of types served now.
+    pub fn current(&self) -> Arc<Registry> {
+        match self.current.read() {
+            Ok(r) => r.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Serves the built-in types plus `custom`.
+    pub fn set_custom(&self, custom: Vec<ResourceType>) {
+        let next = Arc::new(Registry::with_custom(custom));
+        match self.current.write() {
+            Ok(mut r) => *r = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+    }
+}
+
+impl Default for LiveRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The one `'static` copy of a name a custom resource type uses (group, version, kind,
+/// plural, short name, category). Names are kept for the life of the process, so memory grows
+/// only with the number of distinct names ever defined, not with how often definitions change.
+pub fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut guard = match NAMES.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let names = guard.get_or_insert_with(HashSet::new);
+    if let Some(known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// Interns a list of names (short names, categories) as one `'static` slice; the same list is
+/// shared by every definition that declares it.
+pub fn intern_list(names: &[String]) -> &'static [&'static str] {
+    static LISTS: Mutex<Vec<&'static [&'static str]>> = Mutex::new(Vec::new());
+    let interned: Vec<&'static str> = names.iter().map(|n| intern(n)).collect();
+    let mut lists = match LISTS.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some(known) = lists.iter().find(|l| **l == interned.as_slice()) {
+        return known;
+    }
+    let leaked: &'static [&'static str] = Box::leak(interned.into_boxed_slice());
+    lists.push(leaked);
+    leaked
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
-//! The `scale` subresource of Deployments, ReplicaSets, StatefulSets and
-//! ReplicationControllers: an `autoscaling/v1` Scale view of the parent (`spec.replicas`,
+//! The `scale` subresource of Deployments, ReplicaSets, StatefulSets,
+//! ReplicationControllers and custom resources that declare one: an `autoscaling/v1` Scale view of the parent (`spec.replicas`,
 //! `status.replicas`, the selector as a string). Writes change the parent's `spec.replicas`
 //! through the same compare-and-swap loop as any update, with the Scale's resourceVersion as
 //! the precondition; `kubectl scale` sends a merge patch.
 
 use serde_json::{json, Map, Value};
 
+use super::custom::{set_at, value_at, ScalePaths};
 use super::handlers::{dry_run, guaranteed_update, precondition, Mutation, Patch, PatchType, Query, Reply};
 use super::meta::meta_str;
 use super::printers::{format_labels, selector_string};
@@ -21,6 +22,9 @@ pub fn to_scale(rt: &ResourceType, parent: &Value) -> Value {
         if let Some(v) = parent["metadata"].get(field) {
             meta.insert(field.into(), v.clone());
         }
+    }
+    if let Some(paths) = rt.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        return custom_scale(paths, meta, parent);
     }
     let selector = if rt.kind == "ReplicationController" {
         match format_labels(&parent["spec"]["selector"]) {
@@ -46,6 +50,25 @@ pub fn to_scale(rt: &ResourceType, parent: &Value) -> Value {
         "spec": spec,
         "status": status,
     })
+}
+
+/// The Scale of a custom resource, read at its definition's paths.
+fn custom_scale(paths: &ScalePaths, meta: Map<String, Value>, parent: &Value) -> Value {
+    let number = |path: &[String]| value_at(parent, path).and_then(Value::as_i64).unwrap_or(0);
+    let mut status = json!({"replicas": number(&paths.status_replicas)});
+    if let Some(selector) = paths
+        .label_selector
+        .as_ref()
+        .and_then(|p| value_at(parent, p))
+        .and_then(Value::as_str)
+    {
+        status["selector"] = json!(selector);
+    }
+    let spec = match number(&paths.spec_replicas) {
+        0 => json!({}),
+        n => json!({"replicas": n}),
+    };
+    json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta, "spec": spec, "status": status})
 }
 
 fn scale_reply(rt: &ResourceType, reply: Reply) -> Reply {
@@ -110,6 +133,11 @@ fn check_scale_type(scale: &Value) -> ApiResult<()> {
 /// The parent with `spec.replicas` set, prepared as an update of `current`.
 fn rescaled(rt: &ResourceType, current: &Value, replicas: i64) -> ApiResult<Value> {
     let mut next = current.clone();
+    if let Some(paths) = rt.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        set_at(&mut next, &paths.spec_replicas, json!(replicas));
+        strategy::prepare_for_update(rt, current, &mut next)?;
+        return Ok(next);
+    }
     match next.get_mut("spec").and_then(Value::as_object_mut) {
         Some(spec) => {
             spec.insert("replicas".into(), json!(replicas));

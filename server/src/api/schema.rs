@@ -39,10 +39,24 @@ pub fn schemas() -> &'static Schemas {
 }
 
 impl Schemas {
-    /// The root schema of a served kind, if it has one.
-    pub fn kind(&self, rt: &ResourceType) -> Option<Node<'_>> {
-        let name = self.kinds.get(&(rt.group, rt.version, rt.kind))?;
+    /// The root schema of a served kind, if it has one: a built-in kind's definition, or a
+    /// custom resource's schema from its definition.
+    pub fn kind<'a>(&'a self, rt: &'a ResourceType) -> Option<Node<'a>> {
+        if let Some(custom) = &rt.custom {
+            return Some(Node::at(self, &custom.schema));
+        }
+        self.builtin(rt.group, rt.version, rt.kind)
+    }
+
+    /// The root schema of a built-in kind.
+    pub fn builtin(&self, group: &str, version: &str, kind: &str) -> Option<Node<'_>> {
+        let name = self.kinds.get(&(group, version, kind))?;
         self.definition(name)
+    }
+
+    /// Every definition, by name (Swagger 2.0 form).
+    pub fn definitions(&self) -> &Map<String, Value> {
+        &self.defs
     }
 
     /// The schema of one named definition.
@@ -185,8 +199,9 @@ impl<'a> Node<'a> {
     pub fn shape(&self) -> Shape {
         let s = self.resolved;
         let format = s.get("format").and_then(Value::as_str);
+        let int_or_string = s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
         match s.get("type").and_then(Value::as_str) {
-            _ if format == Some("int-or-string") => Shape::Scalar(Scalar::IntOrString),
+            _ if format == Some("int-or-string") || int_or_string => Shape::Scalar(Scalar::IntOrString),
             Some("object") if s.get("properties").is_some() => Shape::Struct,
             Some("object") if s.get("additionalProperties").is_some() => Shape::Map,
             Some("array") => Shape::List,
@@ -198,6 +213,18 @@ impl<'a> Node<'a> {
             None if s.get("properties").is_some() => Shape::Struct,
             _ => Shape::Any,
         }
+    }
+
+    /// Whether fields the schema does not declare are kept (a custom resource's
+    /// `x-kubernetes-preserve-unknown-fields: true`).
+    pub fn preserves_unknown(&self) -> bool {
+        self.marker("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+    }
+
+    /// Whether the schema is one of the built-in definitions (rather than a custom resource's
+    /// own schema).
+    pub fn is_builtin(&self) -> bool {
+        self.definition.is_some()
     }
 
     /// The schema of property `name` of a struct.
@@ -264,7 +291,9 @@ mod tests {
     fn kind(group: &str, version: &str, plural: &str) -> Node<'static> {
         let registry = Registry::new();
         let rt = registry.lookup(group, version, plural).expect("served");
-        schemas().kind(rt).expect("has a schema")
+        schemas()
+            .builtin(rt.group, rt.version, rt.kind)
+            .expect("has a schema")
     }
 
     #[test]

@@ -137,6 +137,16 @@ impl ApiError {
         )
     }
 
+    /// 415 UnsupportedMediaType for a patch type the resource does not take (a strategic
+    /// merge patch of a custom resource).
+    pub fn unsupported_patch_type() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )
+    }
+
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
         Self::new(

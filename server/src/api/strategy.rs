@@ -9,6 +9,7 @@
 use serde_json::{json, Map, Value};
 
 use super::allocation;
+use super::custom::{self, definition, structural};
 use super::defaults;
 use super::meta::meta_str;
 use super::qos;
@@ -109,9 +110,59 @@ fn behaviour(rt: &ResourceType) -> Option<&'static Behaviour> {
         .find(|b| b.group == rt.group && b.kind == rt.kind)
 }
 
-/// Whether objects of `rt` carry a `metadata.generation`.
+/// Whether objects of `rt` carry a `metadata.generation` (every custom resource does).
 pub fn tracks_generation(rt: &ResourceType) -> bool {
-    behaviour(rt).is_some_and(|b| b.generation)
+    rt.custom.is_some() || behaviour(rt).is_some_and(|b| b.generation)
+}
+
+fn is_definition(rt: &ResourceType) -> bool {
+    (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
+}
+
+/// What counts as a change of the spec for the generation: `spec` for built-in types; for a
+/// custom resource everything but `metadata` (and `status` when it is a subresource).
+fn generation_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
+    if rt.custom.is_none() {
+        return old.get("spec") != new.get("spec");
+    }
+    let content = |v: &Value| -> Map<String, Value> {
+        v.as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| k.as_str() != "metadata" && !(rt.has_status && k.as_str() == "status"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    content(old) != content(new)
+}
+
+/// Checks a write of `obj` (over `old`, for an update) beyond its metadata: a custom resource
+/// against its version's schema, a CustomResourceDefinition against the rules that keep it
+/// servable. A `422` naming every problem.
+pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+    let name = meta_str(obj, "name").unwrap_or_default();
+    let causes = if let Some(custom) = &rt.custom {
+        if old.is_none() && custom.terminating {
+            return Err(ApiError::method_not_allowed(
+                "create not allowed while custom resource definition is terminating",
+            ));
+        }
+        structural::validate(&custom.declared, obj)
+    } else if is_definition(rt) {
+        match old {
+            Some(old) => definition::validate_update(old, obj),
+            None => definition::validate(obj),
+        }
+    } else {
+        Vec::new()
+    };
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(rt.group, rt.kind, name, &causes))
+    }
 }
 
 fn set_generation(obj: &mut Value, generation: i64) {
@@ -123,6 +174,19 @@ fn set_generation(obj: &mut Value, generation: i64) {
 /// Prepares a new object after its metadata is set: defaults, initial status, generation, and
 /// the fields admission adds to pods and jobs.
 pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
+    if let Some(custom) = &rt.custom {
+        if let Some(o) = obj.as_object_mut().filter(|_| rt.has_status) {
+            o.remove("status");
+        }
+        structural::apply_defaults(&custom.declared, obj);
+        set_generation(obj, 1);
+        return;
+    }
+    if is_definition(rt) {
+        definition::apply_defaults(obj, true);
+        let status = definition::status(obj, None);
+        obj["status"] = status;
+    }
     defaults::apply(rt, obj);
     if let Some(b) = behaviour(rt) {
         if let (Some(status), Some(o)) = (b.initial_status, obj.as_object_mut()) {
@@ -270,14 +334,22 @@ fn job_selector(job: &mut Map<String, Value>) {
 /// carried over from `old`): defaults, the stored status, the fields a Service keeps once
 /// allocated, and a new generation when the spec changed.
 pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
-    defaults::apply(rt, new);
+    match &rt.custom {
+        Some(custom) => structural::apply_defaults(&custom.declared, new),
+        None => defaults::apply(rt, new),
+    }
     keep_status(rt, old, new);
+    if is_definition(rt) {
+        definition::apply_defaults(new, false);
+        let status = definition::status(new, old.get("status"));
+        new["status"] = status;
+    }
     if (rt.group, rt.kind) == ("", "Service") {
         allocation::keep_allocated(old, new).map_err(|causes| {
             ApiError::invalid(rt.group, rt.kind, meta_str(old, "name").unwrap_or(""), &causes)
         })?;
     }
-    if tracks_generation(rt) && old.get("spec") != new.get("spec") {
+    if tracks_generation(rt) && generation_changed(rt, old, new) {
         let current = new
             .get("metadata")
             .and_then(|m| m.get("generation"))
@@ -294,7 +366,22 @@ pub async fn create(store: &Store, rt: &ResourceType, key: &str, obj: &mut Value
     if (rt.group, rt.kind) == ("", "Service") {
         return allocation::write(store, key, obj, None).await;
     }
-    store.create(key, obj).await
+    match stored_form(rt, obj) {
+        Some(stored) => store.create(key, &stored).await,
+        None => store.create(key, obj).await,
+    }
+}
+
+/// A custom resource as it is stored: in its definition's storage version, whichever served
+/// version it was written through (`None` when that is already the case).
+fn stored_form(rt: &ResourceType, obj: &Value) -> Option<Value> {
+    let stored = custom::storage_api_version(rt)?;
+    if obj["apiVersion"] == stored.as_str() {
+        return None;
+    }
+    let mut out = obj.clone();
+    out["apiVersion"] = json!(stored);
+    Some(out)
 }
 
 /// Replaces an object whose mod revision is still `rev` (allocating for Services as
@@ -309,7 +396,10 @@ pub async fn update(
     if (rt.group, rt.kind) == ("", "Service") {
         return allocation::write(store, key, obj, Some(rev)).await;
     }
-    store.update(key, obj, rev).await
+    match stored_form(rt, obj) {
+        Some(stored) => store.update(key, &stored, rev).await,
+        None => store.update(key, obj, rev).await,
+    }
 }
 
 /// For a dry-run create: fills in what the write would allocate, without writing.

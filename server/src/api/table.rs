@@ -1,10 +1,12 @@
 //! `Table` output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`), as `kubectl get`
 //! asks for it. Built-in kinds get their own columns ([`super::printers`]); other types get
-//! kube-apiserver's default columns (Name, Created At). Each row carries the object as
+//! kube-apiserver's default columns (Name, Created At); custom resources get the columns their
+//! definition declares. Each row carries the object as
 //! `PartialObjectMetadata` (or whole, or nothing, per `includeObject`).
 
 use serde_json::{json, Value};
 
+use super::custom::columns;
 use super::printers::{self, Ctx, Printer, CREATED_AT, NAME};
 use super::registry::ResourceType;
 use super::status::{ApiError, ApiResult};
@@ -85,6 +87,24 @@ pub fn table(
     version: &str,
     include: IncludeObject,
 ) -> Value {
+    let custom = rt
+        .custom
+        .as_ref()
+        .filter(|_| objects.first().is_none_or(|o| o["kind"] == rt.kind));
+    if let Some(custom) = custom {
+        let ctx = Ctx::now();
+        let rows: Vec<Value> = objects
+            .iter()
+            .map(|o| row(o, columns::cells(&custom.columns, o, &ctx), version, include))
+            .collect();
+        return json!({
+            "kind": "Table",
+            "apiVersion": format!("meta.k8s.io/{version}"),
+            "metadata": {"resourceVersion": resource_version},
+            "columnDefinitions": columns::definitions(&custom.columns),
+            "rows": rows,
+        });
+    }
     let printer = printer_for(rt, objects);
     let ctx = Ctx::now();
     let columns: Vec<Value> = match printer {

@@ -181,9 +181,25 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// Whether `value` is of the kind of value `shape` describes (null fits every shape).
+fn shape_fits(shape: Shape, value: &Value) -> bool {
+    match shape {
+        Shape::Any => true,
+        Shape::Scalar(s) => s.accepts(value),
+        Shape::List => value.is_array(),
+        Shape::Map | Shape::Struct => value.is_object(),
+    }
+}
+
 /// Walks `value` against `node`, dropping unknown fields and noting the first wrong type.
-fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, f: &mut Findings) {
+/// Under a custom resource's own schema (`lenient`) a wrong type is not a decoding error: the
+/// schema validation reports it later (a 422, as kube-apiserver does), so the walk just stops.
+fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenient: bool, f: &mut Findings) {
     if value.is_null() || f.wrong_type.is_some() {
+        return;
+    }
+    let lenient = lenient && !node.is_builtin();
+    if lenient && !shape_fits(node.shape(), value) {
         return;
     }
     let type_error = |expected: &str, v: &Value| {
@@ -205,7 +221,7 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, f: &mu
             Value::Array(items) => {
                 if let Some(elem) = node.element() {
                     for (i, item) in items.iter_mut().enumerate() {
-                        walk(elem, item, &format!("{path}[{i}]"), parent_type, f);
+                        walk(elem, item, &format!("{path}[{i}]"), parent_type, lenient, f);
                     }
                 }
             }
@@ -215,7 +231,7 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, f: &mu
             Value::Object(entries) => {
                 if let Some(elem) = node.element() {
                     for (k, v) in entries.iter_mut() {
-                        walk(elem, v, &join(path, k), parent_type, f);
+                        walk(elem, v, &join(path, k), parent_type, lenient, f);
                     }
                 }
             }
@@ -224,11 +240,13 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, f: &mu
         Shape::Struct => match value {
             Value::Object(fields) => {
                 let type_name = node.type_name().unwrap_or(parent_type);
+                let preserve = node.preserves_unknown();
                 fields.retain(|k, v| match node.field(k) {
                     Some(child) => {
-                        walk(child, v, &join(path, k), type_name, f);
+                        walk(child, v, &join(path, k), type_name, lenient, f);
                         true
                     }
+                    None if preserve => true,
                     None => {
                         f.unknown.push(join(path, k));
                         false
@@ -253,7 +271,7 @@ pub fn check(
         return Ok(Vec::new());
     };
     let mut findings = Findings::default();
-    walk(root, obj, "", "", &mut findings);
+    walk(root, obj, "", "", rt.custom.is_some(), &mut findings);
     let cannot_handle = |detail: String| {
         ApiError::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {detail}",

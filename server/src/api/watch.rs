@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use super::cache::{CacheEvent, CachedObject, Change, Published, Unavailable};
+use super::custom;
 use super::handlers::{selectors, Query};
 use super::meta::partial_object_metadata;
 use super::options::{watch_plan, WatchPlan, WatchStartAt};
@@ -367,8 +368,9 @@ async fn run(
     // event, which is what lets a replica feed many watchers (every frame is still sent as
     // soon as its batch is).
     let mut chunk = BytesMut::new();
+    let served = custom::served_type_fields(rt);
     for (kind, o) in &begin.objects {
-        enc.write_frame(kind, o, &mut chunk);
+        enc.write_frame(kind, &custom::as_served(served.as_deref(), rt, o), &mut chunk);
         sent_total.increment(1);
         if chunk.len() >= CHUNK_BYTES && tx.send(Ok(chunk.split().freeze())).await.is_err() {
             return;
@@ -410,6 +412,11 @@ async fn run(
                             Published::Changes { events, revision } => {
                                 for e in events.iter().filter(|e| e.rev > start) {
                                     match filter.event(e, rt) {
+                                        Some(Sent::Object(kind, obj)) if served.is_some() => {
+                                            enc.write_frame(kind, &custom::as_served(served.as_deref(), rt, obj), &mut chunk);
+                                            sent_total.increment(1);
+                                            told = e.rev;
+                                        }
                                         Some(Sent::Object(kind, obj)) => {
                                             enc.write_frame(kind, obj, &mut chunk);
                                             sent_total.increment(1);

@@ -181,6 +181,26 @@ async fn kubectl_serves_custom_resources_from_their_definitions() {
         "schema defaults are applied"
     );
     assert_eq!(obj["metadata"]["generation"], 1);
+    // Client-side apply of an edit: kubectl diffs and patches custom resources with JSON merge
+    // patches against its last-applied annotation.
+    let edited = k.manifest("nightly-2.yaml", &NIGHTLY.replace("backup:1", "backup:1b"));
+    let (ok, out, err) = k.kubectl("node-2", &["diff", "-f", &edited]);
+    assert!(!ok && err.is_empty(), "diff exits 1 on a difference: {err}");
+    assert!(
+        out.contains("-  image: backup:1") && out.contains("+  image: backup:1b"),
+        "{out}"
+    );
+    assert!(k
+        .ok("node-1", &["apply", "-f", &edited])
+        .contains("crontab.stable.example.com/nightly configured"));
+    let reapplied = k.json("node-3", &["get", "ct", "nightly"]);
+    assert_eq!(reapplied["spec"]["image"], "backup:1b");
+    assert_eq!(reapplied["metadata"]["generation"], 2);
+    assert!(
+        reapplied["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .is_some_and(|a| a.contains("backup:1b"))
+    );
     let explained = k.ok("node-1", &["explain", "crontabs.spec"]);
     assert!(
         explained.contains("cronSpec\t<string> -required-") && explained.contains("enum: fast, slow"),
@@ -240,7 +260,7 @@ async fn kubectl_serves_custom_resources_from_their_definitions() {
     let patched = k.json("node-1", &["get", "ct", "nightly"]);
     assert_eq!(patched["spec"]["image"], "backup:2");
     assert_eq!(patched["spec"]["args"], json!(["--full"]));
-    assert_eq!(patched["metadata"]["generation"], 3);
+    assert_eq!(patched["metadata"]["generation"], 4);
 
     // Subresources: status writes only status (and not the generation); main writes keep it;
     // scale reads and writes the declared paths.
@@ -257,7 +277,7 @@ async fn kubectl_serves_custom_resources_from_their_definitions() {
         json!({"replicas": 2, "selector": "app=cron"})
     );
     assert_eq!(with_status["spec"]["image"], "backup:2");
-    assert_eq!(with_status["metadata"]["generation"], 3);
+    assert_eq!(with_status["metadata"]["generation"], 4);
     assert!(k
         .ok("node-1", &["scale", "ct", "nightly", "--replicas", "4"])
         .contains("scaled"));

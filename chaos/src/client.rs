@@ -394,7 +394,7 @@ impl Client {
 
 /// The end of the key range holding every key that starts with `prefix` (etcd's convention:
 /// the prefix with its last byte incremented).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < u8::MAX {

@@ -45,10 +45,12 @@ enum Command {
 const WATCH_ABOUT: &str = "\
 Measure watch delivery latency (write acknowledged → event received) with many watchers.
 
-Starts a local 3-node kuberaft cluster. For every cell (watchers × rate) it opens the
-watchers (each its own HTTP connection, spread over the replicas, all watching one namespace
-from the revision before the first write), then creates ConfigMaps at the rate for the
-duration (open loop, round robin over the replicas, at most 256 in flight), and records when
+Starts a local 3-node kuberaft cluster and a 3-member etcd cluster (--systems picks). For
+every cell (watchers × rate), on each system in turn, it opens the watchers (each its own
+connection, spread over the replicas; kuberaft: an HTTP watch of one namespace's ConfigMaps;
+etcd: a v3 Watch of one key prefix), all from the revision before the first write; then it
+writes at the rate for the duration (ConfigMap creates; etcd: Puts of the same JSON; open
+loop, round robin over the replicas, at most 256 in flight), and records when
 each write was acknowledged and when each watcher received its event. Latency is arrival minus
 acknowledgement (0 when the event came first) over every (watcher, event) pair. `missing`
 counts events a watcher never received within 10 s after the last write.
@@ -74,10 +76,16 @@ pub struct WatchArgs {
     /// Runs of every cell; the run with the median p99 is reported.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// Systems to measure (comma-separated); each cell runs on them alternately.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "kuberaft,etcd")]
+    pub systems: Vec<System>,
     /// The kuberaft binary [default: `kuberaft` next to this executable].
     #[arg(long)]
     pub kuberaft_bin: Option<PathBuf>,
-    /// First of the 40 loopback ports the cluster uses.
+    /// The etcd binary.
+    #[arg(long, default_value = "/usr/bin/etcd")]
+    pub etcd_bin: PathBuf,
+    /// First of the 40 loopback ports the clusters use (etcd and kuberaft get distinct ones).
     #[arg(long, default_value_t = 23000)]
     pub base_port: u16,
 }
@@ -94,10 +102,26 @@ fn kuberaft_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
 
 /// Runs `kuberaft-bench watch`.
 async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
-    let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
     let ports = Ports::new(args.base_port)?;
-    ports.check_free(System::Kuberaft)?;
-    let cluster = KuberaftCluster::start(&bin, ports, false).await?;
+    let mut kuberaft = None;
+    let mut etcd = None;
+    for system in &args.systems {
+        ports.check_free(*system)?;
+        match system {
+            System::Kuberaft => {
+                let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
+                kuberaft = Some(KuberaftCluster::start(&bin, ports, false).await?);
+            }
+            System::Etcd => etcd = Some(EtcdCluster::start(&args.etcd_bin, ports, false).await?),
+        }
+    }
+    let mut targets = Vec::new();
+    if let Some(e) = &etcd {
+        targets.push(watchbench::Target::Etcd(&e.addrs));
+    }
+    if let Some(k) = &kuberaft {
+        targets.push(watchbench::Target::Kuberaft(&k.api_addrs));
+    }
     let mut results = Vec::new();
     for &rate in &args.rates.0 {
         for &watchers in &args.watchers.0 {
@@ -107,39 +131,46 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
                 duration: Duration::from_secs(args.duration_secs),
                 value_size: args.value_size,
             };
-            let mut runs = Vec::new();
+            let mut runs: Vec<Vec<watchbench::WatchResult>> = vec![Vec::new(); targets.len()];
             for run in 0..args.runs {
-                let r = watchbench::run_cell(&cluster.api_addrs, cell, &format!("w{watchers}-r{rate}-{run}"))
-                    .await
-                    .with_context(|| format!("{watchers} watchers at {rate} writes/s"))?;
-                eprintln!(
-                    "{watchers:>5} watchers, {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
-                    run + 1,
-                    args.runs,
-                    report::fmt_rate(Some(r.writes_per_sec)),
-                    report::fmt_ms(r.p50_ms),
-                    report::fmt_ms(r.p99_ms),
-                    r.missing,
-                );
-                runs.push(r);
+                // The systems take turns, run by run, so that a noisy neighbour hits both.
+                for (t, target) in targets.iter().enumerate() {
+                    let tag = format!("w{watchers}-r{rate}-{run}");
+                    let r = watchbench::run_cell(*target, cell, &tag).await.with_context(|| {
+                        format!("{}: {watchers} watchers at {rate} writes/s", target.name())
+                    })?;
+                    eprintln!(
+                        "{:>8}: {watchers:>5} watchers, {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
+                        target.name(),
+                        run + 1,
+                        args.runs,
+                        report::fmt_rate(Some(r.writes_per_sec)),
+                        report::fmt_ms(r.p50_ms),
+                        report::fmt_ms(r.p99_ms),
+                        r.missing,
+                    );
+                    runs[t].push(r);
+                }
             }
-            runs.sort_by(|a, b| {
-                a.p99_ms
-                    .partial_cmp(&b.p99_ms)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-            });
-            results.push(runs.swap_remove(runs.len() / 2));
+            for mut system_runs in runs {
+                system_runs.sort_by(|a, b| {
+                    a.p99_ms
+                        .partial_cmp(&b.p99_ms)
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                });
+                results.push(system_runs.swap_remove(system_runs.len() / 2));
+            }
         }
     }
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "3 kuberaft replicas on one host ({cpus} CPUs, shared with the clients); ConfigMaps of {} B data; {} s of writes per cell; run with the median p99 of {}.\n",
+        "3 replicas of each system on one host ({cpus} CPUs, shared with the clients); objects of {} B data; {} s of writes per cell; run with the median p99 of {}.\n",
         args.value_size, args.duration_secs, args.runs
     );
     print!("{}", watchbench::markdown(&results));
-    tokio::task::spawn_blocking(move || drop(cluster))
+    tokio::task::spawn_blocking(move || drop((kuberaft, etcd)))
         .await
-        .context("stopping the cluster failed")?;
+        .context("stopping the clusters failed")?;
     Ok(())
 }
 

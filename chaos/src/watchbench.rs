@@ -1,12 +1,14 @@
 //! `kuberaft-bench watch`: watch delivery latency, from a write's acknowledgement to each
-//! watcher receiving its event, with many watchers spread over the replicas.
+//! watcher receiving its event, with many watchers spread over the replicas — of kuberaft's
+//! Kubernetes API, and of etcd's v3 Watch as the baseline.
 //!
-//! A writer creates ConfigMaps at a fixed rate (open loop: a write is issued on schedule
-//! whether or not earlier ones finished, at most [`MAX_IN_FLIGHT`] at a time), round robin over
-//! the replicas, and records when each was acknowledged. Every watcher watches the cell's
-//! namespace from the revision before the first write, over its own HTTP connection, and
-//! records when each event arrived. Latency is arrival minus acknowledgement (zero when the
-//! event came first), over every (watcher, event) pair.
+//! A writer creates objects at a fixed rate (open loop: a write is issued on schedule whether
+//! or not earlier ones finished, at most [`MAX_IN_FLIGHT`] at a time), round robin over the
+//! replicas, and records when each was acknowledged: ConfigMaps through kuberaft's HTTP API, or
+//! etcd Puts of the same JSON bytes. Every watcher watches the cell's namespace (etcd: key
+//! prefix) from the revision before the first write, over its own connection, and records when
+//! each event arrived. Latency is arrival minus acknowledgement (zero when the event came
+//! first), over every (watcher, event) pair.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +19,8 @@ use hdrhistogram::Histogram;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::client::etcdpb;
+use crate::client::{connect, prefix_end};
 use crate::report::{fmt_ms, fmt_rate};
 use crate::workload::new_histogram;
 
@@ -40,9 +44,30 @@ pub struct WatchCell {
     pub value_size: usize,
 }
 
+/// The system a cell drives, by the addresses of its replicas.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// kuberaft replicas' Kubernetes API (`host:port`).
+    Kuberaft(&'a [String]),
+    /// etcd members' client URLs (`host:port`).
+    Etcd(&'a [String]),
+}
+
+impl Target<'_> {
+    /// The system's name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Target::Kuberaft(_) => "kuberaft",
+            Target::Etcd(_) => "etcd",
+        }
+    }
+}
+
 /// What one cell measured.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct WatchResult {
+    /// `kuberaft` or `etcd`.
+    pub system: &'static str,
     /// Concurrent watchers.
     pub watchers: usize,
     /// Target writes per second.
@@ -68,13 +93,23 @@ fn object_name(seq: usize) -> String {
     format!("w-{seq}")
 }
 
+/// The write number after the first `needle` in `bytes`.
+fn number_after(bytes: &[u8], needle: &[u8]) -> Option<usize> {
+    let at = bytes.windows(needle.len()).position(|w| w == needle)? + needle.len();
+    let digits = bytes[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&bytes[at..at + digits]).ok()?.parse().ok()
+}
+
 /// The write number of the first object named in a watch event line (`"name":"w-<seq>"` is the
 /// first `name` key: the ConfigMap's data has none).
 fn seq_of(line: &[u8]) -> Option<usize> {
-    const NEEDLE: &[u8] = b"\"name\":\"w-";
-    let at = line.windows(NEEDLE.len()).position(|w| w == NEEDLE)? + NEEDLE.len();
-    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&line[at..at + digits]).ok()?.parse().ok()
+    number_after(line, b"\"name\":\"w-")
+}
+
+/// The write number of an etcd key (`<prefix>w-<seq>`).
+fn seq_of_key(key: &[u8]) -> Option<usize> {
+    let at = key.iter().rposition(|b| *b == b'/')? + 1;
+    number_after(&key[at..], b"w-")
 }
 
 /// One watcher: receives events until `stop`, recording (write number, arrival) and counting
@@ -111,39 +146,179 @@ async fn watch(
     }
 }
 
-/// Runs one cell against the replicas whose APIs listen at `api_addrs`.
-pub async fn run_cell(api_addrs: &[String], cell: WatchCell, tag: &str) -> anyhow::Result<WatchResult> {
-    let http = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .build()
-        .context("cannot build an HTTP client")?;
-    let base = |i: usize| format!("http://{}", api_addrs[i % api_addrs.len()]);
-    let namespace = format!("watch-{tag}");
-    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-    let created = http
-        .post(format!("{}/api/v1/namespaces", base(0)))
-        .json(&ns)
-        .send()
-        .await?;
-    if !created.status().is_success() {
-        bail!("creating namespace {namespace} answered {}", created.status());
+/// One etcd watcher: a Watch stream over `prefix` from `start`, on its own connection,
+/// recording (write number, arrival) until `stop`.
+async fn watch_etcd(
+    addr: String,
+    prefix: Vec<u8>,
+    start: i64,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<Vec<(usize, Instant)>> {
+    let mut client = etcdpb::watch_client::WatchClient::new(connect(&addr).await?);
+    let create = etcdpb::WatchRequest {
+        request_union: Some(etcdpb::watch_request::RequestUnion::CreateRequest(
+            etcdpb::WatchCreateRequest {
+                range_end: prefix_end(&prefix),
+                key: prefix,
+                start_revision: start,
+            },
+        )),
+    };
+    // The request stream stays open (etcd cancels a watch whose request stream ends).
+    let (requests, rx) = tokio::sync::mpsc::channel(1);
+    requests
+        .send(create)
+        .await
+        .context("cannot send the watch request")?;
+    let mut responses = client
+        .watch(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .context("cannot open a watch")?
+        .into_inner();
+    let mut arrivals = Vec::new();
+    loop {
+        let message = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return Ok(arrivals),
+            m = responses.message() => m.context("the watch broke")?,
+        };
+        let Some(response) = message else {
+            return Ok(arrivals);
+        };
+        if response.canceled {
+            bail!("etcd canceled the watch: {}", response.cancel_reason);
+        }
+        let now = Instant::now();
+        for event in &response.events {
+            if let Some(seq) = event.kv.as_ref().and_then(|kv| seq_of_key(&kv.key)) {
+                arrivals.push((seq, now));
+                received.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
-    let collection = |i: usize| format!("{}/api/v1/namespaces/{namespace}/configmaps", base(i));
-    let list: serde_json::Value = http.get(collection(0)).send().await?.json().await?;
-    let from = list["metadata"]["resourceVersion"]
-        .as_str()
-        .context("a list without resourceVersion")?
-        .to_string();
+}
 
-    // Watchers first, each on its own connection, spread over the replicas.
+/// How a cell writes: HTTP creates of ConfigMaps, or etcd Puts.
+enum Writer {
+    Http {
+        client: reqwest::Client,
+        collections: Vec<String>,
+    },
+    Etcd {
+        clients: Vec<etcdpb::kv_client::KvClient<tonic::transport::Channel>>,
+        prefix: String,
+    },
+}
+
+impl Writer {
+    /// Issues write `seq` (round robin over the replicas) with `body`; whether it succeeded.
+    async fn write(&self, seq: usize, body: Vec<u8>) -> bool {
+        match self {
+            Writer::Http { client, collections } => {
+                let req = client
+                    .post(&collections[seq % collections.len()])
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body)
+                    .timeout(WRITE_TIMEOUT);
+                matches!(req.send().await, Ok(r) if r.status().is_success())
+            }
+            Writer::Etcd { clients, prefix } => {
+                let mut c = clients[seq % clients.len()].clone();
+                let put = etcdpb::PutRequest {
+                    key: format!("{prefix}{}", object_name(seq)).into_bytes(),
+                    value: body,
+                    lease: 0,
+                };
+                matches!(tokio::time::timeout(WRITE_TIMEOUT, c.put(put)).await, Ok(Ok(_)))
+            }
+        }
+    }
+}
+
+/// Prepares a cell on `target`: the writer, the watchers (started), and the shared counters.
+async fn open_cell(
+    target: Target<'_>,
+    cell: WatchCell,
+    tag: &str,
+    stopping: &tokio::sync::watch::Receiver<bool>,
+    received: &Arc<AtomicU64>,
+    watchers: &mut JoinSet<anyhow::Result<Vec<(usize, Instant)>>>,
+) -> anyhow::Result<Writer> {
+    match target {
+        Target::Kuberaft(api_addrs) => {
+            let http = reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .build()
+                .context("cannot build an HTTP client")?;
+            let base = |i: usize| format!("http://{}", api_addrs[i % api_addrs.len()]);
+            let namespace = format!("watch-{tag}");
+            let ns =
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+            let created = http
+                .post(format!("{}/api/v1/namespaces", base(0)))
+                .json(&ns)
+                .send()
+                .await?;
+            if !created.status().is_success() {
+                bail!("creating namespace {namespace} answered {}", created.status());
+            }
+            let collection = |i: usize| format!("{}/api/v1/namespaces/{namespace}/configmaps", base(i));
+            let list: serde_json::Value = http.get(collection(0)).send().await?.json().await?;
+            let from = list["metadata"]["resourceVersion"]
+                .as_str()
+                .context("a list without resourceVersion")?
+                .to_string();
+            // Watchers first, each on its own connection, spread over the replicas.
+            for w in 0..cell.watchers {
+                let own = reqwest::Client::builder().tcp_nodelay(true).build()?;
+                let url = format!("{}?watch=1&resourceVersion={from}", collection(w));
+                watchers.spawn(watch(own, url, stopping.clone(), received.clone()));
+            }
+            Ok(Writer::Http {
+                client: http,
+                collections: (0..api_addrs.len()).map(collection).collect(),
+            })
+        }
+        Target::Etcd(addrs) => {
+            let prefix = format!("/bench/watch-{tag}/");
+            let mut clients = Vec::new();
+            for addr in addrs {
+                clients.push(etcdpb::kv_client::KvClient::new(connect(addr).await?));
+            }
+            let range = etcdpb::RangeRequest {
+                key: prefix.clone().into_bytes(),
+                range_end: prefix_end(prefix.as_bytes()),
+                limit: 1,
+                revision: 0,
+                serializable: false,
+            };
+            let revision = clients[0]
+                .range(range)
+                .await
+                .context("cannot read etcd's revision")?
+                .into_inner()
+                .header
+                .map_or(0, |h| h.revision);
+            for w in 0..cell.watchers {
+                watchers.spawn(watch_etcd(
+                    addrs[w % addrs.len()].clone(),
+                    prefix.clone().into_bytes(),
+                    revision + 1,
+                    stopping.clone(),
+                    received.clone(),
+                ));
+            }
+            Ok(Writer::Etcd { clients, prefix })
+        }
+    }
+}
+
+/// Runs one cell against `target`.
+pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow::Result<WatchResult> {
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let received = Arc::new(AtomicU64::new(0));
     let mut watchers = JoinSet::new();
-    for w in 0..cell.watchers {
-        let own = reqwest::Client::builder().tcp_nodelay(true).build()?;
-        let url = format!("{}?watch=1&resourceVersion={from}", collection(w));
-        watchers.spawn(watch(own, url, stopping.clone(), received.clone()));
-    }
+    let writer = Arc::new(open_cell(target, cell, tag, &stopping, &received, &mut watchers).await?);
     // Give the watches time to be established before the first write.
     tokio::time::sleep(Duration::from_millis(500 + cell.watchers as u64)).await;
 
@@ -159,19 +334,16 @@ pub async fn run_cell(api_addrs: &[String], cell: WatchCell, tag: &str) -> anyho
         tokio::time::sleep_until((start + period * seq as u32).into()).await;
         let permit = slots.clone().acquire_owned().await?;
         let body = serde_json::json!({"metadata": {"name": object_name(seq)}, "data": {"v": value}});
-        let req = http.post(collection(seq)).json(&body).timeout(WRITE_TIMEOUT);
-        let (acks, errors) = (acks.clone(), errors.clone());
+        let body = serde_json::to_vec(&body)?;
+        let (acks, errors, writer) = (acks.clone(), errors.clone(), writer.clone());
         writes.spawn(async move {
-            match req.send().await {
-                Ok(r) if r.status().is_success() => {
-                    let now = Instant::now();
-                    if let Ok(mut a) = acks.lock() {
-                        a[seq] = Some(now);
-                    }
+            if writer.write(seq, body).await {
+                let now = Instant::now();
+                if let Ok(mut a) = acks.lock() {
+                    a[seq] = Some(now);
                 }
-                _ => {
-                    errors.fetch_add(1, Ordering::Relaxed);
-                }
+            } else {
+                errors.fetch_add(1, Ordering::Relaxed);
             }
             drop(permit);
         });
@@ -202,6 +374,7 @@ pub async fn run_cell(api_addrs: &[String], cell: WatchCell, tag: &str) -> anyho
     }
     let ms = |q: f64| (!hist.is_empty()).then(|| hist.value_at_quantile(q) as f64 / 1000.0);
     Ok(WatchResult {
+        system: target.name(),
         watchers: cell.watchers,
         rate: cell.rate,
         writes_per_sec: acknowledged as f64 / elapsed.as_secs_f64(),
@@ -217,12 +390,13 @@ pub async fn run_cell(api_addrs: &[String], cell: WatchCell, tag: &str) -> anyho
 /// The results as a markdown table.
 pub fn markdown(results: &[WatchResult]) -> String {
     let mut out = String::from(
-        "| watchers | target writes/s | achieved writes/s | events delivered | missing | p50 ms | p99 ms | max ms |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| system | watchers | target writes/s | achieved writes/s | events delivered | missing | p50 ms | p99 ms | max ms |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in results {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.system,
             r.watchers,
             r.rate,
             fmt_rate(Some(r.writes_per_sec)),
@@ -246,5 +420,7 @@ mod tests {
         assert_eq!(seq_of(line), Some(42));
         assert_eq!(seq_of(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#), None);
         assert_eq!(seq_of(object_name(7).as_bytes()), None);
+        assert_eq!(seq_of_key(b"/bench/watch-w1-r100-0/w-17"), Some(17));
+        assert_eq!(seq_of_key(b"/bench/watch-w1-r100-0/other"), None);
     }
 }

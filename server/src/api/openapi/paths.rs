@@ -144,6 +144,13 @@ const PATCH_TYPES: &[&str] = &[
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
 ];
+/// The PATCH body types of a custom resource (no strategic merge patch: kubectl reads this to
+/// choose a merge patch for `apply` and `diff`).
+const CUSTOM_PATCH_TYPES: &[&str] = &[
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+];
 const PRODUCES: &[&str] = &["application/json", "application/yaml"];
 const PRODUCES_WATCH: &[&str] = &[
     "application/json",
@@ -335,7 +342,12 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
             gvk,
         );
         patch.query = PATCH_PARAMS;
-        patch.body = Some((PATCH.to_string(), PATCH_TYPES));
+        let patch_types = if rt.custom.is_some() {
+            CUSTOM_PATCH_TYPES
+        } else {
+            PATCH_TYPES
+        };
+        patch.body = Some((PATCH.to_string(), patch_types));
         patch.responses = vec![(200, def.to_string()), (201, def.to_string())];
         PathItem {
             path: format!("{collection}/{{name}}{sub}"),

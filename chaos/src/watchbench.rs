@@ -211,25 +211,47 @@ enum Writer {
 }
 
 impl Writer {
-    /// Issues write `seq` (round robin over the replicas) with `body`; whether it succeeded.
-    async fn write(&self, seq: usize, body: Vec<u8>) -> bool {
+    /// Prepares write `seq` (round robin over the replicas) with `body`.
+    fn prepare(&self, seq: usize, body: Vec<u8>) -> PendingWrite {
         match self {
-            Writer::Http { client, collections } => {
-                let req = client
+            Writer::Http { client, collections } => PendingWrite::Http(
+                client
                     .post(&collections[seq % collections.len()])
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(body)
-                    .timeout(WRITE_TIMEOUT);
-                matches!(req.send().await, Ok(r) if r.status().is_success())
-            }
-            Writer::Etcd { clients, prefix } => {
-                let mut c = clients[seq % clients.len()].clone();
-                let put = etcdpb::PutRequest {
+                    .timeout(WRITE_TIMEOUT),
+            ),
+            Writer::Etcd { clients, prefix } => PendingWrite::Etcd(
+                clients[seq % clients.len()].clone(),
+                etcdpb::PutRequest {
                     key: format!("{prefix}{}", object_name(seq)).into_bytes(),
                     value: body,
                     lease: 0,
-                };
-                matches!(tokio::time::timeout(WRITE_TIMEOUT, c.put(put)).await, Ok(Ok(_)))
+                },
+            ),
+        }
+    }
+}
+
+/// One write, ready to be sent.
+enum PendingWrite {
+    Http(reqwest::RequestBuilder),
+    Etcd(
+        etcdpb::kv_client::KvClient<tonic::transport::Channel>,
+        etcdpb::PutRequest,
+    ),
+}
+
+impl PendingWrite {
+    /// Sends the write; whether it succeeded.
+    async fn send(self) -> bool {
+        match self {
+            PendingWrite::Http(req) => matches!(req.send().await, Ok(r) if r.status().is_success()),
+            PendingWrite::Etcd(mut client, put) => {
+                matches!(
+                    tokio::time::timeout(WRITE_TIMEOUT, client.put(put)).await,
+                    Ok(Ok(_))
+                )
             }
         }
     }
@@ -318,7 +340,7 @@ pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow:
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let received = Arc::new(AtomicU64::new(0));
     let mut watchers = JoinSet::new();
-    let writer = Arc::new(open_cell(target, cell, tag, &stopping, &received, &mut watchers).await?);
+    let writer = open_cell(target, cell, tag, &stopping, &received, &mut watchers).await?;
     // Give the watches time to be established before the first write.
     tokio::time::sleep(Duration::from_millis(500 + cell.watchers as u64)).await;
 
@@ -335,9 +357,10 @@ pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow:
         let permit = slots.clone().acquire_owned().await?;
         let body = serde_json::json!({"metadata": {"name": object_name(seq)}, "data": {"v": value}});
         let body = serde_json::to_vec(&body)?;
-        let (acks, errors, writer) = (acks.clone(), errors.clone(), writer.clone());
+        let write = writer.prepare(seq, body);
+        let (acks, errors) = (acks.clone(), errors.clone());
         writes.spawn(async move {
-            if writer.write(seq, body).await {
+            if write.send().await {
                 let now = Instant::now();
                 if let Ok(mut a) = acks.lock() {
                     a[seq] = Some(now);

@@ -291,34 +291,38 @@ impl Registry {
 
 /// The types served right now: the built-in ones and those the stored
 /// CustomResourceDefinitions add, swapped as a whole when a definition changes so that every
-/// request sees one consistent set.
+/// request sees one consistent set. Each set is tagged with the store revision it was derived
+/// at, and an older set never replaces a newer one.
 #[derive(Debug)]
 pub struct LiveRegistry {
-    current: RwLock<Arc<Registry>>,
+    current: RwLock<(i64, Arc<Registry>)>,
 }
 
 impl LiveRegistry {
     /// Starts with the built-in types only.
     pub fn new() -> Self {
         LiveRegistry {
-            current: RwLock::new(Arc::new(Registry::new())),
+            current: RwLock::new((0, Arc::new(Registry::new()))),
         }
     }
 
     /// The set of types served now.
     pub fn current(&self) -> Arc<Registry> {
         match self.current.read() {
-            Ok(r) => r.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+            Ok(r) => r.1.clone(),
+            Err(poisoned) => poisoned.into_inner().1.clone(),
         }
     }
 
-    /// Serves the built-in types plus `custom`.
-    pub fn set_custom(&self, custom: Vec<ResourceType>) {
-        let next = Arc::new(Registry::with_custom(custom));
-        match self.current.write() {
-            Ok(mut r) => *r = next,
-            Err(poisoned) => *poisoned.into_inner() = next,
+    /// Serves the built-in types plus `custom`, the custom types of the definitions stored at
+    /// `revision` (unless a set from a later revision is already served).
+    pub fn set_custom(&self, custom: Vec<ResourceType>, revision: i64) {
+        let mut current = match self.current.write() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if revision >= current.0 {
+            *current = (revision, Arc::new(Registry::with_custom(custom)));
         }
     }
 }

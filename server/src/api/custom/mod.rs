@@ -264,24 +264,31 @@ fn version_priority(name: &str) -> (u8, i64, i64, String) {
     }
 }
 
-/// The custom types of every definition in the cache now.
-fn custom_types(cache: &WatchCache) -> Vec<ResourceType> {
+/// The custom types of every definition in the cache now, and the cache revision they are at.
+fn custom_types(cache: &WatchCache) -> (Vec<ResourceType>, i64) {
     cache
         .list(CRD_PREFIX, None, None)
-        .map(|snap| {
-            snap.objects
+        .map_or((Vec::new(), 0), |snap| {
+            let types = snap
+                .objects
                 .iter()
                 .flat_map(|(_, o)| types_of(&o.value()))
-                .collect()
+                .collect();
+            (types, snap.revision)
         })
-        .unwrap_or_default()
+}
+
+/// Serves the custom types of the definitions in the cache now.
+fn install(cache: &WatchCache, live: &LiveRegistry) {
+    let (types, revision) = custom_types(cache);
+    live.set_custom(types, revision);
 }
 
 /// Serves the definitions a linearizable read would see now (for a request whose path no
 /// served type matches: the definition may have been created an instant ago elsewhere).
 pub async fn refresh(cache: &WatchCache, live: &LiveRegistry) -> ApiResult<()> {
     sync_most_recent(cache).await?;
-    live.set_custom(custom_types(cache));
+    install(cache, live);
     Ok(())
 }
 
@@ -293,7 +300,7 @@ pub fn follow(cache: WatchCache, live: Arc<LiveRegistry>) {
         }
         loop {
             let (_, mut changes) = cache.list_and_watch(CRD_PREFIX);
-            live.set_custom(custom_types(&cache));
+            install(&cache, &live);
             loop {
                 match changes.recv().await {
                     Ok(batch) => {
@@ -304,7 +311,7 @@ pub fn follow(cache: WatchCache, live: Arc<LiveRegistry>) {
                             Published::Reset => true,
                         };
                         if touched {
-                            live.set_custom(custom_types(&cache));
+                            install(&cache, &live);
                         }
                     }
                     // Fell behind or the cache restarted: read the whole set again.
@@ -376,6 +383,23 @@ mod tests {
         let mut broken = crontab_crd();
         broken["metadata"]["name"] = json!("other.stable.example.com");
         assert!(types_of(&broken).is_empty());
+    }
+
+    #[test]
+    fn an_older_set_of_definitions_never_replaces_a_newer_one() {
+        let live = LiveRegistry::new();
+        let served = |live: &LiveRegistry| {
+            live.current()
+                .lookup("stable.example.com", "v1", "crontabs")
+                .is_some()
+        };
+        assert!(!served(&live));
+        live.set_custom(types_of(&crontab_crd()), 7);
+        assert!(served(&live));
+        live.set_custom(Vec::new(), 5);
+        assert!(served(&live), "a late install of revision 5 is ignored");
+        live.set_custom(Vec::new(), 9);
+        assert!(!served(&live));
     }
 
     #[test]

@@ -67,6 +67,8 @@ spec:
     additionalPrinterColumns:
     - {name: Spec, type: string, jsonPath: .spec.cronSpec}
     - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    selectableFields:
+    - {jsonPath: .spec.image}
 "#;
 
 const NIGHTLY: &str = r#"apiVersion: stable.example.com/v1
@@ -196,6 +198,36 @@ async fn kubectl_serves_custom_resources_from_their_definitions() {
     let reapplied = k.json("node-3", &["get", "ct", "nightly"]);
     assert_eq!(reapplied["spec"]["image"], "backup:1b");
     assert_eq!(reapplied["metadata"]["generation"], 2);
+    // Field selectors over the definition's selectableFields.
+    let selected = k.ok(
+        "node-2",
+        &[
+            "get",
+            "ct",
+            "--field-selector",
+            "spec.image=backup:1b",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(selected.trim(), "crontab.stable.example.com/nightly");
+    let none = k.ok(
+        "node-3",
+        &[
+            "get",
+            "ct",
+            "--field-selector",
+            "spec.image!=backup:1b",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(none.trim(), "");
+    let (ok, _, err) = k.kubectl("node-1", &["get", "ct", "--field-selector", "spec.mode=fast"]);
+    assert!(
+        !ok && err.contains("field label not supported: spec.mode"),
+        "{err}"
+    );
     assert!(
         reapplied["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
             .as_str()

@@ -97,12 +97,14 @@ impl Selectable for CachedObject {
             .map(|(_, v)| &**v)
     }
 
+    /// A field extracted when the object entered the cache, else (a custom resource's
+    /// selectable field) read from the decoded object.
     fn field(&self, path: &str) -> String {
         self.extract
             .fields
             .iter()
             .find(|(p, _)| *p == path)
-            .map_or_else(String::new, |(_, text)| text.to_string())
+            .map_or_else(|| field_text(&self.value(), path), |(_, text)| text.to_string())
     }
 }
 

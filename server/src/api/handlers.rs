@@ -137,11 +137,11 @@ fn prefix(req: &ResourceRequest) -> String {
 /// The selectors of a collection request.
 pub(super) fn selectors(req: &ResourceRequest, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
     let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
-    let fields = FieldSelector::parse(
-        q.get("fieldSelector").map_or("", String::as_str),
-        req.rt.group,
-        req.rt.plural,
-    )?;
+    let text = q.get("fieldSelector").map_or("", String::as_str);
+    let fields = match &req.rt.custom {
+        Some(custom) => FieldSelector::parse_custom(text, &custom.selectable)?,
+        None => FieldSelector::parse(text, req.rt.group, req.rt.plural)?,
+    };
     Ok((labels, fields))
 }
 

@@ -181,7 +181,17 @@ impl FieldSelector {
     /// Parses a field selector for the type `(group, plural)`; an unknown field is a 400 with
     /// kube-apiserver's message.
     pub fn parse(s: &str, group: &str, plural: &str) -> ApiResult<Self> {
-        let extra = selectable_fields(group, plural);
+        Self::parse_with(s, selectable_fields(group, plural))
+    }
+
+    /// Parses a field selector for a custom resource whose definition declares `selectable`
+    /// fields (their JSON paths, which are also their names).
+    pub fn parse_custom(s: &str, selectable: &[&'static str]) -> ApiResult<Self> {
+        let extra: Vec<(&'static str, &'static str)> = selectable.iter().map(|p| (*p, *p)).collect();
+        Self::parse_with(s, &extra)
+    }
+
+    fn parse_with(s: &str, extra: &[(&'static str, &'static str)]) -> ApiResult<Self> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, equal, value) = if let Some((k, v)) = part.split_once("!=") {
@@ -198,7 +208,7 @@ impl FieldSelector {
                 "metadata.name" => "metadata.name",
                 "metadata.namespace" => "metadata.namespace",
                 other => match extra.iter().find(|(f, _)| *f == other) {
-                    Some((_, path)) => path,
+                    Some((_, path)) => *path,
                     None if extra.is_empty() => {
                         return Err(ApiError::bad_request(format!(
                             "\"{other}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
@@ -287,6 +297,22 @@ mod tests {
         assert_eq!(
             e.message,
             "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+    }
+
+    #[test]
+    fn custom_resources_select_by_their_declared_fields() {
+        let obj = json!({"metadata": {"name": "a"}, "spec": {"color": "red"}});
+        let f = FieldSelector::parse_custom("spec.color=red,metadata.name=a", &["spec.color"]).unwrap();
+        assert!(f.matches(&obj));
+        assert!(!FieldSelector::parse_custom("spec.color!=red", &["spec.color"])
+            .unwrap()
+            .matches(&obj));
+        assert_eq!(
+            FieldSelector::parse_custom("spec.size=1", &["spec.color"])
+                .unwrap_err()
+                .message,
+            "field label not supported: spec.size"
         );
     }
 

@@ -10,6 +10,9 @@ use super::super::meta::now_rfc3339;
 /// The finalizer that keeps a definition until its objects are deleted.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
+/// Most selectable fields a version may declare (kube-apiserver's limit).
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
 /// The annotation a definition in a Kubernetes-owned group must carry.
 const APPROVAL: &str = "api-approved.kubernetes.io";
 
@@ -180,6 +183,28 @@ pub fn validate(crd: &Value) -> Vec<(String, String)> {
                 ),
             }
         }
+        let selectable = v["selectableFields"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if selectable.len() > MAX_SELECTABLE_FIELDS {
+            cause(
+                &format!("{at}.selectableFields"),
+                format!(
+                    "Too many: {}: must have at most {MAX_SELECTABLE_FIELDS} items",
+                    selectable.len()
+                ),
+            );
+        }
+        for (j, field) in selectable.iter().enumerate() {
+            let path = field["jsonPath"].as_str().unwrap_or_default();
+            if super::field_path(path).is_none() {
+                cause(
+                    &format!("{at}.selectableFields[{j}].jsonPath"),
+                    format!("Invalid value: {path:?}: must be a simple json path starting with ."),
+                );
+            }
+        }
         if let Some(scale) = v["subresources"].get("scale") {
             for (field, required) in [
                 ("specReplicasPath", true),
@@ -347,6 +372,7 @@ mod tests {
         crd["spec"]["scope"] = json!("Global");
         crd["spec"]["versions"][0]["storage"] = json!(false);
         crd["spec"]["versions"][1]["schema"] = json!({});
+        crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": "spec.image"}]);
         let fields: Vec<String> = validate(&crd).into_iter().map(|(f, _)| f).collect();
         assert_eq!(
             fields,
@@ -355,6 +381,7 @@ mod tests {
                 "metadata.name",
                 "spec.scope",
                 "spec.versions",
+                "spec.versions[0].selectableFields[0].jsonPath",
                 "spec.versions[1].schema.openAPIV3Schema"
             ]
         );

@@ -53,6 +53,9 @@ pub struct CustomType {
     pub deprecation: Option<String>,
     /// The definition is being deleted: no new objects.
     pub terminating: bool,
+    /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
+    /// `metadata.name` and `metadata.namespace`.
+    pub selectable: Vec<&'static str>,
 }
 
 /// Where the scale subresource of a custom resource reads and writes its numbers.
@@ -235,6 +238,14 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                     scale,
                     deprecation,
                     terminating,
+                    selectable: v["selectableFields"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|f| f["jsonPath"].as_str().and_then(|p| p.strip_prefix('.')))
+                        .map(intern)
+                        .collect(),
                 })),
             })
         })
@@ -344,7 +355,8 @@ mod tests {
                         "status": {"type": "object", "properties": {"replicas": {"type": "integer"}, "selector": {"type": "string"}}}}}},
                      "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
                         "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}},
-                     "additionalPrinterColumns": [{"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"}]},
+                     "additionalPrinterColumns": [{"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"}],
+                     "selectableFields": [{"jsonPath": ".spec.image"}]},
                     {"name": "v1beta1", "served": true, "storage": false, "deprecated": true,
                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
                     {"name": "v0", "served": false, "storage": false,
@@ -368,6 +380,7 @@ mod tests {
         let custom = v1.custom.as_ref().unwrap();
         assert_eq!(custom.storage_version, "v1");
         assert_eq!(custom.columns.len(), 1);
+        assert_eq!(custom.selectable, ["spec.image"]);
         assert_eq!(custom.scale.as_ref().unwrap().spec_replicas, ["spec", "replicas"]);
         assert_eq!(
             custom.schema["properties"]["metadata"]["$ref"],

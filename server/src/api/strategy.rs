@@ -149,7 +149,7 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResul
                 "create not allowed while custom resource definition is terminating",
             ));
         }
-        structural::validate(&custom.declared, obj)
+        structural::validate(&custom.declared, &custom.patterns, obj)
     } else if is_definition(rt) {
         match old {
             Some(old) => definition::validate_update(old, obj),

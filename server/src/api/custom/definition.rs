@@ -158,6 +158,11 @@ pub fn validate(crd: &Value) -> Vec<(String, String)> {
                 },
             );
         }
+        for (field, message) in
+            super::structural::invalid_patterns(schema, &format!("{at}.schema.openAPIV3Schema"))
+        {
+            cause(&field, message);
+        }
         for (j, column) in v["additionalPrinterColumns"]
             .as_array()
             .map(Vec::as_slice)
@@ -384,6 +389,20 @@ mod tests {
                 "spec.versions[0].selectableFields[0].jsonPath",
                 "spec.versions[1].schema.openAPIV3Schema"
             ]
+        );
+        let mut bad_pattern = crontab_crd();
+        bad_pattern["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["image"]["pattern"] = json!("([a-z");
+        let causes = validate(&bad_pattern);
+        assert_eq!(
+            causes[0].0,
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[image].pattern"
+        );
+        assert!(
+            causes[0]
+                .1
+                .starts_with("Invalid value: \"([a-z\": must be a valid regular expression"),
+            "{causes:?}"
         );
         let mut protected = crontab_crd();
         protected["spec"]["group"] = json!("stable.k8s.io");

@@ -42,6 +42,8 @@ pub struct CustomType {
     pub storage_version: &'static str,
     /// The version's `openAPIV3Schema` as declared (defaults and value validations).
     pub declared: Value,
+    /// The declared schema's `pattern`s, compiled.
+    pub patterns: structural::Patterns,
     /// The same schema as a whole object's: `apiVersion`, `kind` and the standard `metadata`
     /// added, for field validation, pruning and server-side apply.
     pub schema: Value,
@@ -233,6 +235,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                     definition: definition.clone(),
                     storage_version: intern(storage),
                     schema: object_schema(&declared),
+                    patterns: structural::Patterns::of(&declared),
                     declared,
                     columns: columns::of_version(v),
                     scale,

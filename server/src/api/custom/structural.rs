@@ -3,7 +3,9 @@
 //! item counts, unique list-map keys), worded as kube-apiserver words them. Unknown fields
 //! are pruned earlier, by field validation ([`super::super::validation`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use regex::Regex;
 
 use serde_json::Value;
 
@@ -117,11 +119,103 @@ fn shown(v: &Value) -> String {
     }
 }
 
-struct Walk {
-    causes: Vec<(String, String)>,
+/// The `pattern`s of a schema, compiled once when its definition is read (not per object).
+#[derive(Debug, Default)]
+pub struct Patterns(HashMap<String, Regex>);
+
+impl PartialEq for Patterns {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.keys().all(|k| other.0.contains_key(k))
+    }
 }
 
-impl Walk {
+/// Calls `f` with every sub-schema of `schema` and where it is (`properties[spec].items`).
+fn each_schema(schema: &Value, at: &str, depth: usize, f: &mut dyn FnMut(&Value, &str)) {
+    if depth > MAX_DEPTH || !schema.is_object() {
+        return;
+    }
+    f(schema, at);
+    let join = |step: String| {
+        if at.is_empty() {
+            step
+        } else {
+            format!("{at}.{step}")
+        }
+    };
+    if let Some(properties) = props(schema) {
+        for (name, sub) in properties {
+            each_schema(sub, &join(format!("properties[{name}]")), depth + 1, f);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(sub) = schema.get(key) {
+            each_schema(sub, &join(key.to_string()), depth + 1, f);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for (i, sub) in schema[key]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            each_schema(sub, &join(format!("{key}[{i}]")), depth + 1, f);
+        }
+    }
+}
+
+impl Patterns {
+    /// Compiles every valid `pattern` of `schema` (an invalid one is refused with the
+    /// definition, see [`invalid_patterns`]).
+    pub fn of(schema: &Value) -> Patterns {
+        let mut out = HashMap::new();
+        each_schema(schema, "", 0, &mut |s, _| {
+            if let Some(p) = s["pattern"].as_str() {
+                if let (false, Ok(re)) = (out.contains_key(p), Regex::new(p)) {
+                    out.insert(p.to_string(), re);
+                }
+            }
+        });
+        Patterns(out)
+    }
+}
+
+/// The `pattern`s of `schema` that are not valid regular expressions, as causes under
+/// `prefix` (the schema's own field path).
+pub fn invalid_patterns(schema: &Value, prefix: &str) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    each_schema(schema, "", 0, &mut |s, at| {
+        if let Some(p) = s["pattern"].as_str() {
+            if let Err(e) = Regex::new(p) {
+                let field = if at.is_empty() {
+                    format!("{prefix}.pattern")
+                } else {
+                    format!("{prefix}.{at}.pattern")
+                };
+                let why = e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                causes.push((
+                    field,
+                    format!("Invalid value: {p:?}: must be a valid regular expression, but isn't: {why}"),
+                ));
+            }
+        }
+    });
+    causes
+}
+
+struct Walk<'p> {
+    causes: Vec<(String, String)>,
+    patterns: &'p Patterns,
+}
+
+impl Walk<'_> {
     fn add(&mut self, path: &str, message: String) {
         self.causes.push((path.to_string(), message));
     }
@@ -247,7 +341,7 @@ impl Walk {
         }
         if let Some(pattern) = schema["pattern"].as_str() {
             // A pattern that does not compile was refused with its definition; nothing to test.
-            if let Ok(re) = regex::Regex::new(pattern) {
+            if let Some(re) = self.patterns.0.get(pattern) {
                 if !re.is_match(s) {
                     self.add(
                         path,
@@ -355,9 +449,13 @@ impl Walk {
     }
 }
 
-/// The causes that make `obj` invalid under its version's declared schema (empty when valid).
-pub fn validate(schema: &Value, obj: &Value) -> Vec<(String, String)> {
-    let mut walk = Walk { causes: Vec::new() };
+/// The causes that make `obj` invalid under its version's declared schema, whose patterns are
+/// `patterns` (empty when valid).
+pub fn validate(schema: &Value, patterns: &Patterns, obj: &Value) -> Vec<(String, String)> {
+    let mut walk = Walk {
+        causes: Vec::new(),
+        patterns,
+    };
     if let Value::Object(o) = obj {
         walk.object(schema, o, "", 0);
     }
@@ -400,10 +498,14 @@ mod tests {
     fn value_validations_are_reported_with_kube_wording() {
         let s = schema();
         let good = json!({"spec": {"image": "web", "replicas": 3, "port": "http", "tags": ["a"], "labels": {"a": "b"}}});
-        assert!(validate(&s, &good).is_empty(), "{:?}", validate(&s, &good));
+        assert!(
+            validate(&s, &Patterns::of(&s), &good).is_empty(),
+            "{:?}",
+            validate(&s, &Patterns::of(&s), &good)
+        );
         let bad = json!({"apiVersion": "x/v1", "spec": {"image": "W", "replicas": "two", "mode": "medium", "port": true,
             "tags": ["a", "a", "b"], "ports": [{"port": 1}, {"port": 1}], "labels": {"a": 1}}});
-        let causes = validate(&s, &bad);
+        let causes = validate(&s, &Patterns::of(&s), &bad);
         let text: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
         assert_eq!(
             text,
@@ -419,7 +521,7 @@ mod tests {
                 "spec.tags[1]: Duplicate value: \"a\"",
             ]
         );
-        let missing = validate(&s, &json!({"spec": {"replicas": 9}}));
+        let missing = validate(&s, &Patterns::of(&s), &json!({"spec": {"replicas": 9}}));
         assert_eq!(
             missing,
             [
@@ -430,6 +532,6 @@ mod tests {
                 )
             ]
         );
-        assert_eq!(validate(&s, &json!({}))[0].0, "spec");
+        assert_eq!(validate(&s, &Patterns::of(&s), &json!({}))[0].0, "spec");
     }
 }

@@ -90,7 +90,9 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
         let http = reqwest::get(format!("http://127.0.0.1:{}/readyz", api + i - 1))
             .await
             .unwrap();
-        assert_eq!(http.status(), 200);
+        let status = http.status();
+        let why = http.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "node-{i} not ready after `cluster up`: {why}");
     }
     // Prometheus metrics with the Raft and storage series operators graph.
     let metrics = reqwest::get(format!("http://127.0.0.1:{api}/metrics"))

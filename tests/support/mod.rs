@@ -186,6 +186,21 @@ impl Cluster {
         std::fs::read_to_string(&self.replicas[i].log).unwrap_or_default()
     }
 
+    /// The last `lines` lines of every replica's log, labelled (for failure messages).
+    pub fn log_tails(&self, lines: usize) -> String {
+        (0..self.replicas.len())
+            .map(|i| {
+                let log = self.log(i);
+                let all: Vec<&str> = log.lines().collect();
+                let tail = all[all.len().saturating_sub(lines)..].join("\n");
+                format!(
+                    "\n--- replica {} (id {}) log tail ---\n{tail}",
+                    i, self.replicas[i].id
+                )
+            })
+            .collect()
+    }
+
     /// A Kv client for replica `i`.
     pub async fn kv(&self, i: usize) -> KvClient<Channel> {
         let ch = Channel::from_shared(format!("http://{}", self.replicas[i].peer_addr))
@@ -225,7 +240,12 @@ impl Cluster {
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "no agreed leader within {timeout:?}");
+            if Instant::now() >= deadline {
+                panic!(
+                    "no agreed leader within {timeout:?} (leaders seen: {leaders:?}, all answered: {all}); {}",
+                    self.log_tails(40)
+                );
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

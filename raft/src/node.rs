@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,7 +95,15 @@ pub struct RaftNode {
     progress: watch::Receiver<Progress>,
     events: broadcast::Sender<Arc<ApplyEvent>>,
     peers: Peers,
+    /// Set once this replica has applied everything it knew to be committed; from then on a
+    /// lag of entries in flight does not make it unready.
+    caught_up: AtomicBool,
 }
+
+/// Once caught up, a replica stays ready while it is at most this many committed entries
+/// behind (entries committed but still being applied are normal under writes; a replica
+/// further behind, such as one catching up after a partition, is not ready).
+const READY_MAX_LAG: u64 = 1_000;
 
 /// Capacity of the apply stream; a subscriber that falls further behind is told it lagged.
 const APPLY_STREAM_CAPACITY: usize = 16 * 1024;
@@ -169,6 +178,7 @@ impl RaftNode {
             progress,
             events,
             peers,
+            caught_up: AtomicBool::new(false),
         });
         tokio::spawn(compaction_loop(Arc::downgrade(&node)));
         Ok((node, fatal_rx))
@@ -378,8 +388,9 @@ impl RaftNode {
         }
     }
 
-    /// Whether this replica can serve: it knows a leader and has applied everything it knows is
-    /// committed. The error says why not.
+    /// Whether this replica can serve: it knows a leader and has applied everything it knew to
+    /// be committed (and, since then, stays within [`READY_MAX_LAG`] entries of it). The error
+    /// says why not.
     pub fn ready(&self) -> Result<(), String> {
         let m = self.raft.metrics().borrow().clone();
         if m.running_state.is_err() {
@@ -390,11 +401,18 @@ impl RaftNode {
         }
         let committed = self.log.committed().map_or(0, |l| l.index);
         let applied = self.progress.borrow().applied_index;
-        if applied < committed {
+        let allowed = if self.caught_up.load(Ordering::Relaxed) {
+            READY_MAX_LAG
+        } else {
+            0
+        };
+        if applied.saturating_add(allowed) < committed {
+            self.caught_up.store(false, Ordering::Relaxed);
             return Err(format!(
                 "applied index {applied} is behind the commit index {committed} this replica knows"
             ));
         }
+        self.caught_up.store(true, Ordering::Relaxed);
         Ok(())
     }
 

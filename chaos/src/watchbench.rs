@@ -93,9 +93,9 @@ fn object_name(seq: usize) -> String {
     format!("w-{seq}")
 }
 
-/// The write number after the first `needle` in `bytes`.
-fn number_after(bytes: &[u8], needle: &[u8]) -> Option<usize> {
-    let at = bytes.windows(needle.len()).position(|w| w == needle)? + needle.len();
+/// The write number after the first match of `needle` in `bytes`.
+fn number_after(bytes: &[u8], needle: &memchr::memmem::Finder<'_>) -> Option<usize> {
+    let at = needle.find(bytes)? + needle.needle().len();
     let digits = bytes[at..].iter().take_while(|b| b.is_ascii_digit()).count();
     std::str::from_utf8(&bytes[at..at + digits]).ok()?.parse().ok()
 }
@@ -103,13 +103,33 @@ fn number_after(bytes: &[u8], needle: &[u8]) -> Option<usize> {
 /// The write number of the first object named in a watch event line (`"name":"w-<seq>"` is the
 /// first `name` key: the ConfigMap's data has none).
 fn seq_of(line: &[u8]) -> Option<usize> {
-    number_after(line, b"\"name\":\"w-")
+    // Built once: a searcher's setup costs more than searching one event.
+    static NAME: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"name\":\"w-"));
+    number_after(line, &NAME)
+}
+
+/// Records the write number of every complete event line in `buf` (arrived at `now`), and keeps
+/// only the incomplete rest. Linear in the bytes received: a chunk of many events costs no more
+/// per event than a chunk of one.
+fn take_lines(buf: &mut Vec<u8>, now: Instant, arrivals: &mut Vec<(usize, Instant)>) -> u64 {
+    let mut taken = 0;
+    let mut from = 0;
+    while let Some(end) = memchr::memchr(b'\n', &buf[from..]) {
+        if let Some(seq) = seq_of(&buf[from..from + end]) {
+            arrivals.push((seq, now));
+            taken += 1;
+        }
+        from += end + 1;
+    }
+    buf.drain(..from);
+    taken
 }
 
 /// The write number of an etcd key (`<prefix>w-<seq>`).
 fn seq_of_key(key: &[u8]) -> Option<usize> {
     let at = key.iter().rposition(|b| *b == b'/')? + 1;
-    number_after(&key[at..], b"w-")
+    number_after(&key[at..], &memchr::memmem::Finder::new(b"w-"))
 }
 
 /// One watcher: receives events until `stop`, recording (write number, arrival) and counting
@@ -136,13 +156,8 @@ async fn watch(
         };
         let now = Instant::now();
         buf.extend_from_slice(&chunk);
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=end).collect();
-            if let Some(seq) = seq_of(&line) {
-                arrivals.push((seq, now));
-                received.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        let taken = take_lines(&mut buf, now, &mut arrivals);
+        received.fetch_add(taken, Ordering::Relaxed);
     }
 }
 
@@ -445,5 +460,27 @@ mod tests {
         assert_eq!(seq_of(object_name(7).as_bytes()), None);
         assert_eq!(seq_of_key(b"/bench/watch-w1-r100-0/w-17"), Some(17));
         assert_eq!(seq_of_key(b"/bench/watch-w1-r100-0/other"), None);
+    }
+
+    #[test]
+    fn chunks_split_anywhere_yield_each_event_once() {
+        let stream: Vec<u8> = (0..50)
+            .flat_map(|i| {
+                format!("{{\"type\":\"ADDED\",\"object\":{{\"metadata\":{{\"name\":\"w-{i}\"}}}}}}\n")
+                    .into_bytes()
+            })
+            .collect();
+        let now = Instant::now();
+        for size in [1, 7, 64, stream.len()] {
+            let (mut buf, mut arrivals, mut taken) = (Vec::new(), Vec::new(), 0);
+            for piece in stream.chunks(size) {
+                buf.extend_from_slice(piece);
+                taken += take_lines(&mut buf, now, &mut arrivals);
+            }
+            assert!(buf.is_empty());
+            assert_eq!(taken, 50);
+            let seqs: Vec<usize> = arrivals.iter().map(|(s, _)| *s).collect();
+            assert_eq!(seqs, (0..50).collect::<Vec<_>>(), "chunks of {size} bytes");
+        }
     }
 }

@@ -11,9 +11,11 @@
 //!   it was sent, so quiet collections advance too.
 //! * Encodings: JSON (one document per line), YAML (one document per event), Table (for
 //!   `kubectl get -w`) and Kubernetes protobuf (length-delimited `WatchEvent`s).
-//! * Each frame is one chunk, written as soon as it is produced. An object's encoding is
-//!   computed once and shared by every watcher; a watcher that falls more than the buffer
-//!   behind is closed cleanly and its client resumes from its last resourceVersion.
+//! * A watcher is its response body: the connection's task polls it, and it polls the cache's
+//!   broadcast. Frames go out as soon as their batch of revisions is published, every batch
+//!   already waiting in the same chunk. An object's encoding is computed once and shared by
+//!   every watcher; a watcher that falls more than the buffer behind is closed cleanly and its
+//!   client resumes from its last resourceVersion.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use super::cache::{CacheEvent, CachedObject, Change, Published, Unavailable};
 use super::custom;
@@ -40,8 +42,6 @@ use super::status::{ApiError, ApiResult};
 use super::store::Store;
 use super::table::{self, IncludeObject};
 
-/// Frames queued between a watcher and its HTTP body.
-const FRAME_QUEUE: usize = 16;
 /// Watch duration when the client gives no `timeoutSeconds` (kube-apiserver's default range
 /// is 30–60 minutes).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -332,136 +332,229 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
         Format::Json | Format::Protobuf | Format::AggregatedDiscovery(_) => Encoding::Json,
     };
     let begin = start(store, &plan, &filter, &enc, &req.rt).await?;
-    let (tx, out) = mpsc::channel::<Result<Bytes, Infallible>>(FRAME_QUEUE);
     let ctype = enc.content_type();
-    let rt = req.rt.clone();
-    tokio::spawn(async move {
-        metrics::gauge!("apiserver_registered_watchers", "kind" => rt.kind).increment(1.0);
-        run(tx, begin, filter, enc, plan, &rt).await;
-        metrics::gauge!("apiserver_registered_watchers", "kind" => rt.kind).decrement(1.0);
+    let watcher = Watcher::new(begin, filter, enc, &plan, req.rt.clone());
+    // The body is the watcher itself, polled by the connection's task: no task or queue of
+    // its own between the cache's broadcast and the socket.
+    let frames = futures::stream::unfold(watcher, |mut w| async move {
+        let chunk = w.next_chunk().await?;
+        Some((Ok::<_, Infallible>(chunk), w))
     });
-    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(out));
     Ok((
         [
             (header::CONTENT_TYPE, ctype),
             (header::CACHE_CONTROL, "no-cache, private"),
         ],
-        body,
+        Body::from_stream(frames),
     )
         .into_response())
 }
 
-/// Delivers one watcher's events until its timeout, its client leaving, a reset, or its
-/// falling behind (all clean closes).
-async fn run(
-    tx: mpsc::Sender<Result<Bytes, Infallible>>,
-    begin: Start,
+/// Counts a watcher in `apiserver_registered_watchers` for as long as it lives.
+struct Registered(&'static str);
+
+impl Registered {
+    fn new(kind: &'static str) -> Registered {
+        metrics::gauge!("apiserver_registered_watchers", "kind" => kind).increment(1.0);
+        Registered(kind)
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        metrics::gauge!("apiserver_registered_watchers", "kind" => self.0).decrement(1.0);
+    }
+}
+
+/// One watcher's state: it produces the response body chunk by chunk until its timeout, a
+/// reset, a fatal event, or its falling behind (all clean closes); its client leaving drops it.
+struct Watcher {
+    initial: std::vec::IntoIter<(&'static str, Arc<CachedObject>)>,
+    trailer: Option<Bytes>,
+    live: Option<broadcast::Receiver<Arc<Published>>>,
     filter: Filter,
     enc: Encoding,
-    plan: WatchPlan,
-    rt: &ResourceType,
-) {
-    let deadline = tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT));
-    tokio::pin!(deadline);
-    let sent_total = metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind);
-    // Frames go out in chunks of up to CHUNK_BYTES: one write per batch instead of one per
-    // event, which is what lets a replica feed many watchers (every frame is still sent as
-    // soon as its batch is).
-    let mut chunk = BytesMut::new();
-    let served = custom::served_type_fields(rt);
-    for (kind, o) in &begin.objects {
-        enc.write_frame(kind, &custom::as_served(served.as_deref(), rt, o), &mut chunk);
-        sent_total.increment(1);
-        if chunk.len() >= CHUNK_BYTES && tx.send(Ok(chunk.split().freeze())).await.is_err() {
-            return;
+    rt: ResourceType,
+    /// The type fields a custom resource is served with, when they differ from its stored ones.
+    served: Option<String>,
+    bookmarks: bool,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    ticker: tokio::time::Interval,
+    /// Events at or below this revision were part of the start.
+    start: i64,
+    /// Every event up to here was sent (a bookmark may say so).
+    seen: i64,
+    /// The last revision a bookmark or event carried.
+    told: i64,
+    /// The next chunk ends the watch.
+    ending: bool,
+    sent_total: metrics::Counter,
+    /// Events written since the counter was last bumped.
+    unsent_count: u64,
+    _registered: Registered,
+}
+
+impl Watcher {
+    fn new(begin: Start, filter: Filter, enc: Encoding, plan: &WatchPlan, rt: ResourceType) -> Watcher {
+        let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Watcher {
+            initial: begin.objects.into_iter(),
+            trailer: begin.trailer,
+            live: begin.live,
+            filter,
+            enc,
+            served: custom::served_type_fields(&rt),
+            bookmarks: plan.bookmarks,
+            deadline: Box::pin(tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT))),
+            ticker,
+            start: begin.revision,
+            seen: begin.revision,
+            told: begin.revision,
+            ending: false,
+            sent_total: metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind),
+            unsent_count: 0,
+            _registered: Registered::new(rt.kind),
+            rt,
         }
     }
-    if let Some(trailer) = begin.trailer {
-        chunk.extend_from_slice(&trailer);
+
+    /// Appends one object event's frame.
+    fn write(&self, kind: &str, obj: &Arc<CachedObject>, chunk: &mut BytesMut) {
+        // Room for a JSON frame in one step (a frame is the object plus a few dozen bytes).
+        chunk.reserve(obj.item_json().len() + obj.type_fields().len() + 48);
+        match &self.served {
+            Some(_) => self.enc.write_frame(
+                kind,
+                &custom::as_served(self.served.as_deref(), &self.rt, obj),
+                chunk,
+            ),
+            None => self.enc.write_frame(kind, obj, chunk),
+        }
     }
-    if !chunk.is_empty() && tx.send(Ok(chunk.split().freeze())).await.is_err() {
-        return;
+
+    /// The next chunk of the body; `None` ends it. Frames go out in chunks of up to
+    /// [`CHUNK_BYTES`]: one write per batch of revisions (and per backlog of waiting batches)
+    /// instead of one per event, which is what lets a replica feed many watchers; every frame
+    /// is still sent as soon as its batch is.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        let chunk = self.fill_chunk().await;
+        // One increment per chunk: a shared counter bumped per event and watcher is a cache
+        // line every core fights over.
+        self.sent_total.increment(std::mem::take(&mut self.unsent_count));
+        chunk
     }
-    let Some(mut live) = begin.live else { return };
-    let start = begin.revision;
-    // `seen`: every event up to here was sent (a bookmark may say so); `told`: the last
-    // revision a bookmark or event carried.
-    let (mut seen, mut told) = (start, start);
-    let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = &mut deadline => return,
-            _ = tx.closed() => return,
-            _ = ticker.tick(), if plan.bookmarks => {
-                if seen > told {
-                    let frame = enc.value_frame("BOOKMARK", &bookmark(rt, seen, false));
-                    if tx.send(Ok(frame)).await.is_err() {
-                        return;
-                    }
-                    told = seen;
-                }
+
+    /// The frames of the next chunk: the start's, then live events and bookmarks.
+    async fn fill_chunk(&mut self) -> Option<Bytes> {
+        let mut chunk = BytesMut::new();
+        if self.ending {
+            return None;
+        }
+        // The start's objects, then its trailer.
+        let mut initial = std::mem::take(&mut self.initial);
+        for (kind, o) in initial.by_ref() {
+            self.write(kind, &o, &mut chunk);
+            self.unsent_count += 1;
+            if chunk.len() >= CHUNK_BYTES {
+                self.initial = initial;
+                return Some(chunk.freeze());
             }
-            msg = live.recv() => {
-                // This batch and every batch already waiting go out as one chunk.
-                let mut next = Some(msg);
-                let mut end = false;
-                while let Some(msg) = next.take() {
-                    match msg {
-                        Ok(p) => match &*p {
-                            Published::Changes { events, revision } => {
-                                for e in events.iter().filter(|e| e.rev > start) {
-                                    match filter.event(e, rt) {
-                                        Some(Sent::Object(kind, obj)) if served.is_some() => {
-                                            enc.write_frame(kind, &custom::as_served(served.as_deref(), rt, obj), &mut chunk);
-                                            sent_total.increment(1);
-                                            told = e.rev;
-                                        }
-                                        Some(Sent::Object(kind, obj)) => {
-                                            enc.write_frame(kind, obj, &mut chunk);
-                                            sent_total.increment(1);
-                                            told = e.rev;
-                                        }
-                                        Some(Sent::Fatal(status)) => {
-                                            chunk.extend_from_slice(&enc.value_frame("ERROR", &status));
-                                            end = true;
-                                            break;
-                                        }
-                                        None => {}
-                                    }
-                                }
-                                seen = seen.max(*revision);
+        }
+        if let Some(trailer) = self.trailer.take() {
+            chunk.extend_from_slice(&trailer);
+        }
+        if self.live.is_none() {
+            self.ending = true;
+        }
+        if !chunk.is_empty() {
+            return Some(chunk.freeze());
+        }
+        let mut live = self.live.take()?;
+        let next = self.next_live(&mut live, &mut chunk).await;
+        if !self.ending {
+            self.live = Some(live);
+        }
+        next.then(|| chunk.freeze())
+    }
+
+    /// Waits for live events (or a bookmark) and appends their frames; false when the watch
+    /// ends with nothing more to send.
+    async fn next_live(
+        &mut self,
+        live: &mut broadcast::Receiver<Arc<Published>>,
+        chunk: &mut BytesMut,
+    ) -> bool {
+        loop {
+            tokio::select! {
+                _ = &mut self.deadline => return false,
+                _ = self.ticker.tick(), if self.bookmarks => {
+                    if self.seen > self.told {
+                        chunk.extend_from_slice(&self.enc.value_frame("BOOKMARK", &bookmark(&self.rt, self.seen, false)));
+                        self.told = self.seen;
+                        return true;
+                    }
+                }
+                msg = live.recv() => {
+                    // This batch and every batch already waiting go out as one chunk.
+                    let mut next = Some(msg);
+                    while let Some(msg) = next.take() {
+                        self.take(msg, chunk);
+                        if self.ending || chunk.len() >= CHUNK_BYTES {
+                            break;
+                        }
+                        next = match live.try_recv() {
+                            Err(broadcast::error::TryRecvError::Empty) => None,
+                            Ok(p) => Some(Ok(p)),
+                            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                Some(Err(broadcast::error::RecvError::Lagged(n)))
                             }
-                            Published::Reset => end = true,
-                        },
-                        // Fell further behind than the buffer: close; the client resumes
-                        // from the last resourceVersion it received.
-                        Err(broadcast::error::RecvError::Lagged(_)) => {
-                            metrics::counter!("apiserver_terminated_watchers_total", "kind" => rt.kind)
-                                .increment(1);
-                            end = true;
-                        }
-                        Err(broadcast::error::RecvError::Closed) => end = true,
+                            Err(broadcast::error::TryRecvError::Closed) => Some(Err(broadcast::error::RecvError::Closed)),
+                        };
                     }
-                    if end || chunk.len() >= CHUNK_BYTES {
-                        break;
+                    if !chunk.is_empty() {
+                        return true;
                     }
-                    next = match live.try_recv() {
-                        Err(broadcast::error::TryRecvError::Empty) => None,
-                        Ok(p) => Some(Ok(p)),
-                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                            Some(Err(broadcast::error::RecvError::Lagged(n)))
-                        }
-                        Err(broadcast::error::TryRecvError::Closed) => Some(Err(broadcast::error::RecvError::Closed)),
-                    };
-                }
-                if !chunk.is_empty() && tx.send(Ok(chunk.split().freeze())).await.is_err() {
-                    return;
-                }
-                if end {
-                    return;
+                    if self.ending {
+                        return false;
+                    }
                 }
             }
+        }
+    }
+
+    /// Appends the frames one published batch holds for this watcher.
+    fn take(&mut self, msg: Result<Arc<Published>, broadcast::error::RecvError>, chunk: &mut BytesMut) {
+        match msg {
+            Ok(p) => match &*p {
+                Published::Changes { events, revision } => {
+                    let start = self.start;
+                    for e in events.iter().filter(|e| e.rev > start) {
+                        match self.filter.event(e, &self.rt) {
+                            Some(Sent::Object(kind, obj)) => {
+                                self.write(kind, obj, chunk);
+                                self.unsent_count += 1;
+                                self.told = e.rev;
+                            }
+                            Some(Sent::Fatal(status)) => {
+                                chunk.extend_from_slice(&self.enc.value_frame("ERROR", &status));
+                                self.ending = true;
+                                return;
+                            }
+                            None => {}
+                        }
+                    }
+                    self.seen = self.seen.max(*revision);
+                }
+                Published::Reset => self.ending = true,
+            },
+            // Fell further behind than the buffer: close; the client resumes from the last
+            // resourceVersion it received.
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                metrics::counter!("apiserver_terminated_watchers_total", "kind" => self.rt.kind).increment(1);
+                self.ending = true;
+            }
+            Err(broadcast::error::RecvError::Closed) => self.ending = true,
         }
     }
 }

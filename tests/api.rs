@@ -659,3 +659,73 @@ async fn namespace_deletion_finishes_after_a_leader_change() {
     })
     .await;
 }
+
+/// Namespace admission on every replica: content is admitted as soon as its namespace exists
+/// (also through replicas whose caches have not seen the namespace yet), and refused with
+/// kube-apiserver's 403 while the namespace is terminating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_admission_follows_the_namespace_on_every_replica() {
+    use reqwest::Method as M;
+    let k = Kube::start().await;
+    let j = "application/json";
+    for round in 0..5 {
+        let ns = format!("fresh-{round}");
+        let body = json!({"metadata": {"name": ns}}).to_string();
+        let (code, reply) = call(M::POST, &k.url(round % 3, "/api/v1/namespaces"), j, &body).await;
+        assert_eq!(code, 201, "{reply}");
+        for node in 0..3 {
+            let url = k.url(node, &format!("/api/v1/namespaces/{ns}/configmaps"));
+            let body = json!({"metadata": {"name": format!("cm-{node}")}}).to_string();
+            let (code, reply) = call(M::POST, &url, j, &body).await;
+            assert_eq!(
+                code, 201,
+                "create in {ns} right after it, through replica {node}: {reply}"
+            );
+        }
+    }
+    let missing = k.url(2, "/api/v1/namespaces/nowhere/configmaps");
+    let (code, reply) = call(M::POST, &missing, j, r#"{"metadata":{"name":"x"}}"#).await;
+    assert_eq!(
+        (code, reply["reason"].as_str()),
+        (404, Some("NotFound")),
+        "{reply}"
+    );
+    assert_eq!(reply["details"]["kind"], "namespaces", "{reply}");
+
+    // An object held by a finalizer keeps the namespace terminating.
+    let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}).to_string();
+    let url = k.url(0, "/api/v1/namespaces/fresh-0/configmaps");
+    assert_eq!(call(M::POST, &url, j, &held).await.0, 201);
+    let (code, reply) = call(M::DELETE, &k.url(1, "/api/v1/namespaces/fresh-0"), j, "").await;
+    assert_eq!(code, 200, "{reply}");
+    for node in 0..3 {
+        let url = k.url(node, "/api/v1/namespaces/fresh-0/configmaps");
+        let reply = eventually(T, || async {
+            match call(M::POST, &url, j, r#"{"metadata":{"name":"late"}}"#).await {
+                (403, reply) => Ok(reply),
+                (code, reply) => Err(format!("replica {node} answered {code}: {reply}")),
+            }
+        })
+        .await;
+        assert_eq!(reply["reason"], "Forbidden", "{reply}");
+        assert_eq!(
+            reply["message"],
+            "configmaps \"late\" is forbidden: unable to create new content in namespace fresh-0 because it is being terminated",
+            "{reply}"
+        );
+    }
+    // Released, the namespace goes with everything in it.
+    let url = k.url(2, "/api/v1/namespaces/fresh-0/configmaps/held");
+    let patch = r#"{"metadata":{"finalizers":null}}"#;
+    let (code, reply) = call(M::PATCH, &url, "application/merge-patch+json", patch).await;
+    assert_eq!(code, 200, "{reply}");
+    eventually(T, || async {
+        match call(M::GET, &k.url(0, "/api/v1/namespaces/fresh-0"), j, "").await {
+            (404, _) => Ok(()),
+            (code, _) => Err(format!("namespace still there ({code})")),
+        }
+    })
+    .await;
+    let (_, list) = call(M::GET, &k.url(1, "/api/v1/namespaces/fresh-0/configmaps"), j, "").await;
+    assert_eq!(list["items"], json!([]), "{list}");
+}

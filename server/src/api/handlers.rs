@@ -178,11 +178,23 @@ pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<
     })
 }
 
-async fn check_namespace(store: &Store, req: &ResourceRequest) -> ApiResult<()> {
+/// Refuses content in a namespace that does not exist or is terminating. An active namespace
+/// in the replica's watch cache is taken as it is (as kube-apiserver's namespace admission
+/// trusts its informer); anything else — a namespace created a moment ago through another
+/// replica, or one terminating — is checked with a linearizable read. (In neither system is
+/// the check atomic with the write.)
+/// `name` is the object's name as the request gave it (empty for `generateName`), which is what
+/// kube-apiserver's refusal names.
+async fn check_namespace(store: &Store, req: &ResourceRequest, name: &str) -> ApiResult<()> {
     let Some(ns) = req.namespace.as_deref().filter(|_| req.rt.namespaced) else {
         return Ok(());
     };
     let key = format!("/registry/core/namespaces/{ns}");
+    if let Ok(Some(cached)) = store.cache().get(&key) {
+        if meta_str(&cached.value(), "deletionTimestamp").is_none() {
+            return Ok(());
+        }
+    }
     let Some(nsobj) = store.get(&key, true).await? else {
         return Err(ApiError::not_found("", "namespaces", ns));
     };
@@ -190,7 +202,7 @@ async fn check_namespace(store: &Store, req: &ResourceRequest) -> ApiResult<()> 
         return Err(ApiError::forbidden(
             req.rt.group,
             req.rt.plural,
-            "",
+            name,
             &format!("unable to create new content in namespace {ns} because it is being terminated"),
         ));
     }
@@ -226,6 +238,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     let warnings = validation::check(&req.rt, &mut obj, &body.duplicates, Directive::from_query(q)?)?;
     let manager = manager(q)?;
     let requested = obj["metadata"].get("managedFields").cloned();
+    let given_name = meta_str(&obj, "name").unwrap_or_default().to_string();
     let name = prepare_create(&req.rt, &mut obj, req.namespace.as_deref())?;
     if req.rt.namespaced && req.namespace.is_none() {
         return Err(ApiError::bad_request(
@@ -235,7 +248,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     strategy::prepare_for_create(&req.rt, &mut obj);
     strategy::validate(&req.rt, None, &obj)?;
     managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
-    check_namespace(store, req).await?;
+    check_namespace(store, req, &given_name).await?;
     let key = key(req, &name);
     if dry {
         return match store.get(&key, true).await? {
@@ -319,7 +332,7 @@ pub(super) async fn guaranteed_update(
                 prepare_create(rt, &mut next, req.namespace.as_deref())?;
                 strategy::prepare_for_create(rt, &mut next);
                 strategy::validate(rt, None, &next)?;
-                check_namespace(store, req).await?;
+                check_namespace(store, req, req.name.as_deref().unwrap_or_default()).await?;
                 if dry {
                     return Ok(Reply::object(201, next));
                 }

@@ -5,7 +5,8 @@
 //! * [`network`]: the peer transport (tonic gRPC client side);
 //! * [`service`]: the gRPC services a replica serves on its peer listener (`Peer` and `Kv`);
 //! * [`node`]: one running replica — writes (with forwarding to the leader), linearizable read
-//!   barriers from any replica, the apply stream and status.
+//!   barriers from any replica, the apply stream and status;
+//! * [`read_index`]: concurrent linearizable reads sharing the leader's leadership confirmations.
 
 // openraft's storage traits fix the error types (`StorageError<u64>`, 224 bytes); the helpers
 // that feed those traits return them as they are rather than boxing and unboxing at each call.
@@ -16,6 +17,7 @@ pub mod error;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod read_index;
 pub mod service;
 pub mod state_machine;
 pub mod types;

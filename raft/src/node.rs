@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::log_store::RaftLog;
 use crate::network::Peers;
+use crate::read_index::{ReadIndexBatcher, RoundError};
 use crate::state_machine::{ApplyEvent, StateMachine};
 use crate::types::{Command, Member, Raft};
 use crate::NodeError;
@@ -98,6 +99,8 @@ pub struct RaftNode {
     /// Set once this replica has applied everything it knew to be committed; from then on a
     /// lag of entries in flight does not make it unready.
     caught_up: AtomicBool,
+    /// Shares leadership confirmations among concurrent linearizable reads.
+    read_batch: ReadIndexBatcher,
 }
 
 /// Once caught up, a replica stays ready while it is at most this many committed entries
@@ -179,6 +182,7 @@ impl RaftNode {
             events,
             peers,
             caught_up: AtomicBool::new(false),
+            read_batch: ReadIndexBatcher::default(),
         });
         tokio::spawn(compaction_loop(Arc::downgrade(&node)));
         Ok((node, fatal_rx))
@@ -316,16 +320,28 @@ impl RaftNode {
     }
 
     /// On the leader: confirms leadership with a quorum and returns the log index a linearizable
-    /// read must wait for. `Ok(None)` means "not the leader".
+    /// read must wait for. `Ok(None)` means "not the leader". Concurrent reads (local ones and
+    /// those followers send) share confirmations, each from a round that started after it
+    /// arrived.
     pub async fn read_index_local(&self) -> Result<Option<u64>, NodeError> {
-        match self.raft.get_read_log_id().await {
-            Ok((read, _)) => Ok(Some(read.map_or(0, |l| l.index))),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => Ok(None),
-            Err(RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_))) => {
-                Err(NodeError::Unavailable(e.to_string()))
+        let raft = self.raft.clone();
+        let round = move || {
+            let raft = raft.clone();
+            async move {
+                match raft.get_read_log_id().await {
+                    Ok((read, _)) => Ok(Some(read.map_or(0, |l| l.index))),
+                    Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => Ok(None),
+                    Err(RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_))) => {
+                        Err(RoundError::Unavailable(e.to_string()))
+                    }
+                    Err(RaftError::Fatal(e)) => Err(match fatal(e) {
+                        NodeError::ShuttingDown => RoundError::ShuttingDown,
+                        other => RoundError::Raft(other.to_string()),
+                    }),
+                }
             }
-            Err(RaftError::Fatal(e)) => Err(fatal(e)),
-        }
+        };
+        Ok(self.read_batch.read_index(round).await?)
     }
 
     /// Waits until this replica has applied every write committed before the call: after it

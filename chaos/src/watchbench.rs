@@ -129,7 +129,9 @@ fn take_lines(buf: &mut Vec<u8>, now: Instant, arrivals: &mut Vec<(usize, Instan
 /// The write number of an etcd key (`<prefix>w-<seq>`).
 fn seq_of_key(key: &[u8]) -> Option<usize> {
     let at = key.iter().rposition(|b| *b == b'/')? + 1;
-    number_after(&key[at..], &memchr::memmem::Finder::new(b"w-"))
+    static NAME: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"w-"));
+    number_after(&key[at..], &NAME)
 }
 
 /// One watcher: receives events until `stop`, recording (write number, arrival) and counting

@@ -183,6 +183,7 @@ pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<
 /// trusts its informer); anything else — a namespace created a moment ago through another
 /// replica, or one terminating — is checked with a linearizable read. (In neither system is
 /// the check atomic with the write.)
+///
 /// `name` is the object's name as the request gave it (empty for `generateName`), which is what
 /// kube-apiserver's refusal names.
 async fn check_namespace(store: &Store, req: &ResourceRequest, name: &str) -> ApiResult<()> {

@@ -126,6 +126,8 @@ impl Encoding {
     fn write_frame(&self, kind: &str, obj: &CachedObject, out: &mut BytesMut) {
         let frame = match self {
             Encoding::Json => {
+                // Room for the whole frame in one step: the object plus a few dozen bytes.
+                out.reserve(obj.item_json().len() + obj.type_fields().len() + 48);
                 out.put_slice(b"{\"type\":\"");
                 out.put_slice(kind.as_bytes());
                 out.put_slice(b"\",\"object\":");
@@ -421,14 +423,11 @@ impl Watcher {
 
     /// Appends one object event's frame.
     fn write(&self, kind: &str, obj: &Arc<CachedObject>, chunk: &mut BytesMut) {
-        // Room for a JSON frame in one step (a frame is the object plus a few dozen bytes).
-        chunk.reserve(obj.item_json().len() + obj.type_fields().len() + 48);
-        match &self.served {
-            Some(_) => self.enc.write_frame(
-                kind,
-                &custom::as_served(self.served.as_deref(), &self.rt, obj),
-                chunk,
-            ),
+        match self.served.as_deref() {
+            Some(fields) => {
+                self.enc
+                    .write_frame(kind, &custom::as_served(Some(fields), &self.rt, obj), chunk)
+            }
             None => self.enc.write_frame(kind, obj, chunk),
         }
     }
@@ -447,10 +446,10 @@ impl Watcher {
 
     /// The frames of the next chunk: the start's, then live events and bookmarks.
     async fn fill_chunk(&mut self) -> Option<Bytes> {
-        let mut chunk = BytesMut::new();
         if self.ending {
             return None;
         }
+        let mut chunk = BytesMut::new();
         // The start's objects, then its trailer.
         let mut initial = std::mem::take(&mut self.initial);
         for (kind, o) in initial.by_ref() {

@@ -1289,3 +1289,87 @@ async fn corrupt_objects_fail_reads_until_an_unsafe_delete_removes_them() {
     );
     assert_eq!(get(&plain, 0, &format!("{base}/bad")).await.0, 500);
 }
+
+/// Watchers of one collection on one replica share each batch's encoding, and each must still
+/// get exactly its own events: plain watchers of a namespace, one of another namespace, one of
+/// every namespace and one with a label selector, while concurrent writes through every
+/// replica put events of both namespaces into the same batches. A watcher that reads nothing
+/// until hundreds of batches later (its socket full, so it falls behind the batches that keep
+/// their shared encoding) then receives everything too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_sharing_batches_each_get_exactly_their_events() {
+    let k = Kube::start().await;
+    create_ns(&k, "share-a").await;
+    create_ns(&k, "share-b").await;
+    let a = "/api/v1/namespaces/share-a/configmaps";
+    let b = "/api/v1/namespaces/share-b/configmaps";
+    let q = format!("?watch=1&resourceVersion={}", current(&k, a).await);
+    let mut plain = Vec::new();
+    for _ in 0..4 {
+        plain.push(Watch::open(&k, 1, &format!("{a}{q}")).await);
+    }
+    let mut other = Watch::open(&k, 1, &format!("{b}{q}")).await;
+    let mut everywhere = Watch::open(&k, 1, &format!("/api/v1/configmaps{q}")).await;
+    let mut kept = Watch::open(&k, 1, &format!("{a}{q}&labelSelector=keep%3Dyes")).await;
+
+    let writes = futures::future::join_all((0..90).map(|i| {
+        let k = &k;
+        async move {
+            let ns = if i % 2 == 0 { "share-a" } else { "share-b" };
+            let keep = if i % 3 == 0 { "yes" } else { "no" };
+            let rv = create_cm(k, i % 3, ns, &format!("cm-{i}"), json!({"keep": keep}), json!({})).await;
+            (ns, keep, rv)
+        }
+    }))
+    .await;
+    let revs = |pick: &dyn Fn(&str, &str) -> bool| {
+        let mut r: Vec<i64> = writes
+            .iter()
+            .filter(|(ns, keep, _)| pick(ns, keep))
+            .map(|w| w.2)
+            .collect();
+        r.sort();
+        r
+    };
+    let in_a = revs(&|ns, _| ns == "share-a");
+    let in_b = revs(&|ns, _| ns == "share-b");
+    let kept_in_a = revs(&|ns, keep| ns == "share-a" && keep == "yes");
+    let every = revs(&|_, _| true);
+    for w in &mut plain {
+        check_stream(&w.events(in_a.len()).await, &in_a);
+    }
+    check_stream(&other.events(in_b.len()).await, &in_b);
+    check_stream(&everywhere.events(every.len()).await, &every);
+    check_stream(&kept.events(kept_in_a.len()).await, &kept_in_a);
+    for w in plain.iter_mut().chain([&mut other, &mut everywhere, &mut kept]) {
+        assert!(
+            matches!(w.next(Duration::from_millis(300)).await, Next::Quiet),
+            "an event nobody wrote"
+        );
+    }
+
+    // One watcher keeps reading, one reads nothing until the end.
+    let from = every.last().copied().unwrap_or_default();
+    let q = format!("?watch=1&resourceVersion={from}");
+    let mut reading = Watch::open(&k, 1, &format!("{a}{q}")).await;
+    let mut idle = Watch::open(&k, 1, &format!("{a}{q}")).await;
+    let big = "x".repeat(64 * 1024);
+    let mut later = Vec::new();
+    for i in 0..200 {
+        later.push(
+            create_cm(
+                &k,
+                1,
+                "share-a",
+                &format!("big-{i}"),
+                json!({}),
+                json!({"v": big}),
+            )
+            .await,
+        );
+        if i % 10 == 9 {
+            reading.events(10).await;
+        }
+    }
+    check_stream(&idle.events(later.len()).await, &later);
+}

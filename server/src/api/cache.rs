@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -252,10 +252,70 @@ pub enum Published {
         /// The cache revision after this batch (a bookmark may carry it once every event
         /// before it was sent).
         revision: i64,
+        /// The batch as encoded for watchers that all send the same bytes, built by the first
+        /// of them: fanning a batch out to many such watchers costs one encoding, not one copy
+        /// per watcher.
+        shared: SharedEncodings,
     },
     /// The state was reloaded wholesale (a snapshot was installed): watchers must end and
     /// their clients resume or re-list.
     Reset,
+}
+
+/// A batch's encodings, each built once for one audience (e.g. "JSON watchers of key prefix
+/// P without selectors") and reused by every watcher of that audience.
+/// Only the last [`SHARED_BATCHES`] batches keep theirs (see [`SharedEncodings::close`]).
+#[derive(Debug)]
+pub struct SharedEncodings(Mutex<Option<Vec<Built>>>);
+
+/// One audience's encoding of a batch (`None`: the audience cannot share one).
+type Built = (String, Option<SharedBatch>);
+
+/// How many of the latest batches keep their shared encodings. Watchers that keep up read a
+/// batch while it is among them; one further behind encodes the batch itself, so the watcher
+/// buffer (thousands of batches) never holds a second copy of its objects.
+const SHARED_BATCHES: usize = 64;
+
+impl Default for SharedEncodings {
+    fn default() -> Self {
+        SharedEncodings(Mutex::new(Some(Vec::new())))
+    }
+}
+
+/// What a batch is, encoded for one audience.
+#[derive(Debug, Clone)]
+pub struct SharedBatch {
+    /// The frames of the batch's events for the audience, in revision order.
+    pub bytes: Bytes,
+    /// How many events they are.
+    pub events: u64,
+    /// The revision of the last of them (`None` when none concerned the audience).
+    pub last_rev: Option<i64>,
+}
+
+impl SharedEncodings {
+    /// The batch encoded for `audience`; the first caller builds it with `build`, whose `None`
+    /// (the audience cannot share an encoding of this batch) is remembered too. `None` as well
+    /// once the batch is no longer among the latest.
+    pub fn get_or_build(
+        &self,
+        audience: &str,
+        build: impl FnOnce() -> Option<SharedBatch>,
+    ) -> Option<SharedBatch> {
+        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let built = open.as_mut()?;
+        if let Some((_, b)) = built.iter().find(|(a, _)| a == audience) {
+            return b.clone();
+        }
+        let b = build();
+        built.push((audience.to_string(), b.clone()));
+        b
+    }
+
+    /// Drops the encodings and builds no more: the batch has left the latest few.
+    fn close(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
 }
 
 struct State {
@@ -312,6 +372,8 @@ pub struct WatchCache {
     node: Arc<RaftNode>,
     revision: watch::Receiver<Option<i64>>,
     publish: broadcast::Sender<Arc<Published>>,
+    /// The latest published batches, whose shared encodings are kept.
+    latest: Arc<Mutex<VecDeque<Arc<Published>>>>,
 }
 
 /// The cache event for one stored change; `None` for a key outside UTF-8 or under
@@ -435,6 +497,7 @@ impl WatchCache {
             node,
             revision,
             publish: broadcast::channel(watcher_buffer).0,
+            latest: Arc::default(),
         };
         tokio::spawn(feed(cache.clone(), rev_tx));
         cache
@@ -646,9 +709,20 @@ fn apply(
     let revision = s.revision;
     if revision > before {
         metrics::counter!("apiserver_watch_cache_events_received_total").increment(events.len() as u64);
-        let _ = cache
-            .publish
-            .send(Arc::new(Published::Changes { events, revision }));
+        let batch = Arc::new(Published::Changes {
+            events,
+            revision,
+            shared: SharedEncodings::default(),
+        });
+        let mut latest = cache.latest.lock().unwrap_or_else(|p| p.into_inner());
+        latest.push_back(batch.clone());
+        if latest.len() > SHARED_BATCHES {
+            if let Some(Published::Changes { shared, .. }) = latest.pop_front().as_deref() {
+                shared.close();
+            }
+        }
+        drop(latest);
+        let _ = cache.publish.send(batch);
     }
     metrics::gauge!("kuberaft_watch_cache_objects").set(s.objects.len() as f64);
     metrics::gauge!("kuberaft_watch_cache_revision").set(revision as f64);

@@ -14,9 +14,11 @@
 //! * A watcher is its response body: the connection's task polls it, and it polls the cache's
 //!   broadcast. Frames go out as soon as their batch of revisions is published, every batch
 //!   already waiting in the same chunk. An object's encoding is computed once and shared by
-//!   every watcher; a watcher that falls more than the buffer behind is closed cleanly and its
+//!   every watcher, and a batch's JSON frames once per key prefix, sent as they are by every
+//!   watcher of that prefix without selectors (no copy per watcher); a watcher that falls more than the buffer behind is closed cleanly and its
 //!   client resumes from its last resourceVersion.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +30,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use super::cache::{CacheEvent, CachedObject, Change, Published, Unavailable};
+use super::cache::{CacheEvent, CachedObject, Change, Published, SharedBatch, SharedEncodings, Unavailable};
 use super::custom;
 use super::handlers::{selectors, Query};
 use super::meta::partial_object_metadata;
@@ -368,7 +370,55 @@ impl Drop for Registered {
     }
 }
 
-/// One watcher's state: it produces the response body chunk by chunk until its timeout, a
+/// A watcher's output waiting to be written, in order: frames it encoded itself (appended to
+/// `open`) and encodings shared with other watchers (kept whole, never copied).
+#[derive(Default)]
+struct Output {
+    ready: VecDeque<Bytes>,
+    open: BytesMut,
+    /// Bytes in `ready`.
+    ready_len: usize,
+}
+
+impl Output {
+    /// Where the watcher appends frames it encodes itself.
+    fn open(&mut self) -> &mut BytesMut {
+        &mut self.open
+    }
+
+    /// Queues a shared encoding after everything before it.
+    fn push_shared(&mut self, bytes: Bytes) {
+        self.seal();
+        self.ready_len += bytes.len();
+        self.ready.push_back(bytes);
+    }
+
+    fn seal(&mut self) {
+        if !self.open.is_empty() {
+            let sealed = self.open.split().freeze();
+            self.ready_len += sealed.len();
+            self.ready.push_back(sealed);
+        }
+    }
+
+    /// The next piece of the body, if anything is waiting.
+    fn pop(&mut self) -> Option<Bytes> {
+        self.seal();
+        let next = self.ready.pop_front()?;
+        self.ready_len -= next.len();
+        Some(next)
+    }
+
+    fn len(&self) -> usize {
+        self.ready_len + self.open.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One watcher's state: it produces the response body piece by piece until its timeout, a
 /// reset, a fatal event, or its falling behind (all clean closes); its client leaving drops it.
 struct Watcher {
     initial: std::vec::IntoIter<(&'static str, Arc<CachedObject>)>,
@@ -379,6 +429,9 @@ struct Watcher {
     rt: ResourceType,
     /// The type fields a custom resource is served with, when they differ from its stored ones.
     served: Option<String>,
+    /// Every watcher of this key prefix that shares this one's encoding sends the same bytes
+    /// for a batch: JSON, no selectors, the stored type fields.
+    shares_frames: bool,
     bookmarks: bool,
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
     ticker: tokio::time::Interval,
@@ -388,8 +441,9 @@ struct Watcher {
     seen: i64,
     /// The last revision a bookmark or event carried.
     told: i64,
-    /// The next chunk ends the watch.
+    /// The watch ends once `out` is written.
     ending: bool,
+    out: Output,
     sent_total: metrics::Counter,
     /// Events written since the counter was last bumped.
     unsent_count: u64,
@@ -400,13 +454,19 @@ impl Watcher {
     fn new(begin: Start, filter: Filter, enc: Encoding, plan: &WatchPlan, rt: ResourceType) -> Watcher {
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let served = custom::served_type_fields(&rt);
+        let shares_frames = matches!(enc, Encoding::Json)
+            && served.is_none()
+            && filter.labels.is_empty()
+            && filter.fields.is_empty();
         Watcher {
             initial: begin.objects.into_iter(),
             trailer: begin.trailer,
             live: begin.live,
             filter,
             enc,
-            served: custom::served_type_fields(&rt),
+            served,
+            shares_frames,
             bookmarks: plan.bookmarks,
             deadline: Box::pin(tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT))),
             ticker,
@@ -414,6 +474,7 @@ impl Watcher {
             seen: begin.revision,
             told: begin.revision,
             ending: false,
+            out: Output::default(),
             sent_total: metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind),
             unsent_count: 0,
             _registered: Registered::new(rt.kind),
@@ -422,84 +483,84 @@ impl Watcher {
     }
 
     /// Appends one object event's frame.
-    fn write(&self, kind: &str, obj: &Arc<CachedObject>, chunk: &mut BytesMut) {
+    fn write(&self, kind: &str, obj: &Arc<CachedObject>, out: &mut BytesMut) {
         match self.served.as_deref() {
-            Some(fields) => {
-                self.enc
-                    .write_frame(kind, &custom::as_served(Some(fields), &self.rt, obj), chunk)
-            }
-            None => self.enc.write_frame(kind, obj, chunk),
+            Some(fields) => self
+                .enc
+                .write_frame(kind, &custom::as_served(Some(fields), &self.rt, obj), out),
+            None => self.enc.write_frame(kind, obj, out),
         }
     }
 
-    /// The next chunk of the body; `None` ends it. Frames go out in chunks of up to
+    /// The next piece of the body; `None` ends it. Frames go out in pieces of up to about
     /// [`CHUNK_BYTES`]: one write per batch of revisions (and per backlog of waiting batches)
     /// instead of one per event, which is what lets a replica feed many watchers; every frame
     /// is still sent as soon as its batch is.
     async fn next_chunk(&mut self) -> Option<Bytes> {
-        let chunk = self.fill_chunk().await;
-        // One increment per chunk: a shared counter bumped per event and watcher is a cache
-        // line every core fights over.
-        self.sent_total.increment(std::mem::take(&mut self.unsent_count));
-        chunk
+        if self.out.is_empty() && !self.ending {
+            let mut out = std::mem::take(&mut self.out);
+            self.fill(&mut out).await;
+            self.out = out;
+            // One increment per fill: a shared counter bumped per event and watcher is a cache
+            // line every core fights over.
+            self.sent_total.increment(std::mem::take(&mut self.unsent_count));
+        }
+        self.out.pop()
     }
 
-    /// The frames of the next chunk: the start's, then live events and bookmarks.
-    async fn fill_chunk(&mut self) -> Option<Bytes> {
-        if self.ending {
-            return None;
-        }
-        let mut chunk = BytesMut::new();
+    /// Appends the next frames to `out`: the start's, then live events and bookmarks. Leaves
+    /// `out` empty only when the watch ends.
+    async fn fill(&mut self, out: &mut Output) {
         // The start's objects, then its trailer.
         let mut initial = std::mem::take(&mut self.initial);
         for (kind, o) in initial.by_ref() {
-            self.write(kind, &o, &mut chunk);
+            self.write(kind, &o, out.open());
             self.unsent_count += 1;
-            if chunk.len() >= CHUNK_BYTES {
+            if out.len() >= CHUNK_BYTES {
                 self.initial = initial;
-                return Some(chunk.freeze());
+                return;
             }
         }
         if let Some(trailer) = self.trailer.take() {
-            chunk.extend_from_slice(&trailer);
+            out.open().extend_from_slice(&trailer);
         }
         if self.live.is_none() {
             self.ending = true;
         }
-        if !chunk.is_empty() {
-            return Some(chunk.freeze());
+        if !out.is_empty() {
+            return;
         }
-        let mut live = self.live.take()?;
-        let next = self.next_live(&mut live, &mut chunk).await;
+        let Some(mut live) = self.live.take() else {
+            return;
+        };
+        self.next_live(&mut live, out).await;
         if !self.ending {
             self.live = Some(live);
         }
-        next.then(|| chunk.freeze())
     }
 
-    /// Waits for live events (or a bookmark) and appends their frames; false when the watch
-    /// ends with nothing more to send.
-    async fn next_live(
-        &mut self,
-        live: &mut broadcast::Receiver<Arc<Published>>,
-        chunk: &mut BytesMut,
-    ) -> bool {
+    /// Waits for live events (or a bookmark) and appends their frames; returns with nothing
+    /// appended only when the watch ends.
+    async fn next_live(&mut self, live: &mut broadcast::Receiver<Arc<Published>>, out: &mut Output) {
         loop {
             tokio::select! {
-                _ = &mut self.deadline => return false,
+                _ = &mut self.deadline => {
+                    self.ending = true;
+                    return;
+                }
                 _ = self.ticker.tick(), if self.bookmarks => {
                     if self.seen > self.told {
-                        chunk.extend_from_slice(&self.enc.value_frame("BOOKMARK", &bookmark(&self.rt, self.seen, false)));
+                        out.open().extend_from_slice(&self.enc.value_frame("BOOKMARK", &bookmark(&self.rt, self.seen, false)));
                         self.told = self.seen;
-                        return true;
+                        return;
                     }
                 }
                 msg = live.recv() => {
-                    // This batch and every batch already waiting go out as one chunk.
+                    // This batch and every batch already waiting go out together.
                     let mut next = Some(msg);
                     while let Some(msg) = next.take() {
-                        self.take(msg, chunk);
-                        if self.ending || chunk.len() >= CHUNK_BYTES {
+                        self.take(msg, out);
+                        if self.ending || out.len() >= CHUNK_BYTES {
                             break;
                         }
                         next = match live.try_recv() {
@@ -511,11 +572,8 @@ impl Watcher {
                             Err(broadcast::error::TryRecvError::Closed) => Some(Err(broadcast::error::RecvError::Closed)),
                         };
                     }
-                    if !chunk.is_empty() {
-                        return true;
-                    }
-                    if self.ending {
-                        return false;
+                    if !out.is_empty() || self.ending {
+                        return;
                     }
                 }
             }
@@ -523,25 +581,16 @@ impl Watcher {
     }
 
     /// Appends the frames one published batch holds for this watcher.
-    fn take(&mut self, msg: Result<Arc<Published>, broadcast::error::RecvError>, chunk: &mut BytesMut) {
+    fn take(&mut self, msg: Result<Arc<Published>, broadcast::error::RecvError>, out: &mut Output) {
         match msg {
             Ok(p) => match &*p {
-                Published::Changes { events, revision } => {
-                    let start = self.start;
-                    for e in events.iter().filter(|e| e.rev > start) {
-                        match self.filter.event(e, &self.rt) {
-                            Some(Sent::Object(kind, obj)) => {
-                                self.write(kind, obj, chunk);
-                                self.unsent_count += 1;
-                                self.told = e.rev;
-                            }
-                            Some(Sent::Fatal(status)) => {
-                                chunk.extend_from_slice(&self.enc.value_frame("ERROR", &status));
-                                self.ending = true;
-                                return;
-                            }
-                            None => {}
-                        }
+                Published::Changes {
+                    events,
+                    revision,
+                    shared,
+                } => {
+                    if !self.take_shared(events, shared, out) {
+                        self.take_own(events, out.open());
                     }
                     self.seen = self.seen.max(*revision);
                 }
@@ -554,6 +603,72 @@ impl Watcher {
                 self.ending = true;
             }
             Err(broadcast::error::RecvError::Closed) => self.ending = true,
+        }
+    }
+
+    /// Queues the batch's encoding shared by every watcher of this prefix, when this watcher
+    /// sends exactly those bytes; false when it must encode the batch itself.
+    fn take_shared(
+        &mut self,
+        events: &[Arc<CacheEvent>],
+        shared: &SharedEncodings,
+        out: &mut Output,
+    ) -> bool {
+        let after_start = events.first().is_none_or(|e| e.rev > self.start);
+        if !self.shares_frames || !after_start {
+            return false;
+        }
+        let Some(batch) = shared.get_or_build(&self.filter.prefix, || self.encode_shared(events)) else {
+            return false;
+        };
+        if let Some(last) = batch.last_rev {
+            out.push_shared(batch.bytes);
+            self.unsent_count += batch.events;
+            self.told = last;
+        }
+        true
+    }
+
+    /// The batch as every sharing watcher of this prefix sends it; `None` when an event ends
+    /// the watch (each watcher then encodes the batch itself).
+    fn encode_shared(&self, events: &[Arc<CacheEvent>]) -> Option<SharedBatch> {
+        let mut bytes = BytesMut::new();
+        let (mut count, mut last_rev) = (0, None);
+        for e in events {
+            match self.filter.event(e, &self.rt) {
+                Some(Sent::Object(kind, obj)) => {
+                    self.enc.write_frame(kind, obj, &mut bytes);
+                    count += 1;
+                    last_rev = Some(e.rev);
+                }
+                Some(Sent::Fatal(_)) => return None,
+                None => {}
+            }
+        }
+        Some(SharedBatch {
+            bytes: bytes.freeze(),
+            events: count,
+            last_rev,
+        })
+    }
+
+    /// Encodes the batch's frames for this watcher alone.
+    fn take_own(&mut self, events: &[Arc<CacheEvent>], out: &mut BytesMut) {
+        let start = self.start;
+        for e in events.iter().filter(|e| e.rev > start) {
+            match self.filter.event(e, &self.rt) {
+                Some(Sent::Object(kind, obj)) => {
+                    self.write(kind, obj, out);
+                    self.unsent_count += 1;
+                    self.told = e.rev;
+                }
+                Some(Sent::Fatal(status)) => {
+                    out.extend_from_slice(&self.enc.value_frame("ERROR", &status));
+                    self.ending = true;
+                    return;
+                }
+                None => {}
+            }
         }
     }
 }

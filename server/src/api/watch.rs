@@ -15,8 +15,9 @@
 //!   broadcast. Frames go out as soon as their batch of revisions is published, every batch
 //!   already waiting in the same chunk. An object's encoding is computed once and shared by
 //!   every watcher, and a batch's JSON frames once per key prefix, sent as they are by every
-//!   watcher of that prefix without selectors (no copy per watcher); a watcher that falls more than the buffer behind is closed cleanly and its
-//!   client resumes from its last resourceVersion.
+//!   watcher of that prefix without selectors (no copy per watcher). A watcher that falls
+//!   more than the buffer behind is closed cleanly and its client resumes from its last
+//!   resourceVersion.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

@@ -634,42 +634,57 @@ impl Watcher {
     /// the watch (each watcher then encodes the batch itself).
     fn encode_shared(&self, events: &[Arc<CacheEvent>]) -> Option<SharedBatch> {
         let mut bytes = BytesMut::new();
-        let (mut count, mut last_rev) = (0, None);
-        for e in events {
-            match self.filter.event(e, &self.rt) {
-                Some(Sent::Object(kind, obj)) => {
-                    self.enc.write_frame(kind, obj, &mut bytes);
-                    count += 1;
-                    last_rev = Some(e.rev);
-                }
-                Some(Sent::Fatal(_)) => return None,
-                None => {}
-            }
+        let encoded = self.encode(events, &mut bytes);
+        if encoded.fatal.is_some() {
+            return None;
         }
         Some(SharedBatch {
             bytes: bytes.freeze(),
-            events: count,
-            last_rev,
+            events: encoded.events,
+            last_rev: encoded.last_rev,
         })
     }
 
     /// Encodes the batch's frames for this watcher alone.
     fn take_own(&mut self, events: &[Arc<CacheEvent>], out: &mut BytesMut) {
-        let start = self.start;
-        for e in events.iter().filter(|e| e.rev > start) {
+        let encoded = self.encode(events, out);
+        self.unsent_count += encoded.events;
+        if let Some(last) = encoded.last_rev {
+            self.told = last;
+        }
+        if let Some(status) = encoded.fatal {
+            out.extend_from_slice(&self.enc.value_frame("ERROR", &status));
+            self.ending = true;
+        }
+    }
+
+    /// Appends the frames of the batch's events after the start that this watcher receives,
+    /// stopping at an event that ends the watch.
+    fn encode(&self, events: &[Arc<CacheEvent>], out: &mut BytesMut) -> Encoded {
+        let mut encoded = Encoded::default();
+        for e in events.iter().filter(|e| e.rev > self.start) {
             match self.filter.event(e, &self.rt) {
                 Some(Sent::Object(kind, obj)) => {
                     self.write(kind, obj, out);
-                    self.unsent_count += 1;
-                    self.told = e.rev;
+                    encoded.events += 1;
+                    encoded.last_rev = Some(e.rev);
                 }
                 Some(Sent::Fatal(status)) => {
-                    out.extend_from_slice(&self.enc.value_frame("ERROR", &status));
-                    self.ending = true;
-                    return;
+                    encoded.fatal = Some(status);
+                    break;
                 }
                 None => {}
             }
         }
+        encoded
     }
+}
+
+/// What [`Watcher::encode`] appended.
+#[derive(Default)]
+struct Encoded {
+    events: u64,
+    last_rev: Option<i64>,
+    /// The Status of the event that ends the watch, which was not encoded.
+    fatal: Option<Value>,
 }

@@ -21,12 +21,22 @@ pub fn kuberaft_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kuberaft"))
 }
 
-/// A free loopback port (the OS picks it; it is released before use).
+/// A free loopback port (the OS picks it; it is released before use), never one this process
+/// was given before: a port released a moment ago can be picked again at once, and a cluster
+/// whose config names one address twice does not start.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// One replica process.

@@ -1,7 +1,8 @@
 //! The watch cache's resourceVersion contract on a real three-replica cluster: every row of the
 //! spec's get/list/watch tables over plain HTTP, paging, 410/504/422/400 answers with their
 //! Status bodies, watches resumed on another replica, bookmarks, streaming lists, selector
-//! transitions, slow watchers, and the real kubectl (`get -w`, `--chunk-size`, selectors).
+//! transitions, slow watchers, watches multiplexed over HTTP/2, and the real kubectl (`get -w`,
+//! `--chunk-size`, selectors).
 
 mod support;
 
@@ -1372,4 +1373,100 @@ async fn watchers_sharing_batches_each_get_exactly_their_events() {
         }
     }
     check_stream(&idle.events(later.len()).await, &later);
+}
+
+/// HTTP/2 with prior knowledge on the API port, as a client with many informers uses one
+/// connection for all its watches: requests work as over HTTP/1.1, every watch multiplexed
+/// on the connection gets exactly its events, and a stream whose reader stalls (its
+/// flow-control window full) holds up none of the others; it gets all of its events once it
+/// reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_multiplexed_over_one_http2_connection_each_get_their_events() {
+    let k = Kube::start().await;
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let created = h2
+        .post(k.url(1, "/api/v1/namespaces"))
+        .json(&json!({"metadata": {"name": "h2"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.version(), reqwest::Version::HTTP_2);
+    assert_eq!(created.status(), 201);
+    let path = "/api/v1/namespaces/h2/configmaps";
+    let listed = h2.get(k.url(1, path)).send().await.unwrap();
+    assert_eq!(listed.version(), reqwest::Version::HTTP_2);
+    let from = rv_of(&listed.json::<Value>().await.unwrap());
+
+    let open = |query: String| {
+        let h2 = h2.clone();
+        let url = k.url(1, &format!("{path}?watch=1&resourceVersion={from}{query}"));
+        async move {
+            let resp = h2.get(url).send().await.unwrap();
+            assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+            assert_eq!(resp.status(), 200);
+            Watch {
+                resp,
+                buf: Vec::new(),
+            }
+        }
+    };
+    // Every watch but one is read all the time by a task of its own, as informers read theirs.
+    let writes = 48;
+    let kept_writes = writes / 4;
+    let mut readers = Vec::new();
+    for i in 0..20 {
+        let (query, n) = match i % 2 {
+            0 => (String::new(), writes),
+            _ => ("&labelSelector=keep%3Dyes".to_string(), kept_writes),
+        };
+        let mut w = open(query).await;
+        readers.push((
+            n,
+            tokio::spawn(async move {
+                let events = w.events(n).await;
+                (w, events)
+            }),
+        ));
+    }
+    let mut stalled = open(String::new()).await;
+
+    // 3 MiB of events: more than the stalled stream's window (2 MiB), so the server must stop
+    // sending on that stream while the others go on.
+    let big = "x".repeat(64 * 1024);
+    let (mut all, mut kept_revs) = (Vec::new(), Vec::new());
+    for i in 0..writes {
+        let keep = if i % 4 == 0 { "yes" } else { "no" };
+        let rv = create_cm(
+            &k,
+            i % 3,
+            "h2",
+            &format!("cm-{i}"),
+            json!({"keep": keep}),
+            json!({"v": big}),
+        )
+        .await;
+        all.push(rv);
+        if keep == "yes" {
+            kept_revs.push(rv);
+        }
+    }
+    let mut done = Vec::new();
+    for (n, reader) in readers {
+        let (w, events) = tokio::time::timeout(T, reader)
+            .await
+            .expect("a watch on the connection was held up")
+            .unwrap();
+        check_stream(&events, if n == writes { &all } else { &kept_revs });
+        done.push(w);
+    }
+    check_stream(&stalled.events(all.len()).await, &all);
+    for w in done.iter_mut().chain([&mut stalled]) {
+        assert!(
+            matches!(w.next(Duration::from_millis(300)).await, Next::Quiet),
+            "an event nobody wrote"
+        );
+    }
 }

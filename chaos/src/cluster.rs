@@ -70,6 +70,11 @@ impl Ports {
         self.base + 30
     }
 
+    /// Port of the fan-out floor server (`kuberaft-bench watch --floor`).
+    pub fn floor(self) -> u16 {
+        self.base + Self::SPAN - 1
+    }
+
     /// Every port `system` listens on.
     pub fn of(self, system: System) -> Vec<u16> {
         match system {
@@ -365,6 +370,11 @@ impl EtcdCluster {
         Process::spawn(format!("etcd {name}"), cmd, log)
     }
 
+    /// The members' process ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members.iter().map(Process::pid).collect()
+    }
+
     /// kill -9 of member `i`.
     pub fn kill(&mut self, i: usize) {
         self.members[i].kill_now();
@@ -450,6 +460,11 @@ impl KuberaftCluster {
     /// The index of the current leader, from the nodes' `/metrics`.
     pub async fn leader(&self) -> Option<usize> {
         leader_by_metrics(&self.api_addrs, "kuberaft_raft_is_leader 1").await
+    }
+
+    /// The process id of `kuberaft cluster up`, whose children are the replicas.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
     }
 
     /// Runs `kuberaft cluster up` and waits until every node knows a leader and a `Txn` put

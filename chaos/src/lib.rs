@@ -7,15 +7,18 @@
 //! clients that record what they saw (`api`, `history`, `workloads`), check the recorded
 //! history (`checkers`) and write the verdict (`verdict`, `chart`). `run` ties them together;
 //! `failover` measures leader failover the same way on kuberaft and etcd; `watchbench` measures
-//! watch delivery latency with many watchers.
+//! watch delivery latency with many watchers (with the CPU it cost, `cpu`), against etcd and
+//! the fan-out `floor`.
 
 pub mod api;
 pub mod chart;
 pub mod checkers;
 pub mod client;
 pub mod cluster;
+pub mod cpu;
 pub mod failover;
 pub mod faults;
+pub mod floor;
 pub mod harness;
 pub mod history;
 pub mod proxy;

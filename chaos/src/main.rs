@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use kuberaft_chaos::client::{self, Client, System};
-use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, KuberaftCluster, Ports};
+use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, KuberaftCluster, Ports, Process};
 use kuberaft_chaos::report::{self, CellResult};
 use kuberaft_chaos::watchbench;
 use kuberaft_chaos::workload::{self, CellSpec, Op, RunStats};
@@ -39,6 +39,13 @@ enum Command {
     /// Measure watch delivery latency (write acknowledged → event received) with many watchers.
     #[command(long_about = WATCH_ABOUT)]
     Watch(WatchArgs),
+    /// The fan-out floor server that `watch --floor` starts (not for direct use).
+    #[command(hide = true)]
+    FloorServer {
+        /// Address to listen on.
+        #[arg(long)]
+        listen: String,
+    },
 }
 
 /// Long help of `kuberaft-bench watch`.
@@ -46,8 +53,9 @@ const WATCH_ABOUT: &str = "\
 Measure watch delivery latency (write acknowledged → event received) with many watchers.
 
 Starts a local 3-node kuberaft cluster and a 3-member etcd cluster (--systems picks). For
-every cell (watchers × rate), on each system in turn, it opens the watchers (each its own
-connection, spread over the replicas; kuberaft: an HTTP watch of one namespace's ConfigMaps;
+every cell (watchers × rate × watchers per connection), on each system in turn, it opens the
+watchers (their connections spread over the replicas; kuberaft: an HTTP watch of one
+namespace's ConfigMaps, over HTTP/1.1 with a connection each or multiplexed over HTTP/2;
 etcd: a v3 Watch of one key prefix), all from the revision before the first write; then it
 writes at the rate for the duration (ConfigMap creates; etcd: Puts of the same JSON; open
 loop, round robin over the replicas, at most 256 in flight), and records when
@@ -56,7 +64,8 @@ acknowledgement (0 when the event came first) over every (watcher, event) pair. 
 counts events a watcher never received within 10 s after the last write.
 
 Example:
-  kuberaft-bench watch --watchers 1,100,1000 --rates 100,1000 --duration-secs 5 --runs 3";
+  kuberaft-bench watch --watchers 1,100,1000 --rates 100,1000 --duration-secs 5 --runs 3
+  kuberaft-bench watch --watchers 1000 --per-connection 1,100 --rates 1000 --runs 3";
 
 /// Options of `kuberaft-bench watch`.
 #[derive(Debug, Clone, clap::Args)]
@@ -67,6 +76,11 @@ pub struct WatchArgs {
     /// Comma-separated write rates (writes per second); every watcher count runs at each.
     #[arg(long, default_value = "1000")]
     pub rates: ConcurrencyList,
+    /// Comma-separated numbers of watchers sharing one connection: 1 gives each watcher its
+    /// own (kuberaft: HTTP/1.1); more multiplex them (kuberaft: HTTP/2, whose streams
+    /// kube-apiserver limits to 100 per connection; etcd: gRPC streams on one channel).
+    #[arg(long, default_value = "1")]
+    pub per_connection: ConcurrencyList,
     /// Seconds of writing per cell.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub duration_secs: u64,
@@ -88,6 +102,10 @@ pub struct WatchArgs {
     /// First of the 40 loopback ports the clusters use (etcd and kuberaft get distinct ones).
     #[arg(long, default_value_t = 23000)]
     pub base_port: u16,
+    /// Also measure the fan-out floor: a server that only copies each write to every watcher
+    /// over the same HTTP (no storage, no replication), the least any watch server pays here.
+    #[arg(long)]
+    pub floor: bool,
 }
 
 /// The kuberaft binary to start: the one given, else `kuberaft` next to this executable.
@@ -97,6 +115,45 @@ fn kuberaft_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
         None => Ok(std::env::current_exe()
             .context("cannot locate this executable")?
             .with_file_name("kuberaft")),
+    }
+}
+
+/// The fan-out floor server (`kuberaft-bench floor-server`), run as a process of its own like
+/// the systems it is compared with.
+struct FloorServer {
+    // Declared before `log_dir`: the process stops before its log is removed.
+    process: Process,
+    addrs: Vec<String>,
+    _log_dir: tempfile::TempDir,
+}
+
+impl FloorServer {
+    /// Starts it on loopback `port` and waits until it accepts connections.
+    async fn start(port: u16) -> anyhow::Result<Self> {
+        let addr = format!("127.0.0.1:{port}");
+        std::net::TcpListener::bind(&addr).with_context(|| {
+            format!("port {port} (for the floor) is not free; choose another --base-port")
+        })?;
+        let log_dir = tempfile::Builder::new()
+            .prefix("kuberaft-bench-floor-")
+            .tempdir()?;
+        let mut cmd =
+            std::process::Command::new(std::env::current_exe().context("cannot locate this executable")?);
+        cmd.args(["floor-server", "--listen", &addr]);
+        let mut process = Process::spawn("floor server".to_string(), cmd, log_dir.path().join("floor.log"))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(&addr).await.is_err() {
+            process.check_running()?;
+            if std::time::Instant::now() > deadline {
+                bail!("the floor server does not accept connections on {addr}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Self {
+            process,
+            addrs: vec![addr],
+            _log_dir: log_dir,
+        })
     }
 }
 
@@ -115,32 +172,50 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
             System::Etcd => etcd = Some(EtcdCluster::start(&args.etcd_bin, ports, false).await?),
         }
     }
+    let floor = match args.floor {
+        true => Some(FloorServer::start(ports.floor()).await?),
+        false => None,
+    };
     let mut targets = Vec::new();
     if let Some(e) = &etcd {
-        targets.push(watchbench::Target::Etcd(&e.addrs));
+        targets.push((watchbench::Target::Etcd(&e.addrs), e.pids()));
     }
     if let Some(k) = &kuberaft {
-        targets.push(watchbench::Target::Kuberaft(&k.api_addrs));
+        targets.push((watchbench::Target::Kuberaft(&k.api_addrs), vec![k.pid()]));
+    }
+    if let Some(f) = &floor {
+        targets.push((watchbench::Target::Floor(&f.addrs), vec![f.process.pid()]));
     }
     let mut results = Vec::new();
+    let mut cells = Vec::new();
     for &rate in &args.rates.0 {
-        for &watchers in &args.watchers.0 {
-            let cell = watchbench::WatchCell {
-                watchers,
-                rate: u32::try_from(rate).context("rate too large")?,
-                duration: Duration::from_secs(args.duration_secs),
-                value_size: args.value_size,
-            };
+        for &per_connection in &args.per_connection.0 {
+            for &watchers in &args.watchers.0 {
+                cells.push(watchbench::WatchCell {
+                    watchers,
+                    rate: u32::try_from(rate).context("rate too large")?,
+                    duration: Duration::from_secs(args.duration_secs),
+                    value_size: args.value_size,
+                    per_connection: per_connection.clamp(1, watchers.max(1)),
+                });
+            }
+        }
+    }
+    for cell in cells {
+        let (watchers, rate, per_connection) = (cell.watchers, cell.rate, cell.per_connection);
+        {
             let mut runs: Vec<Vec<watchbench::WatchResult>> = vec![Vec::new(); targets.len()];
             for run in 0..args.runs {
                 // The systems take turns, run by run, so that a noisy neighbour hits both.
-                for (t, target) in targets.iter().enumerate() {
-                    let tag = format!("w{watchers}-r{rate}-{run}");
-                    let r = watchbench::run_cell(*target, cell, &tag).await.with_context(|| {
-                        format!("{}: {watchers} watchers at {rate} writes/s", target.name())
-                    })?;
+                for (t, (target, servers)) in targets.iter().enumerate() {
+                    let tag = format!("w{watchers}-c{per_connection}-r{rate}-{run}");
+                    let r = watchbench::run_cell(*target, servers, cell, &tag)
+                        .await
+                        .with_context(|| {
+                            format!("{}: {watchers} watchers at {rate} writes/s", target.name())
+                        })?;
                     eprintln!(
-                        "{:>8}: {watchers:>5} watchers, {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
+                        "{:>8}: {watchers:>5} watchers ({per_connection} per connection), {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
                         target.name(),
                         run + 1,
                         args.runs,
@@ -574,6 +649,7 @@ async fn main() -> anyhow::Result<()> {
             Command::Kv(args) => run_bench(Mode::Kv, args).await,
             Command::Api(args) => run_bench(Mode::Api, args).await,
             Command::Watch(args) => run_watch_bench(args).await,
+            Command::FloorServer { listen } => kuberaft_chaos::floor::serve(&listen).await,
         }
     };
     // On a signal the benchmark future is dropped, and with it the clusters' guards, which

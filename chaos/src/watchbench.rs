@@ -6,9 +6,14 @@
 //! or not earlier ones finished, at most [`MAX_IN_FLIGHT`] at a time), round robin over the
 //! replicas, and records when each was acknowledged: ConfigMaps through kuberaft's HTTP API, or
 //! etcd Puts of the same JSON bytes. Every watcher watches the cell's namespace (etcd: key
-//! prefix) from the revision before the first write, over its own connection, and records when
-//! each event arrived. Latency is arrival minus acknowledgement (zero when the event came
-//! first), over every (watcher, event) pair.
+//! prefix) from the revision before the first write and records when each event arrived.
+//! Latency is arrival minus acknowledgement (zero when the event came first), over every
+//! (watcher, event) pair.
+//!
+//! Watchers either have a connection each (kuberaft: HTTP/1.1, as many separate clients) or
+//! share connections [`WatchCell::per_connection`] at a time, as one client with many
+//! informers does (kuberaft: HTTP/2 streams, kube-apiserver allows 100 per connection; etcd:
+//! Watch streams over one gRPC channel).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +47,16 @@ pub struct WatchCell {
     pub duration: Duration,
     /// Bytes of data in each ConfigMap.
     pub value_size: usize,
+    /// Watchers sharing one connection: 1 is a connection each (kuberaft: HTTP/1.1); more
+    /// are multiplexed (kuberaft: HTTP/2 with prior knowledge; etcd: gRPC streams).
+    pub per_connection: usize,
+}
+
+impl WatchCell {
+    /// Connections the cell's watchers use.
+    fn connections(&self) -> usize {
+        self.watchers.div_ceil(self.per_connection)
+    }
 }
 
 /// The system a cell drives, by the addresses of its replicas.
@@ -51,6 +66,8 @@ pub enum Target<'a> {
     Kuberaft(&'a [String]),
     /// etcd members' client URLs (`host:port`).
     Etcd(&'a [String]),
+    /// The fan-out floor (`crate::floor`): the same HTTP requests as kuberaft's.
+    Floor(&'a [String]),
 }
 
 impl Target<'_> {
@@ -59,6 +76,7 @@ impl Target<'_> {
         match self {
             Target::Kuberaft(_) => "kuberaft",
             Target::Etcd(_) => "etcd",
+            Target::Floor(_) => "floor",
         }
     }
 }
@@ -70,6 +88,8 @@ pub struct WatchResult {
     pub system: &'static str,
     /// Concurrent watchers.
     pub watchers: usize,
+    /// Watchers sharing one connection.
+    pub per_connection: usize,
     /// Target writes per second.
     pub rate: u32,
     /// Acknowledged writes per second achieved.
@@ -86,6 +106,11 @@ pub struct WatchResult {
     pub p99_ms: Option<f64>,
     /// Largest.
     pub max_ms: Option<f64>,
+    /// CPU the servers used from the first write until the last event arrived (or the drain
+    /// gave up), in milliseconds per acknowledged write.
+    pub server_cpu_ms_per_write: Option<f64>,
+    /// CPU the load generator (writer and watchers) used over the same span, likewise.
+    pub client_cpu_ms_per_write: Option<f64>,
 }
 
 /// The name of write `seq`, and back.
@@ -180,16 +205,16 @@ async fn watch(
     }
 }
 
-/// One etcd watcher: a Watch stream over `prefix` from `start`, on its own connection,
-/// recording (write number, arrival) until `stop`.
+/// One etcd watcher: a Watch stream over `prefix` from `start` on `channel`, recording (write
+/// number, arrival) until `stop`.
 async fn watch_etcd(
-    addr: String,
+    channel: tonic::transport::Channel,
     prefix: Vec<u8>,
     start: i64,
     mut stop: tokio::sync::watch::Receiver<bool>,
     received: Arc<AtomicU64>,
 ) -> anyhow::Result<Vec<(usize, Instant)>> {
-    let mut client = etcdpb::watch_client::WatchClient::new(connect(&addr).await?);
+    let mut client = etcdpb::watch_client::WatchClient::new(channel);
     let create = etcdpb::WatchRequest {
         request_union: Some(etcdpb::watch_request::RequestUnion::CreateRequest(
             etcdpb::WatchCreateRequest {
@@ -301,7 +326,7 @@ async fn open_cell(
     watchers: &mut JoinSet<anyhow::Result<Vec<(usize, Instant)>>>,
 ) -> anyhow::Result<Writer> {
     match target {
-        Target::Kuberaft(api_addrs) => {
+        Target::Kuberaft(api_addrs) | Target::Floor(api_addrs) => {
             let http = reqwest::Client::builder()
                 .tcp_nodelay(true)
                 .build()
@@ -324,11 +349,27 @@ async fn open_cell(
                 .as_str()
                 .context("a list without resourceVersion")?
                 .to_string();
-            // Watchers first, each on its own connection, spread over the replicas.
+            // Watchers first, their connections spread over the replicas.
+            let connections = (0..cell.connections())
+                .map(|_| {
+                    let builder = reqwest::Client::builder().tcp_nodelay(true);
+                    match cell.per_connection {
+                        1 => builder.http1_only(),
+                        _ => builder.http2_prior_knowledge(),
+                    }
+                    .build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .context("cannot build an HTTP client")?;
             for w in 0..cell.watchers {
-                let own = reqwest::Client::builder().tcp_nodelay(true).build()?;
-                let url = format!("{}?watch=1&resourceVersion={from}", collection(w));
-                watchers.spawn(watch(own, url, stopping.clone(), received.clone()));
+                let c = w / cell.per_connection;
+                let url = format!("{}?watch=1&resourceVersion={from}", collection(c));
+                watchers.spawn(watch(
+                    connections[c].clone(),
+                    url,
+                    stopping.clone(),
+                    received.clone(),
+                ));
             }
             Ok(Writer::Http {
                 client: http,
@@ -355,9 +396,13 @@ async fn open_cell(
                 .into_inner()
                 .header
                 .map_or(0, |h| h.revision);
+            let mut connections = Vec::new();
+            for c in 0..cell.connections() {
+                connections.push(connect(&addrs[c % addrs.len()]).await?);
+            }
             for w in 0..cell.watchers {
                 watchers.spawn(watch_etcd(
-                    addrs[w % addrs.len()].clone(),
+                    connections[w / cell.per_connection].clone(),
                     prefix.clone().into_bytes(),
                     revision + 1,
                     stopping.clone(),
@@ -369,8 +414,14 @@ async fn open_cell(
     }
 }
 
-/// Runs one cell against `target`.
-pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow::Result<WatchResult> {
+/// Runs one cell against `target`, whose server processes (with their descendants) are
+/// `servers`.
+pub async fn run_cell(
+    target: Target<'_>,
+    servers: &[u32],
+    cell: WatchCell,
+    tag: &str,
+) -> anyhow::Result<WatchResult> {
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let received = Arc::new(AtomicU64::new(0));
     let mut watchers = JoinSet::new();
@@ -384,6 +435,7 @@ pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow:
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let value = "v".repeat(cell.value_size);
     let mut writes = JoinSet::new();
+    let cpu_before = (crate::cpu::tree_seconds(servers), crate::cpu::own_seconds());
     let start = Instant::now();
     let period = Duration::from_secs_f64(1.0 / f64::from(cell.rate.max(1)));
     for seq in 0..total {
@@ -416,6 +468,9 @@ pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow:
     while received.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let per_write = |seconds: f64| (acknowledged > 0).then(|| seconds * 1000.0 / acknowledged as f64);
+    let server_cpu_ms_per_write = per_write(crate::cpu::tree_seconds(servers) - cpu_before.0);
+    let client_cpu_ms_per_write = per_write(crate::cpu::own_seconds() - cpu_before.1);
     let _ = stop.send(true);
     let mut hist: Histogram<u64> = new_histogram()?;
     let mut events = 0u64;
@@ -433,6 +488,7 @@ pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow:
     Ok(WatchResult {
         system: target.name(),
         watchers: cell.watchers,
+        per_connection: cell.per_connection,
         rate: cell.rate,
         writes_per_sec: acknowledged as f64 / elapsed.as_secs_f64(),
         events,
@@ -441,20 +497,23 @@ pub async fn run_cell(target: Target<'_>, cell: WatchCell, tag: &str) -> anyhow:
         p50_ms: ms(0.5),
         p99_ms: ms(0.99),
         max_ms: (!hist.is_empty()).then(|| hist.max() as f64 / 1000.0),
+        server_cpu_ms_per_write,
+        client_cpu_ms_per_write,
     })
 }
 
 /// The results as a markdown table.
 pub fn markdown(results: &[WatchResult]) -> String {
     let mut out = String::from(
-        "| system | watchers | target writes/s | achieved writes/s | events delivered | missing | p50 ms | p99 ms | max ms |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| system | watchers | per connection | target writes/s | achieved writes/s | events delivered | missing | p50 ms | p99 ms | max ms | server CPU ms/write | client CPU ms/write |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in results {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.system,
             r.watchers,
+            r.per_connection,
             r.rate,
             fmt_rate(Some(r.writes_per_sec)),
             r.events,
@@ -462,6 +521,8 @@ pub fn markdown(results: &[WatchResult]) -> String {
             fmt_ms(r.p50_ms),
             fmt_ms(r.p99_ms),
             fmt_ms(r.max_ms),
+            fmt_ms(r.server_cpu_ms_per_write),
+            fmt_ms(r.client_cpu_ms_per_write),
         ));
     }
     out

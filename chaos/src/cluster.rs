@@ -288,6 +288,52 @@ where
     }
 }
 
+/// The fan-out floor server (`kuberaft-bench floor-server`, see `crate::floor`), run as a
+/// process of its own like the systems it is compared with.
+#[derive(Debug)]
+pub struct FloorServer {
+    // Declared before `dir`: the process stops before its log is removed.
+    process: Process,
+    _dir: ScratchDir,
+    /// Its address (`host:port`).
+    pub addrs: Vec<String>,
+}
+
+impl FloorServer {
+    /// Starts this executable's `floor-server` on the floor port and waits until it accepts
+    /// connections.
+    pub async fn start(ports: Ports) -> anyhow::Result<Self> {
+        let port = ports.floor();
+        let addr = format!("127.0.0.1:{port}");
+        std::net::TcpListener::bind(&addr).with_context(|| {
+            format!("port {port} (for the floor) is not free; choose another --base-port")
+        })?;
+        let dir = ScratchDir::new("kuberaft-bench-floor-", false)?;
+        let mut cmd = Command::new(std::env::current_exe().context("cannot locate this executable")?);
+        cmd.args(["floor-server", "--listen", &addr]);
+        let mut process = Process::spawn("floor server".to_string(), cmd, dir.path().join("floor.log"))?;
+        let mut check = || process.check_running();
+        wait_until("the floor server", &mut check, || {
+            let addr = addr.clone();
+            async move {
+                tokio::net::TcpStream::connect(&addr).await?;
+                Ok(())
+            }
+        })
+        .await?;
+        Ok(Self {
+            process,
+            _dir: dir,
+            addrs: vec![addr],
+        })
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+}
+
 /// A local three-member etcd cluster with default settings.
 #[derive(Debug)]
 pub struct EtcdCluster {

@@ -44,22 +44,15 @@ pub fn tree_seconds(roots: &[u32]) -> f64 {
             }
         }
     }
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (pid, (ppid, _)) in &procs {
+        children.entry(*ppid).or_default().push(*pid);
+    }
     let mut ticks = 0;
     let mut frontier: Vec<u32> = roots.to_vec();
-    let mut seen = std::collections::HashSet::new();
     while let Some(pid) = frontier.pop() {
-        if !seen.insert(pid) {
-            continue;
-        }
-        if let Some((_, t)) = procs.get(&pid) {
-            ticks += t;
-        }
-        frontier.extend(
-            procs
-                .iter()
-                .filter(|(_, (ppid, _))| *ppid == pid)
-                .map(|(p, _)| *p),
-        );
+        ticks += procs.get(&pid).map_or(0, |(_, t)| *t);
+        frontier.extend(children.get(&pid).into_iter().flatten());
     }
     ticks as f64 / ticks_per_second()
 }

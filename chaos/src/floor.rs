@@ -67,21 +67,16 @@ async fn handle(
 /// than [`BACKLOG`] frames behind, or the server is stopping).
 async fn next_chunk(rx: &mut broadcast::Receiver<Bytes>) -> Option<Bytes> {
     let first = rx.recv().await.ok()?;
-    let mut more = Vec::new();
+    // A single frame goes out as it is; only several are copied into one chunk.
+    let mut chunk: Option<BytesMut> = None;
     loop {
         match rx.try_recv() {
-            Ok(frame) => more.push(frame),
+            Ok(frame) => chunk
+                .get_or_insert_with(|| BytesMut::from(&first[..]))
+                .extend_from_slice(&frame),
             Err(broadcast::error::TryRecvError::Empty) => break,
             Err(_) => return None,
         }
     }
-    if more.is_empty() {
-        return Some(first);
-    }
-    let mut chunk = BytesMut::with_capacity(first.len() * (more.len() + 1));
-    chunk.extend_from_slice(&first);
-    for frame in &more {
-        chunk.extend_from_slice(frame);
-    }
-    Some(chunk.freeze())
+    Some(chunk.map_or(first, BytesMut::freeze))
 }

@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use kuberaft_chaos::client::{self, Client, System};
-use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, KuberaftCluster, Ports, Process};
+use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, FloorServer, KuberaftCluster, Ports};
 use kuberaft_chaos::report::{self, CellResult};
 use kuberaft_chaos::watchbench;
 use kuberaft_chaos::workload::{self, CellSpec, Op, RunStats};
@@ -118,45 +118,6 @@ fn kuberaft_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
-/// The fan-out floor server (`kuberaft-bench floor-server`), run as a process of its own like
-/// the systems it is compared with.
-struct FloorServer {
-    // Declared before `log_dir`: the process stops before its log is removed.
-    process: Process,
-    addrs: Vec<String>,
-    _log_dir: tempfile::TempDir,
-}
-
-impl FloorServer {
-    /// Starts it on loopback `port` and waits until it accepts connections.
-    async fn start(port: u16) -> anyhow::Result<Self> {
-        let addr = format!("127.0.0.1:{port}");
-        std::net::TcpListener::bind(&addr).with_context(|| {
-            format!("port {port} (for the floor) is not free; choose another --base-port")
-        })?;
-        let log_dir = tempfile::Builder::new()
-            .prefix("kuberaft-bench-floor-")
-            .tempdir()?;
-        let mut cmd =
-            std::process::Command::new(std::env::current_exe().context("cannot locate this executable")?);
-        cmd.args(["floor-server", "--listen", &addr]);
-        let mut process = Process::spawn("floor server".to_string(), cmd, log_dir.path().join("floor.log"))?;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while tokio::net::TcpStream::connect(&addr).await.is_err() {
-            process.check_running()?;
-            if std::time::Instant::now() > deadline {
-                bail!("the floor server does not accept connections on {addr}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(Self {
-            process,
-            addrs: vec![addr],
-            _log_dir: log_dir,
-        })
-    }
-}
-
 /// Runs `kuberaft-bench watch`.
 async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
     let ports = Ports::new(args.base_port)?;
@@ -173,7 +134,7 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
         }
     }
     let floor = match args.floor {
-        true => Some(FloorServer::start(ports.floor()).await?),
+        true => Some(FloorServer::start(ports).await?),
         false => None,
     };
     let mut targets = Vec::new();
@@ -184,7 +145,7 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
         targets.push((watchbench::Target::Kuberaft(&k.api_addrs), vec![k.pid()]));
     }
     if let Some(f) = &floor {
-        targets.push((watchbench::Target::Floor(&f.addrs), vec![f.process.pid()]));
+        targets.push((watchbench::Target::Floor(&f.addrs), vec![f.pid()]));
     }
     let mut results = Vec::new();
     let mut cells = Vec::new();
@@ -203,38 +164,34 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
     }
     for cell in cells {
         let (watchers, rate, per_connection) = (cell.watchers, cell.rate, cell.per_connection);
-        {
-            let mut runs: Vec<Vec<watchbench::WatchResult>> = vec![Vec::new(); targets.len()];
-            for run in 0..args.runs {
-                // The systems take turns, run by run, so that a noisy neighbour hits both.
-                for (t, (target, servers)) in targets.iter().enumerate() {
-                    let tag = format!("w{watchers}-c{per_connection}-r{rate}-{run}");
-                    let r = watchbench::run_cell(*target, servers, cell, &tag)
-                        .await
-                        .with_context(|| {
-                            format!("{}: {watchers} watchers at {rate} writes/s", target.name())
-                        })?;
-                    eprintln!(
-                        "{:>8}: {watchers:>5} watchers ({per_connection} per connection), {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
-                        target.name(),
-                        run + 1,
-                        args.runs,
-                        report::fmt_rate(Some(r.writes_per_sec)),
-                        report::fmt_ms(r.p50_ms),
-                        report::fmt_ms(r.p99_ms),
-                        r.missing,
-                    );
-                    runs[t].push(r);
-                }
+        let mut runs: Vec<Vec<watchbench::WatchResult>> = vec![Vec::new(); targets.len()];
+        for run in 0..args.runs {
+            // The systems take turns, run by run, so that a noisy neighbour hits both.
+            for (t, (target, servers)) in targets.iter().enumerate() {
+                let tag = format!("w{watchers}-c{per_connection}-r{rate}-{run}");
+                let r = watchbench::run_cell(*target, servers, cell, &tag)
+                    .await
+                    .with_context(|| format!("{}: {watchers} watchers at {rate} writes/s", target.name()))?;
+                eprintln!(
+                    "{:>8}: {watchers:>5} watchers ({per_connection} per connection), {rate:>5} writes/s, run {}/{}: {} writes/s achieved, p50 {} ms, p99 {} ms, missing {}",
+                    target.name(),
+                    run + 1,
+                    args.runs,
+                    report::fmt_rate(Some(r.writes_per_sec)),
+                    report::fmt_ms(r.p50_ms),
+                    report::fmt_ms(r.p99_ms),
+                    r.missing,
+                );
+                runs[t].push(r);
             }
-            for mut system_runs in runs {
-                system_runs.sort_by(|a, b| {
-                    a.p99_ms
-                        .partial_cmp(&b.p99_ms)
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                });
-                results.push(system_runs.swap_remove(system_runs.len() / 2));
-            }
+        }
+        for mut system_runs in runs {
+            system_runs.sort_by(|a, b| {
+                a.p99_ms
+                    .partial_cmp(&b.p99_ms)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            results.push(system_runs.swap_remove(system_runs.len() / 2));
         }
     }
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());

@@ -729,3 +729,113 @@ async fn namespace_admission_follows_the_namespace_on_every_replica() {
     let (_, list) = call(M::GET, &k.url(1, "/api/v1/namespaces/fresh-0/configmaps"), j, "").await;
     assert_eq!(list["items"], json!([]), "{list}");
 }
+
+/// Every verb against every subresource path, on a type without subresources (ConfigMap), one
+/// with `status` (Pod) and one with `status` and `scale` (Deployment): a subresource the type
+/// does not serve is `404`, a verb a subresource does not serve is `405` with kube-apiserver's
+/// `Status`, and neither touches the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_verb_against_every_subresource() {
+    use reqwest::Method as M;
+    let k = Kube::start().await;
+    let ns = "/api/v1/namespaces/default";
+    let objects = [
+        (format!("{ns}/configmaps"), json!({"metadata": {"name": "c1"}, "data": {"a": "1"}})),
+        (
+            format!("{ns}/pods"),
+            json!({"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments".to_string(),
+            json!({"metadata": {"name": "d1"}, "spec": {
+                "selector": {"matchLabels": {"app": "d1"}},
+                "template": {"metadata": {"labels": {"app": "d1"}},
+                             "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+        ),
+    ];
+    for (collection, body) in &objects {
+        let (code, created) = k.send(M::POST, 0, collection, Some(body)).await;
+        assert_eq!(code, 201, "{created}");
+    }
+    let object = |i: usize| format!("{}/{}", objects[i].0, ["c1", "p1", "d1"][i]);
+    // (object, subresource, [GET, PUT, PATCH, POST, DELETE]); DELETE of the object itself
+    // comes last, below.
+    let ok = [200, 200, 200, 405, 0];
+    let no_write_verbs = [200, 200, 200, 405, 405];
+    let absent = [404; 5];
+    let table: Vec<(usize, &str, [u16; 5])> = vec![
+        (0, "", ok),
+        (0, "/status", absent),
+        (0, "/scale", absent),
+        (0, "/bogus", absent),
+        (0, "/log", absent),
+        (1, "", ok),
+        (1, "/status", no_write_verbs),
+        (1, "/scale", absent),
+        (1, "/log", absent),
+        (1, "/exec", absent),
+        (1, "/anything", absent),
+        (2, "", ok),
+        (2, "/status", no_write_verbs),
+        (2, "/scale", no_write_verbs),
+        (2, "/rollback", absent),
+    ];
+    let status_405 = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server does not allow this method on the requested resource",
+        "reason": "MethodNotAllowed", "details": {}, "code": 405});
+    let status_404 = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound", "details": {}, "code": 404});
+    for (i, sub, expected) in &table {
+        let path = format!("{}{sub}", object(*i));
+        let methods = [M::GET, M::PUT, M::PATCH, M::POST, M::DELETE];
+        for (method, want) in methods.iter().zip(expected) {
+            if *want == 0 {
+                continue;
+            }
+            let (code, current) = k.send(M::GET, 0, &path, None).await;
+            let (got, body) = match *method {
+                M::PUT if code == 200 => k.send(M::PUT, 1, &path, Some(&current)).await,
+                M::PATCH => {
+                    let r = k
+                        .http
+                        .patch(k.url(1, &path))
+                        .header("content-type", "application/merge-patch+json")
+                        .body("{}")
+                        .send()
+                        .await
+                        .unwrap();
+                    let code = r.status().as_u16();
+                    (code, r.json().await.unwrap_or(Value::Null))
+                }
+                ref m => k.send(m.clone(), 1, &path, Some(&json!({}))).await,
+            };
+            assert_eq!(got, *want, "{method} {path}: {body}");
+            match got {
+                405 => assert_eq!(body, status_405, "{method} {path}"),
+                404 => assert_eq!(body, status_404, "{method} {path}"),
+                _ => {}
+            }
+        }
+        for j in 0..objects.len() {
+            let (code, body) = k.send(M::GET, 2, &object(j), None).await;
+            assert_eq!(code, 200, "object {j} after {path}: {body}");
+        }
+    }
+    // A path under a Namespace that names no resource, and a watch of a subresource.
+    let (code, body) = k.send(M::GET, 0, &format!("{ns}/nosuchresource"), None).await;
+    assert_eq!((code, body), (404, status_404.clone()));
+    let (code, _) = k.send(M::DELETE, 0, &format!("{ns}/nosuchresource"), None).await;
+    assert_eq!(code, 404);
+    let (code, body) = k.send(M::GET, 0, ns, None).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = k
+        .send(M::GET, 0, &format!("{}/status?watch=true", object(1)), None)
+        .await;
+    assert_eq!((code, body["kind"].as_str()), (200, Some("Pod")));
+    // DELETE of the objects themselves still works.
+    for i in 0..objects.len() {
+        let (code, body) = k.send(M::DELETE, 1, &object(i), None).await;
+        assert_eq!(code, 200, "{body}");
+    }
+}

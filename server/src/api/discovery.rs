@@ -82,25 +82,20 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
             r["categories"] = json!(t.categories);
         }
         resources.push(r);
-        if t.has_status {
-            resources.push(json!({
-                "name": format!("{}/status", t.plural),
+        for sub in t.subresources() {
+            let mut r = json!({
+                "name": format!("{}/{}", t.plural, sub.name),
                 "singularName": "",
                 "namespaced": t.namespaced,
-                "kind": t.kind,
-                "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if t.has_scale {
-            resources.push(json!({
-                "name": format!("{}/scale", t.plural),
-                "singularName": "",
-                "namespaced": t.namespaced,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": ["get", "patch", "update"],
-            }));
+            });
+            let (group, version, kind) = sub.kind;
+            if (group, version) != (t.group, t.version) {
+                r["group"] = json!(group);
+                r["version"] = json!(version);
+            }
+            r["kind"] = json!(kind);
+            r["verbs"] = json!(sub.verbs);
+            resources.push(r);
         }
     }
     let gv = if group.is_empty() {
@@ -128,21 +123,18 @@ fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value 
     let resources: Vec<Value> = types
         .into_iter()
         .map(|t| {
-            let mut subresources = Vec::new();
-            if t.has_scale {
-                subresources.push(json!({
-                    "subresource": "scale",
-                    "responseKind": response_kind("autoscaling", "v1", "Scale"),
-                    "verbs": ["get", "patch", "update"],
-                }));
-            }
-            if t.has_status {
-                subresources.push(json!({
-                    "subresource": "status",
-                    "responseKind": response_kind(t.group, t.version, t.kind),
-                    "verbs": ["get", "patch", "update"],
-                }));
-            }
+            let subresources: Vec<Value> = t
+                .subresources()
+                .iter()
+                .map(|sub| {
+                    let (group, version, kind) = sub.kind;
+                    json!({
+                        "subresource": sub.name,
+                        "responseKind": response_kind(group, version, kind),
+                        "verbs": sub.verbs,
+                    })
+                })
+                .collect();
             let mut r = json!({
                 "resource": t.plural,
                 "responseKind": response_kind(t.group, t.version, t.kind),

@@ -72,7 +72,7 @@ impl Reply {
 fn name_of(req: &ResourceRequest) -> ApiResult<&str> {
     req.name
         .as_deref()
-        .ok_or_else(|| ApiError::method_not_allowed("this verb needs an object name"))
+        .ok_or_else(ApiError::method_not_allowed)
 }
 
 fn key(req: &ResourceRequest, name: &str) -> String {
@@ -229,9 +229,7 @@ pub(super) fn dry_run(q: &Query) -> ApiResult<bool> {
 /// POST to a collection.
 pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decoded) -> ApiResult<Reply> {
     if req.name.is_some() {
-        return Err(ApiError::method_not_allowed(
-            "POST is only allowed on a collection",
-        ));
+        return Err(ApiError::method_not_allowed());
     }
     let dry = dry_run(q)?;
     let mut obj = body.value;

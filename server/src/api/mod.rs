@@ -46,7 +46,7 @@ use serde_json::{json, Value};
 use crate::config::FeatureGates;
 use handlers::{DeleteOptions, PatchType, Query, Reply};
 use registry::LiveRegistry;
-use request::{content_type, decode_body, negotiate, parse_path, Format, Offer, Target, MAX_BODY_BYTES};
+use request::{content_type, decode_body, negotiate, parse_path, Format, Offer, Target, Verb, MAX_BODY_BYTES};
 use status::{ApiError, ApiResult};
 use store::Store;
 
@@ -197,7 +197,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         Target::Resource(r) => r,
         discovery_target => {
             if parts.method != Method::GET {
-                return Err(ApiError::method_not_allowed("discovery documents are read-only"));
+                return Err(ApiError::method_not_allowed_because("discovery documents are read-only"));
             }
             // Discovery lists the custom types of every definition stored before the request
             // (one read-index round trip; clients cache discovery). Without a quorum it still
@@ -230,34 +230,37 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
     };
     let store = &api.store;
-    let is_watch = req.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
-    let mut reply: Reply = match (parts.method.clone(), req.name.is_some()) {
-        (Method::GET, false) if is_watch => return watch::serve(store, &req, &q, format).await,
-        (Method::GET, true) if is_watch => {
+    let watch_option = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    // The path and the method decide the verb before any handler runs: a verb the path does
+    // not serve never reaches the store.
+    let verb = req.verb(&parts.method, watch_option)?;
+    let mut reply: Reply = match verb {
+        Verb::Watch if req.name.is_none() => return watch::serve(store, &req, &q, format).await,
+        Verb::Watch => {
             let mut one = req.clone();
             let name = one.name.take().unwrap_or_default();
             let mut q = q.clone();
             q.insert("fieldSelector".into(), format!("metadata.name={name}"));
             return watch::serve(store, &one, &q, format).await;
         }
-        (Method::GET, false) => handlers::list(store, &req, &q).await?,
-        (Method::GET, true) => handlers::get(store, &req, &q).await?,
-        (Method::POST, _) => {
+        Verb::List => handlers::list(store, &req, &q).await?,
+        Verb::Get => handlers::get(store, &req, &q).await?,
+        Verb::Create => {
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;
             handlers::create(store, &req, &q, obj).await?
         }
-        (Method::PUT, true) => {
+        Verb::Update => {
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;
             handlers::update(store, &req, &q, obj).await?
         }
-        (Method::PATCH, true) => {
+        Verb::Patch => {
             let kind = PatchType::from_content_type(&content_type(&parts.headers))?;
             let bytes = read_body(&parts.headers, body).await?;
             handlers::patch(store, &req, &q, kind, &bytes).await?
         }
-        (Method::DELETE, true) => {
+        Verb::Delete => {
             let bytes = read_body(&parts.headers, body).await?;
             let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
             let opts = DeleteOptions::parse(&bytes, &q)?;
@@ -268,15 +271,10 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                 handlers::delete(store, &req, &opts).await?
             }
         }
-        (Method::DELETE, false) => {
+        Verb::DeleteCollection => {
             let bytes = read_body(&parts.headers, body).await?;
             let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
             handlers::delete_collection(store, &req, &q, &DeleteOptions::parse(&bytes, &q)?).await?
-        }
-        (m, _) => {
-            return Err(ApiError::method_not_allowed(format!(
-                "method {m} is not allowed on this path"
-            )))
         }
     };
     if let Some(custom) = &req.rt.custom {

@@ -93,11 +93,51 @@ impl ResourceType {
         ]
     }
 
+    /// The subresources this type serves, each with its verbs (discovery lists them; a path to
+    /// any other subresource is `404`, a verb a subresource lacks is `405`).
+    pub fn subresources(&self) -> Vec<Subresource> {
+        let mut out = Vec::new();
+        if self.has_scale {
+            out.push(Subresource {
+                name: "scale",
+                kind: ("autoscaling", "v1", "Scale"),
+                verbs: SUBRESOURCE_VERBS,
+            });
+        }
+        if self.has_status {
+            out.push(Subresource {
+                name: "status",
+                kind: (self.group, self.version, self.kind),
+                verbs: SUBRESOURCE_VERBS,
+            });
+        }
+        out
+    }
+
+    /// The subresource called `name`, if this type serves it.
+    pub fn subresource(&self, name: &str) -> Option<Subresource> {
+        self.subresources().into_iter().find(|s| s.name == name)
+    }
+
     /// Whether names of this type must be DNS-1123 labels (rather than subdomains).
     pub fn name_is_label(&self) -> bool {
         matches!((self.group, self.plural), ("", "namespaces") | ("", "services"))
     }
 }
+
+/// A subresource of a type (`pods/status`, `deployments/scale`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    /// The path segment after the object's name.
+    pub name: &'static str,
+    /// The group, version and kind of what it reads and writes.
+    pub kind: (&'static str, &'static str, &'static str),
+    /// The verbs it answers.
+    pub verbs: &'static [&'static str],
+}
+
+/// What the status and scale subresources answer: reads and writes of one object, nothing else.
+const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Extra facts about a type that k8s-openapi does not carry.
 struct Extra {

@@ -88,7 +88,7 @@ fn name_of(req: &ResourceRequest) -> ApiResult<String> {
     }
     req.name
         .clone()
-        .ok_or_else(|| ApiError::method_not_allowed("the scale subresource needs an object name"))
+        .ok_or_else(ApiError::method_not_allowed)
 }
 
 /// The desired replicas of a Scale body: a non-negative integer (absent means 0).

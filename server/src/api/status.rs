@@ -62,15 +62,30 @@ impl ApiError {
 
     /// 404 NotFound for a path that serves nothing.
     pub fn no_route() -> Self {
-        Self::new(
+        let mut e = Self::new(
             404,
             "NotFound",
             "the server could not find the requested resource",
-        )
+        );
+        e.details = Some(json!({}));
+        e
     }
 
-    /// 405 MethodNotAllowed.
-    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+    /// 405 MethodNotAllowed for a verb the path does not serve, worded as kube-apiserver's
+    /// router answers it (`DELETE pods/NAME/status`, `POST configmaps/NAME`).
+    pub fn method_not_allowed() -> Self {
+        let mut e = Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+        e.details = Some(json!({}));
+        e
+    }
+
+    /// 405 MethodNotAllowed with a message of its own (a create under a terminating
+    /// definition, a write to a read-only document).
+    pub fn method_not_allowed_because(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
     }
 

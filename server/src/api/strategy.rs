@@ -145,7 +145,7 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResul
     let name = meta_str(obj, "name").unwrap_or_default();
     let causes = if let Some(custom) = &rt.custom {
         if old.is_none() && custom.terminating {
-            return Err(ApiError::method_not_allowed(
+            return Err(ApiError::method_not_allowed_because(
                 "create not allowed while custom resource definition is terminating",
             ));
         }

@@ -740,7 +740,10 @@ async fn every_verb_against_every_subresource() {
     let k = Kube::start().await;
     let ns = "/api/v1/namespaces/default";
     let objects = [
-        (format!("{ns}/configmaps"), json!({"metadata": {"name": "c1"}, "data": {"a": "1"}})),
+        (
+            format!("{ns}/configmaps"),
+            json!({"metadata": {"name": "c1"}, "data": {"a": "1"}}),
+        ),
         (
             format!("{ns}/pods"),
             json!({"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),

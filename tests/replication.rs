@@ -207,10 +207,12 @@ async fn the_leader_compacts_on_schedule_after_the_retention_window() {
     let mut kv = c.kv(leader).await;
     let first = put(&mut kv, "/sched/k", b"1").await.unwrap();
     put(&mut kv, "/sched/k", b"2").await.unwrap();
+    // Wait for the compaction on the replica read below: a serializable read answers from
+    // local state, and another replica may apply the compaction before this one does.
     eventually(T, || {
         let c = &c;
         async move {
-            let s = c.status(0, false).await.ok_or("no status")?;
+            let s = c.status(leader, false).await.ok_or("no status")?;
             if s.compacted_revision > first {
                 Ok(())
             } else {

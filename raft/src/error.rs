@@ -36,6 +36,10 @@ pub enum NodeError {
     /// The replica's configuration is unusable.
     #[error("config: {0}")]
     Config(String),
+    /// A store read on the blocking pool did not finish (it panicked or the runtime is
+    /// shutting down).
+    #[error("store read did not complete: {0}")]
+    BlockingRead(#[from] tokio::task::JoinError),
 }
 
 impl From<NodeError> for tonic::Status {

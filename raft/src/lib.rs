@@ -3,9 +3,12 @@
 //! * [`types`]: the Raft type configuration and the command/result types carried in the log;
 //! * [`log_store`] and [`state_machine`]: openraft's storage traits over `kuberaft-storage`;
 //! * [`network`]: the peer transport (tonic gRPC client side);
-//! * [`service`]: the gRPC services a replica serves on its peer listener (`Peer` and `Kv`);
-//! * [`node`]: one running replica — writes (with forwarding to the leader), linearizable read
-//!   barriers from any replica, the apply stream and status;
+//! * [`service`]: the gRPC services a replica serves on its peer listener (`Peer` in
+//!   `service/peer.rs`, `Kv` in `service/kv.rs`);
+//! * [`node`]: one running replica — start, readiness, leadership and the apply stream
+//!   (`node/mod.rs`), writes with forwarding to the leader (`node/write.rs`), linearizable read
+//!   barriers and async store reads (`node/read.rs`), the compaction schedule
+//!   (`node/compaction.rs`) and status (`node/status.rs`);
 //! * [`read_index`]: concurrent linearizable reads sharing the leader's leadership confirmations.
 
 // openraft's storage traits fix the error types (`StorageError<u64>`, 224 bytes); the helpers
@@ -23,6 +26,8 @@ pub mod state_machine;
 pub mod types;
 
 pub use error::NodeError;
+pub use kuberaft_storage::mvcc::{Applied, Change};
+pub use kuberaft_storage::StorageError;
 pub use node::{NodeConfig, Progress, RaftNode};
 pub use openraft::ServerState;
 pub use state_machine::ApplyEvent;

@@ -54,6 +54,12 @@ impl RaftLog {
 }
 
 impl RaftLogReader<TypeConfig> for RaftLog {
+    /// The entries of `range` from exactly its start, up to the first missing index — so none
+    /// when the start itself is missing (purged, or below the log's first entry). Replication
+    /// sends what this returns behind `prev_log_id = start - 1`, so a batch must never begin
+    /// later than asked; an empty one is retried as a heartbeat. (openraft's storage suite
+    /// expects the entries after such a leading gap in six cases; see
+    /// `tests/storage_suite.rs`.)
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,

@@ -23,7 +23,7 @@ pub struct InputCrate {
 #[derive(Debug, Clone)]
 pub struct Inputs {
     /// The repository root, the parent of `registry-gen/` (the committed table is under
-    /// `server/src/api/`).
+    /// `server/src/machinery/`).
     pub workspace_root: PathBuf,
     /// The `k8s-pb` crate (prost-generated messages with Go markers in doc comments).
     pub k8s_pb: InputCrate,

@@ -1,4 +1,4 @@
-//! `registry-gen`: regenerates `server/src/api/type_facts.json`, the project's table of
+//! `registry-gen`: regenerates `server/src/machinery/type_facts.json`, the project's table of
 //! built-in Kubernetes type facts (protobuf tags and kinds, Go-embedded fields, and the
 //! list/map/struct/patch markers used by strategic merge patch and server-side apply).
 //!
@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 /// Where the table lives, relative to the workspace root.
-const OUTPUT: &str = "server/src/api/type_facts.json";
+const OUTPUT: &str = "server/src/machinery/type_facts.json";
 
 /// A regenerated table and where it belongs.
 struct Generated {

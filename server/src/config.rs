@@ -175,7 +175,7 @@ pub struct ServeConfig {
 }
 
 fn default_request_timeout() -> u64 {
-    10
+    ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS
 }
 
 fn default_watch_buffer() -> usize {
@@ -183,6 +183,9 @@ fn default_watch_buffer() -> usize {
 }
 
 impl ServeConfig {
+    /// `requestTimeoutSeconds` when the file does not set it.
+    pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 10;
+
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<ServeConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {

@@ -1,16 +1,10 @@
-//! `kuberaft`: a Kubernetes API server that is its own replicated database.
+//! The `kuberaft` binary: parses the command line and runs the library's command.
 //!
 //! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas) and
 //! `endpoint status` (one row per member).
 
-mod api;
-mod cluster;
-mod config;
-mod http;
-mod kubeconfig;
-mod observability;
-mod serve;
-mod status;
+use kuberaft::cli::{cluster_up, endpoint_status};
+use kuberaft::server::{self, observability};
 
 use std::path::PathBuf;
 
@@ -54,13 +48,13 @@ enum Cmd {
 #[derive(Subcommand)]
 enum ClusterCmd {
     /// Start a local cluster on loopback and stop it on Ctrl-C.
-    Up(cluster::UpArgs),
+    Up(cluster_up::UpArgs),
 }
 
 #[derive(Subcommand)]
 enum EndpointCmd {
     /// One row per member: role, term, revision, indexes, log and database size.
-    Status(status::StatusArgs),
+    Status(endpoint_status::StatusArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,13 +72,13 @@ fn main() -> std::process::ExitCode {
             Cmd::Serve {
                 config,
                 feature_gates,
-            } => serve::run(&config, feature_gates.as_deref()).await,
+            } => server::run(&config, feature_gates.as_deref()).await,
             Cmd::Cluster {
                 command: ClusterCmd::Up(args),
-            } => cluster::up(args).await,
+            } => cluster_up::up(args).await,
             Cmd::Endpoint {
                 command: EndpointCmd::Status(args),
-            } => status::run(args).await,
+            } => endpoint_status::run(args).await,
         }
     });
     match result {

@@ -90,29 +90,43 @@ pub struct Cluster {
     pub options: Options,
 }
 
-/// Renders a replica config file.
+/// Renders a replica config file from the server's own config types.
 pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], o: &Options) -> String {
-    let mut s = format!(
-        "id: {id}\nclusterName: {}\ndataDir: {}\nmembers:\n",
-        o.cluster_name,
-        data_dir.display()
-    );
-    for (mid, peer, api) in members {
-        s.push_str(&format!(
-            "  - id: {mid}\n    peerAddr: \"{peer}\"\n    apiAddr: \"{api}\"\n"
-        ));
+    use kuberaft::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
+    let mut feature_gates = FeatureGates::default();
+    for gate in &o.feature_gates {
+        feature_gates
+            .apply(&format!("{gate}=true"))
+            .expect("known feature gate");
     }
-    s.push_str(&format!(
-        "raft:\n  snapshotLogs: {}\n  logsKeptAfterSnapshot: {}\ncompaction:\n  retentionSeconds: {}\n  intervalSeconds: 1\nwatchBuffer: {}\n",
-        o.snapshot_logs, o.logs_kept_after_snapshot, o.retention_seconds, o.watch_buffer
-    ));
-    if !o.feature_gates.is_empty() {
-        s.push_str("featureGates:\n");
-        for gate in &o.feature_gates {
-            s.push_str(&format!("  {gate}: true\n"));
-        }
-    }
-    s
+    let config = ServeConfig {
+        id,
+        cluster_name: o.cluster_name.clone(),
+        data_dir: data_dir.to_path_buf(),
+        peer_listen: None,
+        api_listen: None,
+        members: members
+            .iter()
+            .map(|(id, peer, api)| MemberConfig {
+                id: *id,
+                peer_addr: peer.clone(),
+                api_addr: api.clone(),
+            })
+            .collect(),
+        raft: RaftConfig {
+            snapshot_logs: o.snapshot_logs,
+            logs_kept_after_snapshot: o.logs_kept_after_snapshot,
+            ..RaftConfig::default()
+        },
+        compaction: CompactionConfig {
+            retention_seconds: o.retention_seconds,
+            interval_seconds: 1,
+        },
+        request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        watch_buffer: o.watch_buffer,
+        feature_gates,
+    };
+    serde_yaml::to_string(&config).expect("a config renders as YAML")
 }
 
 impl Cluster {

@@ -1,0 +1,98 @@
+//! Writes: a command is proposed on the leader — directly when this replica leads, otherwise
+//! forwarded to the leader over the peer transport — and the caller waits until this replica
+//! has applied it, so a replica reads its own writes.
+
+use std::time::{Duration, Instant};
+
+use kuberaft_proto as pb;
+use kuberaft_storage::mvcc::validate_txn;
+use openraft::error::{ClientWriteError, RaftError};
+
+use super::{fatal, RaftNode};
+use crate::types::{Command, Member};
+use crate::NodeError;
+
+impl RaftNode {
+    /// Proposes `cmd` on this replica, which must be the leader. Returns the result and the log
+    /// index it was applied at. `Ok(None)` means "not the leader; nothing was proposed".
+    pub async fn propose_local(
+        &self,
+        cmd: pb::Command,
+    ) -> Result<Option<(pb::CommandResult, u64)>, NodeError> {
+        if let Some(pb::command::Command::Txn(t)) = &cmd.command {
+            validate_txn(t)?;
+        }
+        metrics::counter!("kuberaft_raft_proposals_total").increment(1);
+        match self.raft.client_write(Command(cmd)).await {
+            Ok(resp) => Ok(Some((resp.data.0, resp.log_id.index))),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Ok(None),
+            Err(RaftError::APIError(e)) => Err(NodeError::Raft(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(fatal(e)),
+        }
+    }
+
+    /// Replicates `cmd` through the leader (forwarding from a follower) and waits until this
+    /// replica has applied it. A command is retried only when it was certainly not proposed.
+    pub async fn write(&self, cmd: pb::Command) -> Result<pb::CommandResult, NodeError> {
+        if let Some(pb::command::Command::Txn(t)) = &cmd.command {
+            validate_txn(t)?;
+        }
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            let (leader, member) = self.wait_leader(deadline).await?;
+            let outcome = if leader == self.id {
+                self.propose_local(cmd.clone()).await?
+            } else {
+                self.forward(&member, cmd.clone(), deadline).await?
+            };
+            if let Some((result, index)) = outcome {
+                self.wait_applied(index, deadline).await?;
+                return Ok(result);
+            }
+            if Instant::now() >= deadline {
+                return Err(NodeError::Timeout(
+                    self.config.request_timeout,
+                    "a leader to accept the write",
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends `cmd` to the leader's `Forward` RPC. `Ok(None)` means the peer was not the leader
+    /// (nothing was proposed); a transport failure leaves the outcome unknown, so it is not
+    /// retried.
+    async fn forward(
+        &self,
+        leader: &Member,
+        cmd: pb::Command,
+        deadline: Instant,
+    ) -> Result<Option<(pb::CommandResult, u64)>, NodeError> {
+        let mut client = self
+            .peers
+            .client(&leader.peer_addr)
+            .map_err(|e| NodeError::Unavailable(e.to_string()))?;
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let req = self
+            .peers
+            .request(pb::ForwardRequest { command: Some(cmd) }, timeout);
+        match client.forward(req).await {
+            Ok(resp) => {
+                let resp = resp.into_inner();
+                Ok(Some((resp.result.unwrap_or_default(), resp.index)))
+            }
+            Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(None),
+            Err(s) if s.code() == tonic::Code::InvalidArgument => {
+                Err(NodeError::Rejected(s.message().to_string()))
+            }
+            Err(s) => {
+                self.peers.check_fatal(&s);
+                Err(NodeError::Unavailable(format!(
+                    "forwarding to {}: {}",
+                    leader.peer_addr,
+                    s.message()
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! The `Peer` gRPC service: what other replicas of the cluster call. openraft's RPCs
+//! (AppendEntries, Vote, InstallSnapshot) arrive as postcard bytes in `RaftPayload` and go to
+//! the local Raft; `Forward` proposes a follower's write on this replica (if it leads) and
+//! `ReadIndex` confirms leadership for a follower's linearizable read. The cluster-name check
+//! happens before, in the interceptor `serve` installs.
+
+use std::sync::Arc;
+
+use kuberaft_proto as pb;
+use kuberaft_proto::peer_server::Peer;
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use tonic::{Request, Response, Status};
+
+use crate::codec::{decode, encode};
+use crate::types::TypeConfig;
+use crate::RaftNode;
+
+/// Serves the `Peer` RPCs for one replica.
+pub(super) struct PeerService {
+    node: Arc<RaftNode>,
+}
+
+impl PeerService {
+    /// The `Peer` service of `node`.
+    pub(super) fn new(node: Arc<RaftNode>) -> Self {
+        PeerService { node }
+    }
+}
+
+/// A peer sent bytes that are not the expected openraft message: the caller's fault.
+fn bad_payload(e: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("undecodable raft message: {e}"))
+}
+
+/// Encodes openraft's answer (its `Result`, error included) for the calling peer.
+fn reply<T: serde::Serialize>(v: &T) -> Result<Response<pb::RaftPayload>, Status> {
+    let data = encode("raft reply", v).map_err(|e| Status::internal(e.to_string()))?;
+    Ok(Response::new(pb::RaftPayload { data }))
+}
+
+#[tonic::async_trait]
+impl Peer for PeerService {
+    async fn append_entries(
+        &self,
+        req: Request<pb::RaftPayload>,
+    ) -> Result<Response<pb::RaftPayload>, Status> {
+        let rpc: AppendEntriesRequest<TypeConfig> =
+            decode("append", &req.into_inner().data).map_err(bad_payload)?;
+        reply(&self.node.raft.append_entries(rpc).await)
+    }
+
+    async fn vote(&self, req: Request<pb::RaftPayload>) -> Result<Response<pb::RaftPayload>, Status> {
+        let rpc: VoteRequest<u64> = decode("vote", &req.into_inner().data).map_err(bad_payload)?;
+        reply(&self.node.raft.vote(rpc).await)
+    }
+
+    async fn install_snapshot(
+        &self,
+        req: Request<pb::RaftPayload>,
+    ) -> Result<Response<pb::RaftPayload>, Status> {
+        let rpc: InstallSnapshotRequest<TypeConfig> =
+            decode("snapshot", &req.into_inner().data).map_err(bad_payload)?;
+        reply(&self.node.raft.install_snapshot(rpc).await)
+    }
+
+    async fn read_index(
+        &self,
+        _req: Request<pb::ReadIndexRequest>,
+    ) -> Result<Response<pb::ReadIndexResponse>, Status> {
+        match self.node.read_index_local().await? {
+            Some(index) => Ok(Response::new(pb::ReadIndexResponse { index })),
+            None => Err(Status::failed_precondition("not the leader")),
+        }
+    }
+
+    async fn forward(
+        &self,
+        req: Request<pb::ForwardRequest>,
+    ) -> Result<Response<pb::ForwardResponse>, Status> {
+        let cmd = req
+            .into_inner()
+            .command
+            .ok_or_else(|| Status::invalid_argument("forward without a command"))?;
+        match self.node.propose_local(cmd).await? {
+            Some((result, index)) => Ok(Response::new(pb::ForwardResponse {
+                result: Some(result),
+                index,
+            })),
+            None => Err(Status::failed_precondition("not the leader")),
+        }
+    }
+}

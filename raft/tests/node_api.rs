@@ -1,0 +1,116 @@
+//! The narrow `RaftNode` API the server uses instead of reaching into openraft and the MVCC
+//! store: leadership (`is_leader`, `leader_changes`) and the async store reads (`range`,
+//! `changes`, `revisions`), on a one-replica cluster (it elects itself; no network is used).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kuberaft_proto as pb;
+use kuberaft_raft::{Member, NodeConfig, NodeError, RaftNode};
+use kuberaft_storage::StorageError;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn config(dir: &std::path::Path) -> NodeConfig {
+    let me = Member {
+        peer_addr: "127.0.0.1:1".into(),
+        api_addr: "127.0.0.1:2".into(),
+    };
+    NodeConfig {
+        id: 1,
+        cluster_name: "node-api".into(),
+        data_dir: dir.to_path_buf(),
+        members: BTreeMap::from([(1, me)]),
+        heartbeat: Duration::from_millis(50),
+        election_timeout: (Duration::from_millis(150), Duration::from_millis(300)),
+        snapshot_logs: 10_000,
+        logs_kept_after_snapshot: 1_000,
+        // The test compacts explicitly; the schedule stays out of the way.
+        compaction_retention: Duration::from_secs(3_600),
+        compaction_interval: Duration::from_secs(3_600),
+        request_timeout: Duration::from_secs(5),
+    }
+}
+
+fn put(key: &str, value: &str) -> pb::Command {
+    pb::Command {
+        command: Some(pb::command::Command::Txn(pb::TxnRequest {
+            success: vec![pb::Op {
+                op: Some(pb::op::Op::Put(pb::PutOp {
+                    key: key.into(),
+                    value: value.into(),
+                })),
+            }],
+            ..Default::default()
+        })),
+    }
+}
+
+fn get(key: &str, revision: i64) -> pb::RangeRequest {
+    pb::RangeRequest {
+        key: key.into(),
+        revision,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_and_store_reads_through_the_node() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (node, _fatal) = RaftNode::start(config(dir.path())).await.expect("start");
+
+    let mut leader = node.leader_changes();
+    tokio::time::timeout(WAIT, leader.wait_for(|l| *l == Some(1)))
+        .await
+        .expect("a leader within the wait")
+        .expect("leader watch open");
+    // openraft reports the leader id and the leader role in the same metrics update.
+    assert!(node.is_leader());
+
+    node.write(put("a", "1")).await.expect("write 1");
+    node.write(put("a", "2")).await.expect("write 2");
+    let (current, compacted) = node.revisions().await.expect("revisions");
+    assert_eq!((current, compacted), (2, 0));
+
+    let now = node.range(get("a", 0)).await.expect("range now");
+    assert_eq!(now.kvs.len(), 1);
+    assert_eq!(now.kvs[0].value, b"2");
+    let then = node.range(get("a", 1)).await.expect("range at 1");
+    assert_eq!(then.kvs[0].value, b"1");
+    assert!(matches!(
+        node.range(get("a", 3)).await,
+        Err(NodeError::Storage(StorageError::FutureRevision {
+            requested: 3,
+            current: 2
+        }))
+    ));
+
+    let changes = node.changes(0, 2).await.expect("changes");
+    assert_eq!(
+        changes.iter().map(|(rev, _)| *rev).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(
+        changes[1].1[0].prev.as_ref().map(|p| p.value.clone()),
+        Some(b"1".to_vec())
+    );
+
+    let compact = pb::Command {
+        command: Some(pb::command::Command::Compact(pb::CompactRequest { revision: 2 })),
+    };
+    node.write(compact).await.expect("compact");
+    assert_eq!(node.revisions().await.expect("revisions").1, 2);
+    assert!(matches!(
+        node.range(get("a", 1)).await,
+        Err(NodeError::Storage(StorageError::Compacted { requested: 1, .. }))
+    ));
+    assert!(matches!(
+        node.changes(0, 2).await,
+        Err(NodeError::Storage(StorageError::Compacted { requested: 0, .. }))
+    ));
+
+    // The watch's feeder ends with Raft: the channel closes after the shutdown.
+    node.shutdown().await;
+    let closed = tokio::time::timeout(WAIT, async { while leader.changed().await.is_ok() {} }).await;
+    assert!(closed.is_ok(), "the leader watch stayed open after shutdown");
+}

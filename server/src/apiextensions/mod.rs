@@ -1,0 +1,449 @@
+//! Custom resources: the types that stored CustomResourceDefinitions add, served by the same
+//! generic store as the built-in ones. A definition becomes one [`ResourceType`] per served
+//! version, carrying what the definition declares (its structural schema, printer columns,
+//! scale paths) in a [`CustomType`].
+//!
+//! Every replica applies the same log, so every replica derives the same types from its own
+//! watch cache: [`follow`] swaps the served set whenever a definition changes, and a request
+//! for a path no type serves first makes the cache as fresh as a linearizable read and looks
+//! again ([`refresh`]), so a resource is served on every replica as soon as its definition's
+//! creation is acknowledged.
+
+pub mod columns;
+pub mod definition;
+pub mod structural;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::endpoints::openapi::definitions::V2_REF;
+use crate::machinery::errors::ApiResult;
+use crate::registry::{intern, intern_list, LiveRegistry, ResourceType};
+use crate::store::cacher::{CachedObject, Published, WatchCache};
+use crate::store::delegator::sync_most_recent;
+use crate::store::keys;
+
+/// The storage prefix of every CustomResourceDefinition.
+pub fn crd_prefix() -> String {
+    keys::type_prefix("apiextensions.k8s.io", "customresourcedefinitions")
+}
+
+/// The definition every custom resource's `metadata` has.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// What a CustomResourceDefinition declares about one served version of its resource.
+#[derive(Debug, PartialEq)]
+pub struct CustomType {
+    /// The name of the definition (`<plural>.<group>`).
+    pub definition: String,
+    /// The version objects are stored in (every served version reads and writes them, with
+    /// only `apiVersion` converted, as the `None` conversion strategy does).
+    pub storage_version: &'static str,
+    /// The version's `openAPIV3Schema` as declared (defaults and value validations).
+    pub declared: Value,
+    /// The declared schema's `pattern`s, compiled.
+    pub patterns: structural::Patterns,
+    /// The same schema as a whole object's: `apiVersion`, `kind` and the standard `metadata`
+    /// added, for field validation, pruning and server-side apply.
+    pub schema: Value,
+    /// `additionalPrinterColumns`.
+    pub columns: Vec<columns::Column>,
+    /// The scale subresource's paths, when the version has one.
+    pub scale: Option<ScalePaths>,
+    /// The version's `deprecationWarning` (or kube's default text) when it is deprecated.
+    pub deprecation: Option<String>,
+    /// The definition is being deleted: no new objects.
+    pub terminating: bool,
+    /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
+    /// `metadata.name` and `metadata.namespace`.
+    pub selectable: Vec<&'static str>,
+}
+
+/// Where the scale subresource of a custom resource reads and writes its numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePaths {
+    /// `specReplicasPath`, as field names (`.spec.replicas` → `["spec", "replicas"]`).
+    pub spec_replicas: Vec<String>,
+    /// `statusReplicasPath`.
+    pub status_replicas: Vec<String>,
+    /// `labelSelectorPath`, when given.
+    pub label_selector: Option<Vec<String>>,
+}
+
+/// The type fields (`"kind":…,"apiVersion":…`) every object read through a custom type must
+/// show; `None` for built-in types, whose objects are stored as they are served.
+pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
+    rt.custom.as_ref()?;
+    Some(format!(
+        "\"kind\":{},\"apiVersion\":{}",
+        json!(rt.kind),
+        json!(rt.group_version())
+    ))
+}
+
+/// A cached object as read through `rt`: a custom resource stored in another version has its
+/// `apiVersion` converted (the `None` conversion strategy changes nothing else).
+pub fn as_served(type_fields: Option<&str>, rt: &ResourceType, obj: &Arc<CachedObject>) -> Arc<CachedObject> {
+    match type_fields {
+        Some(fields) if obj.type_fields() != fields => obj.with_type(rt.kind, &rt.group_version()),
+        _ => obj.clone(),
+    }
+}
+
+/// A decoded object as read through `rt` (see [`as_served`]).
+pub fn convert_value(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(rt.kind) {
+        obj["apiVersion"] = json!(rt.group_version());
+    }
+}
+
+/// The `apiVersion` a custom resource written through `rt` is stored with.
+pub fn storage_api_version(rt: &ResourceType) -> Option<String> {
+    let custom = rt.custom.as_ref()?;
+    Some(format!("{}/{}", rt.group, custom.storage_version))
+}
+
+/// A simple JSON path (`.spec.replicas`) as field names; `None` unless it is one.
+pub fn field_path(path: &str) -> Option<Vec<String>> {
+    let rest = path.strip_prefix('.')?;
+    let fields: Vec<String> = rest.split('.').map(str::to_string).collect();
+    fields
+        .iter()
+        .all(|f| {
+            !f.is_empty()
+                && f.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+        .then_some(fields)
+}
+
+/// The value at `path` in `obj`.
+pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(obj, |v, f| v.get(f))
+}
+
+/// Sets the value at `path` in `obj`, creating the objects on the way.
+pub fn set_at(obj: &mut Value, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut at = obj;
+    for f in parents {
+        if !at.get(f).is_some_and(Value::is_object) {
+            at[f.as_str()] = json!({});
+        }
+        at = &mut at[f.as_str()];
+    }
+    at[last.as_str()] = value;
+}
+
+/// The whole-object schema of a version: the declared schema with the standard top-level
+/// fields added.
+fn object_schema(declared: &Value) -> Value {
+    let mut root = declared.clone();
+    if !root.is_object() {
+        root = json!({});
+    }
+    root["type"] = json!("object");
+    if !root.get("properties").is_some_and(Value::is_object) {
+        root["properties"] = json!({});
+    }
+    root["properties"]["apiVersion"] = json!({"type": "string"});
+    root["properties"]["kind"] = json!({"type": "string"});
+    root["properties"]["metadata"] = json!({"$ref": format!("{V2_REF}{OBJECT_META}")});
+    root
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The types one definition serves: one per served version. A definition that does not
+/// validate serves nothing (it cannot have been stored, but a raw write could put one there).
+pub fn types_of(crd: &Value) -> Vec<ResourceType> {
+    if !definition::validate(crd).is_empty() {
+        return Vec::new();
+    }
+    let spec = &crd["spec"];
+    let names = &spec["names"];
+    let (Some(group), Some(kind), Some(plural)) = (
+        spec["group"].as_str(),
+        names["kind"].as_str(),
+        names["plural"].as_str(),
+    ) else {
+        return Vec::new();
+    };
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    let Some(storage) = versions
+        .iter()
+        .find(|v| v["storage"] == true)
+        .and_then(|v| v["name"].as_str())
+    else {
+        return Vec::new();
+    };
+    let list_kind = names["listKind"]
+        .as_str()
+        .map_or_else(|| format!("{kind}List"), str::to_string);
+    let singular = names["singular"]
+        .as_str()
+        .map_or_else(|| kind.to_ascii_lowercase(), str::to_string);
+    let terminating = crd["metadata"]["deletionTimestamp"].is_string();
+    let definition = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let mut served: Vec<&Value> = versions.iter().filter(|v| v["served"] == true).collect();
+    served.sort_by(|a, b| {
+        version_priority(a["name"].as_str().unwrap_or_default())
+            .cmp(&version_priority(b["name"].as_str().unwrap_or_default()))
+    });
+    served
+        .into_iter()
+        .filter_map(|v| {
+            let version = v["name"].as_str()?;
+            let declared = v["schema"]["openAPIV3Schema"].clone();
+            let scale = v["subresources"].get("scale").map(|s| ScalePaths {
+                spec_replicas: s["specReplicasPath"]
+                    .as_str()
+                    .and_then(field_path)
+                    .unwrap_or_default(),
+                status_replicas: s["statusReplicasPath"]
+                    .as_str()
+                    .and_then(field_path)
+                    .unwrap_or_default(),
+                label_selector: s["labelSelectorPath"].as_str().and_then(field_path),
+            });
+            let deprecation = (v["deprecated"] == true).then(|| {
+                v["deprecationWarning"].as_str().map_or_else(
+                    || format!("{group}/{version} {kind} is deprecated"),
+                    str::to_string,
+                )
+            });
+            Some(ResourceType {
+                group: intern(group),
+                version: intern(version),
+                kind: intern(kind),
+                list_kind: intern(&list_kind),
+                plural: intern(plural),
+                singular: singular.clone(),
+                namespaced: spec["scope"] == "Namespaced",
+                short_names: intern_list(&strings(&names["shortNames"])),
+                categories: intern_list(&strings(&names["categories"])),
+                has_status: v["subresources"].get("status").is_some(),
+                has_scale: scale.is_some(),
+                custom: Some(Arc::new(CustomType {
+                    definition: definition.clone(),
+                    storage_version: intern(storage),
+                    schema: object_schema(&declared),
+                    patterns: structural::Patterns::of(&declared),
+                    declared,
+                    columns: columns::of_version(v),
+                    scale,
+                    deprecation,
+                    terminating,
+                    selectable: v["selectableFields"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|f| f["jsonPath"].as_str().and_then(|p| p.strip_prefix('.')))
+                        .map(intern)
+                        .collect(),
+                })),
+            })
+        })
+        .collect()
+}
+
+/// The sort key of a version in Kubernetes' order: GA before beta before alpha, higher
+/// numbers first, then any other name alphabetically (`v2`, `v1`, `v1beta2`, `v1alpha1`, `foo`).
+fn version_priority(name: &str) -> (u8, i64, i64, String) {
+    let parsed = name.strip_prefix('v').and_then(|rest| {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let major: i64 = rest[..digits].parse().ok()?;
+        match &rest[digits..] {
+            "" => Some((0, major, 0)),
+            tail => {
+                let (level, minor) = tail
+                    .strip_prefix("beta")
+                    .map(|m| (1, m))
+                    .or_else(|| tail.strip_prefix("alpha").map(|m| (2, m)))?;
+                Some((level, major, minor.parse::<i64>().ok()?))
+            }
+        }
+    });
+    match parsed {
+        Some((level, major, minor)) => (level, -major, -minor, String::new()),
+        None => (3, 0, 0, name.to_string()),
+    }
+}
+
+/// The custom types of every definition in the cache now, and the cache revision they are at.
+fn custom_types(cache: &WatchCache) -> (Vec<ResourceType>, i64) {
+    cache
+        .list(&crd_prefix(), None, None)
+        .map_or((Vec::new(), 0), |snap| {
+            let types = snap
+                .objects
+                .iter()
+                .flat_map(|(_, o)| types_of(&o.value()))
+                .collect();
+            (types, snap.revision)
+        })
+}
+
+/// Serves the custom types of the definitions in the cache now.
+fn install(cache: &WatchCache, live: &LiveRegistry) {
+    let (types, revision) = custom_types(cache);
+    live.set_custom(types, revision);
+}
+
+/// Serves the definitions a linearizable read would see now (for a request whose path no
+/// served type matches: the definition may have been created an instant ago elsewhere).
+pub async fn refresh(cache: &WatchCache, live: &LiveRegistry) -> ApiResult<()> {
+    sync_most_recent(cache).await?;
+    install(cache, live);
+    Ok(())
+}
+
+/// Keeps `live` serving the definitions in the cache, for as long as the replica runs.
+pub fn follow(cache: WatchCache, live: Arc<LiveRegistry>) {
+    tokio::spawn(async move {
+        while !cache.synced() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let prefix = crd_prefix();
+        loop {
+            let (_, mut changes) = cache.list_and_watch(&prefix);
+            install(&cache, &live);
+            loop {
+                match changes.recv().await {
+                    Ok(batch) => {
+                        let touched = match &*batch {
+                            Published::Changes { events, .. } => {
+                                events.iter().any(|e| e.key.starts_with(prefix.as_str()))
+                            }
+                            Published::Reset => true,
+                        };
+                        if touched {
+                            install(&cache, &live);
+                        }
+                    }
+                    // Fell behind or the cache restarted: read the whole set again.
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn crontab_crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "crontabs.stable.example.com"},
+            "spec": {
+                "group": "stable.example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "shortNames": ["ct"]},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "cronSpec": {"type": "string"}, "image": {"type": "string"},
+                            "replicas": {"type": "integer", "minimum": 0, "default": 1}}},
+                        "status": {"type": "object", "properties": {"replicas": {"type": "integer"}, "selector": {"type": "string"}}}}}},
+                     "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}},
+                     "additionalPrinterColumns": [{"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"}],
+                     "selectableFields": [{"jsonPath": ".spec.image"}]},
+                    {"name": "v1beta1", "served": true, "storage": false, "deprecated": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                    {"name": "v0", "served": false, "storage": false,
+                     "schema": {"openAPIV3Schema": {"type": "object"}}}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn a_definition_serves_one_type_per_served_version() {
+        let types = types_of(&crontab_crd());
+        assert_eq!(types.len(), 2);
+        let v1 = &types[0];
+        assert_eq!(
+            (v1.group, v1.version, v1.kind, v1.list_kind, v1.plural),
+            ("stable.example.com", "v1", "CronTab", "CronTabList", "crontabs")
+        );
+        assert!(v1.namespaced && v1.has_status && v1.has_scale);
+        assert_eq!(v1.short_names, ["ct"]);
+        let custom = v1.custom.as_ref().unwrap();
+        assert_eq!(custom.storage_version, "v1");
+        assert_eq!(custom.columns.len(), 1);
+        assert_eq!(custom.selectable, ["spec.image"]);
+        assert_eq!(custom.scale.as_ref().unwrap().spec_replicas, ["spec", "replicas"]);
+        assert_eq!(
+            custom.schema["properties"]["metadata"]["$ref"],
+            format!("{V2_REF}{OBJECT_META}")
+        );
+        let beta = types[1].custom.as_ref().unwrap();
+        assert_eq!(beta.storage_version, "v1");
+        assert_eq!(
+            beta.deprecation.as_deref(),
+            Some("stable.example.com/v1beta1 CronTab is deprecated")
+        );
+        assert!(!types[1].has_status);
+        let mut broken = crontab_crd();
+        broken["metadata"]["name"] = json!("other.stable.example.com");
+        assert!(types_of(&broken).is_empty());
+    }
+
+    #[test]
+    fn an_older_set_of_definitions_never_replaces_a_newer_one() {
+        let live = LiveRegistry::new();
+        let served = |live: &LiveRegistry| {
+            live.current()
+                .lookup("stable.example.com", "v1", "crontabs")
+                .is_some()
+        };
+        assert!(!served(&live));
+        live.set_custom(types_of(&crontab_crd()), 7);
+        assert!(served(&live));
+        live.set_custom(Vec::new(), 5);
+        assert!(served(&live), "a late install of revision 5 is ignored");
+        live.set_custom(Vec::new(), 9);
+        assert!(!served(&live));
+    }
+
+    #[test]
+    fn versions_sort_the_kubernetes_way() {
+        let mut names = vec![
+            "v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v1beta1", "bar", "v10",
+        ];
+        names.sort_by_key(|n| version_priority(n));
+        assert_eq!(
+            names,
+            ["v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
+        );
+    }
+
+    #[test]
+    fn simple_paths_read_and_write_nested_fields() {
+        assert_eq!(field_path(".spec.replicas").unwrap(), ["spec", "replicas"]);
+        assert!(field_path("spec.replicas").is_none());
+        assert!(field_path(".spec[0]").is_none());
+        let mut obj = json!({"spec": {}});
+        set_at(&mut obj, &field_path(".status.scale.n").unwrap(), json!(3));
+        assert_eq!(obj["status"]["scale"]["n"], 3);
+        assert_eq!(
+            value_at(&obj, &["status".into(), "scale".into(), "n".into()]),
+            Some(&json!(3))
+        );
+    }
+}

@@ -1,0 +1,280 @@
+//! `kuberaft cluster up`: a local cluster of `serve` processes on loopback.
+//!
+//! Writes `DIR/node-<i>.yaml` (kept across runs, so a second `cluster up` on the same dir
+//! restarts the same cluster with its data), starts one process per node with its output in
+//! `DIR/node-<i>.log`, waits until every replica is ready, writes `DIR/kubeconfig` with one
+//! context per node, and stops every node cleanly on Ctrl-C or SIGTERM.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::cli::kubeconfig;
+use crate::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
+
+/// Options of `cluster up`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpArgs {
+    /// Number of replicas (1 = embedded single-node mode).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u64,
+    /// Directory for configs, data, logs and the kubeconfig.
+    #[arg(long, default_value = "kuberaft-cluster")]
+    pub dir: PathBuf,
+    /// API port of node 1; node i listens on api-port + i - 1.
+    #[arg(long, default_value_t = 6443)]
+    pub api_port: u16,
+    /// Peer port of node 1; node i listens on peer-port + i - 1.
+    #[arg(long, default_value_t = 7443)]
+    pub peer_port: u16,
+    /// Seconds of history to keep before compaction.
+    #[arg(long, default_value_t = 300)]
+    pub retention_seconds: u64,
+    /// How long to wait for every replica to become ready.
+    #[arg(long, default_value_t = 60)]
+    pub ready_timeout_seconds: u64,
+    /// Alpha features to turn on, as `Name=true,...` (e.g.
+    /// `AllowUnsafeMalformedObjectDeletion=true`); passed to every replica.
+    #[arg(long)]
+    pub feature_gates: Option<String>,
+}
+
+fn random_suffix() -> String {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:08x}", h.finish() as u32)
+}
+
+/// Writes the node configs for a new cluster in `dir`, or loads the existing ones.
+pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
+    if args.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let dir = std::fs::canonicalize(&args.dir)?;
+    let existing: Vec<PathBuf> = (1..=args.nodes)
+        .map(|i| dir.join(format!("node-{i}.yaml")))
+        .filter(|p| p.exists())
+        .collect();
+    if !existing.is_empty() {
+        if existing.len() as u64 != args.nodes || dir.join(format!("node-{}.yaml", args.nodes + 1)).exists() {
+            bail!(
+                "{} already holds a cluster with a different number of nodes; use that number or another --dir",
+                dir.display()
+            );
+        }
+        return existing
+            .into_iter()
+            .map(|p| Ok((p.clone(), ServeConfig::load(&p)?)))
+            .collect();
+    }
+    let port = |base: u16, i: u64| -> anyhow::Result<u16> {
+        u16::try_from(u64::from(base) + i - 1).context("port out of range")
+    };
+    let members = (1..=args.nodes)
+        .map(|i| {
+            Ok(MemberConfig {
+                id: i,
+                peer_addr: format!("127.0.0.1:{}", port(args.peer_port, i)?),
+                api_addr: format!("127.0.0.1:{}", port(args.api_port, i)?),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cluster_name = format!("kuberaft-{}", random_suffix());
+    let mut out = Vec::new();
+    for m in &members {
+        let config = ServeConfig {
+            id: m.id,
+            cluster_name: cluster_name.clone(),
+            data_dir: dir.join(format!("node-{}", m.id)),
+            peer_listen: None,
+            api_listen: None,
+            members: members.clone(),
+            raft: RaftConfig::default(),
+            compaction: CompactionConfig {
+                retention_seconds: args.retention_seconds,
+                ..CompactionConfig::default()
+            },
+            request_timeout_seconds: 10,
+            watch_buffer: 4096,
+            feature_gates: FeatureGates::default(),
+        };
+        let path = dir.join(format!("node-{}.yaml", m.id));
+        std::fs::write(&path, serde_yaml::to_string(&config)?)?;
+        out.push((path, config));
+    }
+    Ok(out)
+}
+
+fn start(exe: &Path, config_path: &Path, log_path: &Path, gates: Option<&str>) -> anyhow::Result<Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("serve").arg("--config").arg(config_path);
+    if let Some(g) = gates {
+        cmd.arg("--feature-gates").arg(g);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("cannot start {}", exe.display()))
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+struct Node {
+    id: u64,
+    child: Child,
+    log: PathBuf,
+    api: String,
+}
+
+fn stop_all(nodes: &mut [Node]) {
+    for n in nodes.iter() {
+        // SAFETY: kill(2) on a child pid we own; no memory is involved.
+        unsafe {
+            libc::kill(n.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in nodes.iter_mut() {
+        loop {
+            match n.child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() > deadline => {
+                    let _ = n.child.kill();
+                    let _ = n.child.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+async fn wait_ready(nodes: &mut [Node], timeout: Duration) -> anyhow::Result<()> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let deadline = Instant::now() + timeout;
+    for n in nodes.iter_mut() {
+        loop {
+            if let Some(status) = n.child.try_wait()? {
+                bail!(
+                    "node-{} exited ({status}) while starting:\n{}",
+                    n.id,
+                    tail(&n.log)
+                );
+            }
+            let url = format!("http://{}/readyz", n.api);
+            if let Ok(r) = http.get(&url).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "node-{} was not ready after {timeout:?}; its log:\n{}",
+                    n.id,
+                    tail(&n.log)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cluster up` until Ctrl-C or SIGTERM.
+pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let signal = crate::server::shutdown_signal()?;
+    if let Some(g) = &args.feature_gates {
+        FeatureGates::default()
+            .apply(g)
+            .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?;
+    }
+    let configs = prepare(&args)?;
+    let dir = std::fs::canonicalize(&args.dir)?;
+    let exe = std::env::current_exe()?;
+    let mut nodes = Vec::new();
+    for (path, config) in &configs {
+        let log = dir.join(format!("node-{}.log", config.id));
+        match start(&exe, path, &log, args.feature_gates.as_deref()) {
+            Ok(child) => nodes.push(Node {
+                id: config.id,
+                child,
+                log,
+                api: config.me().api_addr.clone(),
+            }),
+            Err(e) => {
+                stop_all(&mut nodes);
+                return Err(e);
+            }
+        }
+    }
+    let kubeconfig_path = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig_path,
+        kubeconfig::render(&configs.iter().map(|(_, c)| c.clone()).collect::<Vec<_>>())?,
+    )?;
+    if let Err(e) = wait_ready(&mut nodes, Duration::from_secs(args.ready_timeout_seconds)).await {
+        stop_all(&mut nodes);
+        return Err(e);
+    }
+    println!(
+        "kuberaft cluster {:?} is up with {} node(s):",
+        configs[0].1.cluster_name,
+        nodes.len()
+    );
+    for (path, c) in &configs {
+        println!(
+            "  node-{}  api http://{}  peer {}  config {}  data {}  log {}",
+            c.id,
+            c.me().api_addr,
+            c.me().peer_addr,
+            path.display(),
+            c.data_dir.display(),
+            dir.join(format!("node-{}.log", c.id)).display()
+        );
+    }
+    println!("kubeconfig: {}", kubeconfig_path.display());
+    println!("  export KUBECONFIG={}", kubeconfig_path.display());
+    println!("Press Ctrl-C to stop the cluster.");
+    tokio::pin!(signal);
+    let mut reported = std::collections::HashSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut signal => break,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                for n in nodes.iter_mut() {
+                    if let Ok(Some(status)) = n.child.try_wait() {
+                        if reported.insert(n.id) {
+                            eprintln!("node-{} exited ({status}); see {}", n.id, n.log.display());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("stopping the cluster...");
+    stop_all(&mut nodes);
+    println!("stopped.");
+    Ok(())
+}

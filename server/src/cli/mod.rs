@@ -1,0 +1,6 @@
+//! The commands that are not the server: `cluster up`, `endpoint status`, and the kubeconfig
+//! they write and read.
+
+pub mod cluster_up;
+pub mod endpoint_status;
+pub mod kubeconfig;

@@ -1,0 +1,238 @@
+//! Endpoints: HTTP requests to verbs of the generic store and back. One handler serves every
+//! path under `/api` and `/apis`: the request info (parsed by the filters) names the resource and
+//! the verb; this module negotiates the representation, decodes the body, calls the registry's
+//! verb and renders its reply. It knows axum and the registry, never Raft or the stored bytes.
+
+pub mod body;
+pub mod discovery;
+pub mod negotiation;
+pub mod openapi;
+pub mod request_info;
+pub mod response;
+pub mod watch;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::response::Response;
+
+use crate::apiextensions;
+use crate::config::FeatureGates;
+use crate::machinery::decode::decode_body;
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::protobuf;
+use crate::machinery::query::Query;
+use crate::registry::delete::{self, DeleteOptions};
+use crate::registry::reply::Reply;
+use crate::registry::update::{self, PatchType};
+use crate::registry::{create, read, LiveRegistry, ResourceType};
+use crate::store::Store;
+use body::{content_type, read_body};
+use negotiation::{negotiate, Format, Offer};
+use request_info::{RequestInfo, Target, Verb};
+use response::{error_response, render, respond, warning_header};
+
+/// What the API handlers share.
+#[derive(Clone)]
+pub struct Api {
+    /// The resource types served (built-in and custom).
+    pub registry: Arc<LiveRegistry>,
+    /// The generic store over this replica.
+    pub store: Store,
+    /// The alpha behaviours the operator turned on.
+    pub features: FeatureGates,
+}
+
+fn is_pretty(q: &Query) -> bool {
+    q.get("pretty").is_some_and(|v| v == "true" || v == "1")
+}
+
+fn parse_query(raw: Option<&str>) -> ApiResult<Query> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or(""))
+        .map(|pairs| pairs.into_iter().collect())
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))
+}
+
+fn host_of(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string()
+}
+
+/// Serves every request under `/api` and `/apis`.
+pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
+    let headers = request.headers().clone();
+    match serve(&api, request).await {
+        Ok(r) => r,
+        Err(e) => error_response(e, &headers),
+    }
+}
+
+async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
+    let (parts, body) = request.into_parts();
+    let mut q = parse_query(parts.uri.query())?;
+    // Writes without a fieldManager are recorded under the client's user-agent name, as
+    // kube-apiserver does; an apply must name its manager itself.
+    let applying = parts.method == Method::PATCH && content_type(&parts.headers) == update::APPLY_PATCH;
+    if !q.contains_key("fieldManager") && !applying {
+        if let Some(agent) = parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+        {
+            let name: String = agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(128)
+                .collect();
+            if !name.is_empty() {
+                q.insert("fieldManager".into(), name);
+            }
+        }
+    }
+    let pretty = is_pretty(&q);
+    let Some(info) = parts.extensions.get::<RequestInfo>().cloned() else {
+        return Err(ApiError::internal("the request info filter did not run"));
+    };
+    let (target, verb) = match info {
+        RequestInfo::Resource { request, verb } => (Target::Resource(request), Some(verb)),
+        RequestInfo::Discovery(target) => (target, None),
+        RequestInfo::NonResource { .. } => return Err(ApiError::no_route()),
+    };
+    let offer = match &target {
+        Target::Resource(_) => Offer::Resource,
+        Target::CoreVersions | Target::Groups => Offer::GroupList,
+        Target::Group(_) | Target::ResourceList { .. } => Offer::Discovery,
+    };
+    let format = negotiate(&parts.headers, offer)?;
+    let plain = if format == Format::Yaml {
+        Format::Yaml
+    } else {
+        Format::Json
+    };
+    // Objects, lists and Status answer in protobuf when asked; discovery, watch and tables
+    // stay JSON.
+    let wire = if format == Format::Protobuf { format } else { plain };
+    let req = match target {
+        Target::Resource(r) => r,
+        discovery_target => {
+            if parts.method != Method::GET {
+                return Err(ApiError::method_not_allowed_because(
+                    "discovery documents are read-only",
+                ));
+            }
+            // Discovery lists the custom types of every definition stored before the request
+            // (one read-index round trip; clients cache discovery). Without a quorum it still
+            // answers, with the types this replica knows, as kube-apiserver answers discovery
+            // without etcd.
+            if let Err(e) = apiextensions::refresh(api.store.cache(), &api.registry).await {
+                tracing::debug!(error = %e.message, "discovery from the types known locally");
+            }
+            let registry = api.registry.current();
+            let doc = match (discovery_target, format) {
+                (Target::CoreVersions, Format::AggregatedDiscovery(v)) => {
+                    discovery::aggregated(&registry, true, v)
+                }
+                (Target::Groups, Format::AggregatedDiscovery(v)) => {
+                    discovery::aggregated(&registry, false, v)
+                }
+                (Target::CoreVersions, _) => discovery::core_versions(&host_of(&parts.headers)),
+                (Target::Groups, _) => discovery::groups(&registry),
+                (Target::Group(g), _) => discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?,
+                (Target::ResourceList { group, version }, _) => {
+                    discovery::resource_list(&registry, &group, &version)
+                }
+                (Target::Resource(_), _) => return Err(ApiError::no_route()),
+            };
+            let format = match format {
+                Format::AggregatedDiscovery(_) => format,
+                _ => plain,
+            };
+            return Ok(render(200, &doc, format, pretty));
+        }
+    };
+    let store = &api.store;
+    let Some(verb) = verb else {
+        return Err(ApiError::internal("a resource request without a verb"));
+    };
+    let mut reply: Reply = match verb {
+        Verb::Watch if req.name.is_none() => return watch::serve(store, &req, &q, format).await,
+        Verb::Watch => {
+            let mut one = req.clone();
+            let name = one.name.take().unwrap_or_default();
+            let mut q = q.clone();
+            q.insert("fieldSelector".into(), format!("metadata.name={name}"));
+            return watch::serve(store, &one, &q, format).await;
+        }
+        Verb::List => read::list(store, &req, &q).await?,
+        Verb::Get => read::get(store, &req, &q).await?,
+        Verb::Create => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            create::create(store, &req, &q, obj).await?
+        }
+        Verb::Update => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            update::update(store, &req, &q, obj).await?
+        }
+        Verb::Patch => {
+            let kind = PatchType::from_content_type(&content_type(&parts.headers))?;
+            let bytes = read_body(&parts.headers, body).await?;
+            update::patch(store, &req, &q, kind, &bytes).await?
+        }
+        Verb::Delete => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
+            let opts = DeleteOptions::parse(&bytes, &q)?;
+            // Without the feature gate the option changes nothing, as in kube-apiserver.
+            if opts.ignore_store_read_error && api.features.allow_unsafe_malformed_object_deletion {
+                delete::delete_corrupt(store, &req).await?
+            } else {
+                delete::delete(store, &req, &opts).await?
+            }
+        }
+        Verb::DeleteCollection => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
+            delete::delete_collection(store, &req, &q, &DeleteOptions::parse(&bytes, &q)?).await?
+        }
+    };
+    if let Some(custom) = &req.rt.custom {
+        serve_version(&req.rt, &mut reply);
+        reply.warnings.extend(custom.deprecation.clone());
+    }
+    let warnings = std::mem::take(&mut reply.warnings);
+    let mut response = respond(&req, &q, reply, format, wire, pretty)?;
+    for warning in &warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    Ok(response)
+}
+
+/// A custom resource's reply as read through the requested version: objects stored in another
+/// version have their `apiVersion` converted.
+fn serve_version(rt: &ResourceType, reply: &mut Reply) {
+    let served = apiextensions::served_type_fields(rt);
+    apiextensions::convert_value(rt, &mut reply.body);
+    if let Some(obj) = &reply.cached {
+        reply.cached = Some(apiextensions::as_served(served.as_deref(), rt, obj));
+    }
+    if let Some(items) = &mut reply.items {
+        for item in items.iter_mut() {
+            *item = apiextensions::as_served(served.as_deref(), rt, item);
+        }
+    }
+    if let Some((objects, _)) = &mut reply.table_rows {
+        for obj in objects.iter_mut() {
+            apiextensions::convert_value(rt, obj);
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Content negotiation: the one place that reads `Accept` and picks the representation of a
+//! response, for resources, discovery and OpenAPI alike.
+
+use axum::http::HeaderMap;
+
+use crate::machinery::errors::{ApiError, ApiResult};
+
+/// The representation a client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `application/json`
+    Json,
+    /// `application/yaml`
+    Yaml,
+    /// `application/vnd.kubernetes.protobuf`
+    Protobuf,
+    /// `application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, carrying the version.
+    Table(&'static str),
+    /// `application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1|v1beta1`: only the
+    /// objects' metadata, carrying the version.
+    Metadata(&'static str),
+    /// `application/json;as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2|v2beta1`: all
+    /// groups, versions and resources in one document, carrying the version.
+    AggregatedDiscovery(&'static str),
+}
+
+/// Which representations an endpoint has, beyond JSON and YAML.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// Objects and lists: also protobuf, Table and PartialObjectMetadata.
+    Resource,
+    /// `/api` and `/apis`: also aggregated discovery.
+    GroupList,
+    /// The other discovery documents: JSON and YAML only.
+    Discovery,
+}
+
+/// One entry of an `Accept` header.
+struct MediaRange {
+    media: String,
+    as_kind: Option<String>,
+    group: Option<String>,
+    version: Option<String>,
+    refused: bool,
+}
+
+impl MediaRange {
+    fn parse(range: &str) -> MediaRange {
+        let mut parts = range.split(';').map(str::trim);
+        let mut r = MediaRange {
+            media: parts.next().unwrap_or("").to_ascii_lowercase(),
+            as_kind: None,
+            group: None,
+            version: None,
+            refused: false,
+        };
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=') {
+                let v = v.trim().to_string();
+                match k.trim() {
+                    "as" => r.as_kind = Some(v),
+                    "g" => r.group = Some(v),
+                    "v" => r.version = Some(v),
+                    "q" => r.refused = v.parse::<f32>().is_ok_and(|q| q == 0.0),
+                    _ => {}
+                }
+            }
+        }
+        r
+    }
+
+    /// The version of an `as=<kind>;g=<group>` view, if this range asks for that view in one of
+    /// `versions`.
+    fn view(&self, kinds: &[&str], group: &str, versions: &[&'static str]) -> Option<&'static str> {
+        let json_like = matches!(self.media.as_str(), "application/json" | "application/*" | "*/*");
+        let kind = self.as_kind.as_deref()?;
+        if !json_like || !kinds.contains(&kind) || self.group.as_deref() != Some(group) {
+            return None;
+        }
+        versions
+            .iter()
+            .copied()
+            .find(|v| self.version.as_deref() == Some(*v))
+    }
+
+    /// The format this range selects at an endpoint with `offer`, if any.
+    fn select(&self, offer: Offer) -> Option<Format> {
+        if self.refused {
+            return None;
+        }
+        if self.as_kind.is_some() {
+            return match offer {
+                Offer::Resource => self
+                    .view(&["Table"], "meta.k8s.io", &["v1", "v1beta1"])
+                    .map(Format::Table)
+                    .or_else(|| {
+                        self.view(
+                            &["PartialObjectMetadata", "PartialObjectMetadataList"],
+                            "meta.k8s.io",
+                            &["v1", "v1beta1"],
+                        )
+                        .map(Format::Metadata)
+                    }),
+                Offer::GroupList => self
+                    .view(
+                        &["APIGroupDiscoveryList"],
+                        "apidiscovery.k8s.io",
+                        &["v2", "v2beta1"],
+                    )
+                    .map(Format::AggregatedDiscovery),
+                Offer::Discovery => None,
+            };
+        }
+        match self.media.as_str() {
+            "application/json" | "application/*" | "*/*" => Some(Format::Json),
+            "application/yaml" => Some(Format::Yaml),
+            crate::machinery::protobuf::MEDIA_TYPE if offer == Offer::Resource => Some(Format::Protobuf),
+            _ => None,
+        }
+    }
+}
+
+/// Chooses the response format from the `Accept` header (first acceptable entry wins).
+pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
+    let Some(accept) = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(Format::Json);
+    };
+    if accept.trim().is_empty() {
+        return Ok(Format::Json);
+    }
+    accept
+        .split(',')
+        .find_map(|range| MediaRange::parse(range).select(offer))
+        .ok_or_else(|| ApiError::not_acceptable(accept))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_headers_pick_the_first_supported_format() {
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(axum::http::header::ACCEPT, v.parse().unwrap());
+            m
+        };
+        let negotiate_resource = |h: &HeaderMap| negotiate(h, Offer::Resource);
+        let kubectl_get = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(negotiate_resource(&h(kubectl_get)).unwrap(), Format::Table("v1"));
+        assert_eq!(negotiate_resource(&h("application/yaml")).unwrap(), Format::Yaml);
+        assert_eq!(
+            negotiate_resource(&h(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+            ))
+            .unwrap(),
+            Format::Json
+        );
+        assert_eq!(negotiate_resource(&h("text/html")).unwrap_err().code, 406);
+        assert_eq!(
+            negotiate_resource(&h("application/yaml;q=0, application/json")).unwrap(),
+            Format::Json
+        );
+        assert_eq!(negotiate_resource(&HeaderMap::new()).unwrap(), Format::Json);
+        let metadata = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(negotiate_resource(&h(metadata)).unwrap(), Format::Metadata("v1"));
+        assert_eq!(
+            negotiate_resource(&h("application/vnd.kubernetes.protobuf")).unwrap(),
+            Format::Protobuf
+        );
+
+        // What kubectl sends for /api and /apis.
+        let discovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(
+            negotiate(&h(discovery), Offer::GroupList).unwrap(),
+            Format::AggregatedDiscovery("v2")
+        );
+        assert_eq!(negotiate(&h(discovery), Offer::Discovery).unwrap(), Format::Json);
+        assert_eq!(
+            negotiate(&h(kubectl_get), Offer::GroupList).unwrap(),
+            Format::Json
+        );
+        assert_eq!(
+            negotiate(&h("application/vnd.kubernetes.protobuf"), Offer::Discovery)
+                .unwrap_err()
+                .code,
+            406
+        );
+    }
+}

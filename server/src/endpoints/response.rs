@@ -1,0 +1,206 @@
+//! Rendering a verb's reply in the negotiated representation: JSON (lists spliced from the
+//! cached objects' shared encodings), YAML, protobuf, Table and PartialObjectMetadata, with
+//! `Warning` headers.
+
+use std::sync::Arc;
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::discovery;
+use axum::http::HeaderMap;
+
+use super::negotiation::{negotiate, Format, Offer};
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta;
+use crate::machinery::protobuf;
+use crate::machinery::query::Query;
+use crate::registry::reply::{strip_type, Reply};
+use crate::registry::{table, ResourceRequest};
+use crate::store::cacher;
+
+/// Renders a value in the negotiated representation.
+pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let (ctype, bytes) = match format {
+        Format::Protobuf => match protobuf::response(code, body) {
+            Some(r) => return r,
+            None => return render(code.as_u16(), body, Format::Json, pretty),
+        },
+        Format::Yaml => match serde_yaml::to_string(body) {
+            Ok(s) => ("application/yaml", s.into_bytes()),
+            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+        },
+        Format::AggregatedDiscovery(version) => {
+            return match serde_json::to_vec(body) {
+                Ok(b) => (
+                    code,
+                    [
+                        (header::CONTENT_TYPE, discovery::aggregated_content_type(version)),
+                        (header::VARY, "Accept".to_string()),
+                    ],
+                    b,
+                )
+                    .into_response(),
+                Err(e) => ApiError::internal(e.to_string()).into_response(),
+            }
+        }
+        Format::Json | Format::Table(_) | Format::Metadata(_) => {
+            let bytes = if pretty {
+                serde_json::to_vec_pretty(body)
+            } else {
+                serde_json::to_vec(body)
+            };
+            match bytes {
+                Ok(b) => ("application/json", b),
+                Err(e) => return ApiError::internal(e.to_string()).into_response(),
+            }
+        }
+    };
+    (code, [(header::CONTENT_TYPE, ctype)], bytes).into_response()
+}
+
+/// A `Warning` header value as kube-apiserver writes it: code 299, no agent, quoted text.
+pub fn warning_header(text: &str) -> String {
+    format!("299 - \"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Renders a reply in the negotiated representation.
+pub fn respond(
+    req: &ResourceRequest,
+    q: &Query,
+    reply: Reply,
+    format: Format,
+    wire: Format,
+    pretty: bool,
+) -> ApiResult<Response> {
+    if let Format::Table(version) = format {
+        let rows = match (&reply.table_rows, &reply.items, &reply.cached) {
+            (Some((objects, rv)), _, _) => Some((objects.clone(), rv.clone())),
+            (None, Some(items), _) => Some((
+                items.iter().map(|o| o.value()).collect(),
+                reply.body["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )),
+            (None, None, Some(obj)) => Some((vec![obj.value()], obj.rv.to_string())),
+            (None, None, None) => None,
+        };
+        if let Some((objects, rv)) = rows {
+            return table_response(req, q, &reply, &objects, &rv, version, pretty);
+        }
+    }
+    if let Format::Metadata(version) = format {
+        let mut body = match &reply.cached {
+            Some(obj) => obj.value(),
+            None => reply.body,
+        };
+        if let Some(items) = &reply.items {
+            body["items"] = items.iter().map(|o| strip_type(o.value())).collect();
+        }
+        return Ok(render(
+            reply.code,
+            &meta::partial_object_metadata(body, version),
+            format,
+            pretty,
+        ));
+    }
+    match (reply.items, reply.cached) {
+        (Some(items), _) => Ok(render_list(
+            reply.code,
+            reply.body,
+            &items,
+            wire,
+            pretty,
+            req.rt.custom.is_some(),
+        )),
+        // A cached object in compact JSON: its shared encoding, not copied.
+        (None, Some(obj)) if wire == Format::Json && !pretty => {
+            let status = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
+            Ok((status, [(header::CONTENT_TYPE, "application/json")], obj.json()).into_response())
+        }
+        (None, Some(obj)) => Ok(render(reply.code, &obj.value(), wire, pretty)),
+        (None, None) => Ok(render(reply.code, &reply.body, wire, pretty)),
+    }
+}
+
+/// Renders a get or list as a Table.
+fn table_response(
+    req: &ResourceRequest,
+    q: &Query,
+    reply: &Reply,
+    objects: &[Value],
+    rv: &str,
+    version: &'static str,
+    pretty: bool,
+) -> ApiResult<Response> {
+    let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
+    let mut t = table::table(&req.rt, objects, rv, version, include);
+    // A paged list's Table pages on like the list itself.
+    for field in ["continue", "remainingItemCount"] {
+        if let Some(v) = reply.body["metadata"].get(field) {
+            t["metadata"][field] = v.clone();
+        }
+    }
+    Ok(render(reply.code, &t, Format::Table(version), pretty))
+}
+
+/// Renders a list whose items are cached objects. Compact JSON is spliced together from each
+/// object's shared list-item encoding; other representations build the whole value. Items of
+/// custom resources keep their `kind` and `apiVersion` (`typed`), as kube-apiserver lists them.
+fn render_list(
+    code: u16,
+    mut body: Value,
+    items: &[Arc<cacher::CachedObject>],
+    format: Format,
+    pretty: bool,
+    typed: bool,
+) -> Response {
+    if format != Format::Json || pretty {
+        body["items"] = items
+            .iter()
+            .map(|o| if typed { o.value() } else { strip_type(o.value()) })
+            .collect();
+        return render(code, &body, format, pretty);
+    }
+    let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
+    let Ok(head) = serde_json::to_vec(&head) else {
+        return ApiError::internal("cannot encode a list").into_response();
+    };
+    let size = head.len()
+        + items
+            .iter()
+            .map(|o| o.item_json().len() + o.type_fields().len() + 2)
+            .sum::<usize>()
+        + 16;
+    let mut out = Vec::with_capacity(size);
+    // `{...,"metadata":{...}}` → `{...,"metadata":{...},"items":[...]}`
+    out.extend_from_slice(&head[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    let mut whole = bytes::BytesMut::new();
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if typed {
+            o.write_json(&mut whole);
+            out.extend_from_slice(&whole.split());
+        } else {
+            out.extend_from_slice(o.item_json());
+        }
+    }
+    out.extend_from_slice(b"]}");
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
+}
+
+/// An error as a `Status`, in protobuf when the client asked for protobuf, else in JSON.
+pub fn error_response(e: ApiError, headers: &HeaderMap) -> Response {
+    if negotiate(headers, Offer::Resource) == Ok(Format::Protobuf) {
+        protobuf::error_response(e)
+    } else {
+        e.into_response()
+    }
+}

@@ -1,0 +1,5 @@
+//! Filters: tower layers that every request passes before it reaches an endpoint, assembled
+//! in one ordered function, `server::router::router`.
+
+pub mod compression;
+pub mod request_info;

@@ -1,0 +1,71 @@
+//! The request info filter: parses every request into a `RequestInfo` once
+//! (`endpoints::request_info`), stores it in the request's extensions, and answers `404` for a
+//! path that serves nothing and `405` for a verb the path does not serve before any endpoint
+//! runs — kube-apiserver's `WithRequestInfo`.
+
+use axum::extract::{Request, State};
+use axum::http::{Method, Uri};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::apiextensions;
+use crate::endpoints::request_info::{parse_path, RequestInfo, Target};
+use crate::endpoints::response::error_response;
+use crate::endpoints::Api;
+use crate::machinery::errors::ApiResult;
+
+/// The request info filter: parses the request into a [`RequestInfo`] and stores it in the
+/// request's extensions, or answers `404`/`405` itself so that no endpoint sees a path that
+/// serves nothing or a verb the path does not serve.
+pub async fn filter(State(api): State<Api>, mut request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    match resolve(&api, &method, &uri).await {
+        Ok(info) => {
+            request.extensions_mut().insert(info);
+            next.run(request).await
+        }
+        Err(e) => error_response(e, request.headers()),
+    }
+}
+
+async fn resolve(api: &Api, method: &Method, uri: &Uri) -> ApiResult<RequestInfo> {
+    let path = uri.path();
+    let under_api = ["/api", "/apis"]
+        .iter()
+        .any(|root| path == *root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/')));
+    if !under_api {
+        return Ok(RequestInfo::NonResource {
+            path: path.to_string(),
+            verb: method.as_str().to_ascii_lowercase(),
+        });
+    }
+    let target = match parse_path(&api.registry.current(), path) {
+        // A type defined an instant ago (perhaps through another replica) is served as soon
+        // as its definition's creation is acknowledged: look again at a linearizable point.
+        Err(e) if e.code == 404 => {
+            apiextensions::refresh(api.store.cache(), &api.registry).await?;
+            parse_path(&api.registry.current(), path)?
+        }
+        other => other?,
+    };
+    match target {
+        Target::Resource(resource) => {
+            let verb = resource.verb(method, watch_option(uri.query()))?;
+            Ok(RequestInfo::Resource {
+                request: resource,
+                verb,
+            })
+        }
+        other => Ok(RequestInfo::Discovery(other)),
+    }
+}
+
+/// Whether the query asks for a watch (`watch=true` or `watch=1`).
+fn watch_option(query: Option<&str>) -> bool {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query.unwrap_or("")).is_ok_and(|pairs| {
+        pairs
+            .iter()
+            .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+    })
+}

@@ -1,0 +1,82 @@
+//! kuberaft: a Kubernetes API server that is its own replicated database.
+//!
+//! This library is the whole server; the `kuberaft` binary only parses its command line. The
+//! code map below says, for each module, its job, what it may import and what it must never
+//! know. Imports point down this list (a module may use the ones below it, never the ones
+//! above), with `machinery` and `config` usable from everywhere.
+//!
+//! ```text
+//! cli ─┐
+//! server ──► filters ──► endpoints ──► registry ──► store ──► kuberaft_raft ──► kuberaft_storage
+//!                                        ▲   ▲
+//!                  kinds, apiextensions ─┘   └─ controllers (run by server, act through registry)
+//! machinery, config: used by all of the above, import nothing of them
+//! ```
+//!
+//! **`cli`** — the commands that are not the server (`cluster up`, `endpoint status`) and the
+//! kubeconfig they write. Talks to replicas over their public ports only.
+//! *Invariant:* never imports `server`'s internals beyond `config` and the shutdown signal.
+//!
+//! **`server`** — process assembly: binds the listeners, starts the Raft node, the store, the
+//! registry and the controllers, builds the router with its filter chain in one function
+//! (`server::router::router`), serves health and metrics, and drains on shutdown. The only module
+//! that constructs and wires the others.
+//!
+//! **`filters`** — tower layers every request passes before an endpoint, in the order
+//! `server::router` lists them: request id and panic recovery, request info (the path parsed once
+//! into a `RequestInfo`, `404`/`405` for what nothing serves), compression. Authentication,
+//! audit, impersonation, in-flight limits and authorization go here.
+//! *Invariant:* a filter decides on the request info and headers; it never reads the body or
+//! calls a verb.
+//!
+//! **`endpoints`** — HTTP to verbs and back: content negotiation (one `Accept` parser for
+//! resources, discovery and OpenAPI), bodies, the dispatch of a verb to the registry, response
+//! rendering (JSON, YAML, protobuf, Table, PartialObjectMetadata), watch streams, discovery and
+//! OpenAPI documents. *Invariant:* knows axum and the registry; never sees `RaftNode`,
+//! `kuberaft_proto` or stored bytes.
+//!
+//! **`registry`** — the generic store: the resource types as data (`ResourceType`, `Registry`,
+//! `LiveRegistry`) and one implementation of every verb (`read`, `create`, `update` with the
+//! guaranteed-update loop and all patch types, `delete`), plus `scale` and `table`.
+//! *Invariant:* knows no HTTP (no axum types in a verb's signature) and no kind by name outside
+//! the type table; per-kind behaviour comes from `kinds`.
+//!
+//! **`kinds`** — per-kind behaviour, the only place that names a kind: scheme defaults, table
+//! printers, QoS, Service IP and port allocation, and the strategy the registry calls around a
+//! write.
+//!
+//! **`apiextensions`** — custom resources: a CustomResourceDefinition turned into type-table
+//! entries, structural schemas (defaulting, pruning, validation), printer columns, version
+//! conversion, and keeping the live registry current.
+//!
+//! **`controllers`** — leader-only reconcilers (namespace deletion, garbage collection,
+//! deleted definitions' objects) that act through the registry's verbs.
+//!
+//! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
+//! cache (`cacher`), the decision to serve a read from the cache or the store by its
+//! resourceVersion (`delegator`), and the typed read plans (`plans`).
+//! *Invariant:* the only module that imports `kuberaft_raft` and `kuberaft_proto`.
+//!
+//! **`machinery`** — pure functions over objects as `serde_json::Value`: metadata, field sets
+//! and managed fields (server-side apply), strategic merge, schemas and field validation,
+//! selectors, the protobuf transcoder, body decoding, and `ApiError` (the `Status` error type).
+//! *Invariant:* no I/O and no state.
+//!
+//! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the
+//! tests and the chaos harness to write configs.
+//!
+//! `docs/architecture.md` walks a create and a watch through these layers and lists where the
+//! code still crosses them.
+
+pub mod admission;
+pub mod apiextensions;
+pub mod cli;
+pub mod config;
+pub mod controllers;
+pub mod endpoints;
+pub mod filters;
+pub mod kinds;
+pub mod machinery;
+pub mod registry;
+pub mod server;
+pub mod store;

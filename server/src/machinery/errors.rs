@@ -1,0 +1,310 @@
+//! API errors as Kubernetes `Status` objects, with the codes and reasons kube-apiserver uses.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// A failed API request; renders as a `Status` body with the matching HTTP code.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// `details` of the Status (name, group, kind, causes), if any.
+    pub details: Option<Value>,
+    /// Seconds the client should wait before retrying (sets `Retry-After`).
+    pub retry_after: Option<u64>,
+    /// `metadata.continue` of the Status: the token an expired list can go on with.
+    pub continue_token: Option<String>,
+}
+
+/// Result of an API operation.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+            continue_token: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        let mut d = json!({"kind": kind});
+        if !name.is_empty() {
+            d["name"] = json!(name);
+        }
+        if !group.is_empty() {
+            d["group"] = json!(group);
+        }
+        self.details = Some(d);
+        self
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for `plural "name"`.
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(404, "NotFound", format!("{what} \"{name}\" not found")).with_details(group, plural, name)
+    }
+
+    /// 404 NotFound for a path that serves nothing.
+    pub fn no_route() -> Self {
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+        e.details = Some(json!({}));
+        e
+    }
+
+    /// 405 MethodNotAllowed for a verb the path does not serve, worded as kube-apiserver's
+    /// router answers it (`DELETE pods/NAME/status`, `POST configmaps/NAME`).
+    pub fn method_not_allowed() -> Self {
+        let mut e = Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+        e.details = Some(json!({}));
+        e
+    }
+
+    /// 405 MethodNotAllowed with a message of its own (a create under a terminating
+    /// definition, a write to a read-only document).
+    pub fn method_not_allowed_because(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(409, "AlreadyExists", format!("{what} \"{name}\" already exists"))
+            .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict on a stale resourceVersion or precondition.
+    pub fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {what} \"{name}\": {why}"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let what = qualified(group, plural);
+        Self::new(403, "Forbidden", format!("{what} \"{name}\" is forbidden: {why}"))
+            .with_details(group, plural, name)
+    }
+
+    /// 422 Invalid with field causes `(field, message)`.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: &[(String, String)]) -> Self {
+        let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let shown = if summary.len() == 1 {
+            summary[0].clone()
+        } else {
+            format!("[{}]", summary.join(", "))
+        };
+        let what = qualified(group, kind);
+        let mut e = Self::new(422, "Invalid", format!("{what} \"{name}\" is invalid: {shown}"))
+            .with_details(group, kind, name);
+        if let Some(d) = e.details.as_mut() {
+            d["causes"] = causes
+                .iter()
+                .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+                .collect();
+        }
+        e
+    }
+
+    /// 406 NotAcceptable.
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: application/json, application/yaml (asked for {accept:?})"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?})"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType for a patch type the resource does not take (a strategic
+    /// merge patch of a custom resource).
+    pub fn unsupported_patch_type() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("the request body is larger than {limit} bytes"),
+        )
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// 500 InternalError for a stored object that cannot be decoded, worded as
+    /// kube-apiserver's storage error for a corrupt object.
+    pub fn corrupt_object(key: &str, why: &str) -> Self {
+        Self::internal(format!(
+            "Internal error occurred: StorageError: corrupt object, Code: 7, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {why}"
+        ))
+    }
+
+    /// 500 StorageReadError: a list met objects it cannot decode; one cause per object
+    /// (`field` is its storage key), as kube-apiserver reports corrupt objects in a list.
+    pub fn store_read_error(group: &str, plural: &str, corrupt: &[(String, String)]) -> Self {
+        let what = qualified(group, plural);
+        let mut e = Self::new(
+            500,
+            "StorageReadError",
+            format!("failed to read one or more {what} from the storage"),
+        )
+        .with_details(group, plural, "");
+        if let Some(d) = e.details.as_mut() {
+            d["causes"] = corrupt
+                .iter()
+                .map(|(key, why)| json!({"reason": "UnexpectedServerResponse", "message": why, "field": key}))
+                .collect();
+        }
+        e
+    }
+
+    /// 503 ServiceUnavailable (no leader, quorum lost).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        let mut e = Self::new(503, "ServiceUnavailable", message);
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 504 Timeout.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        let mut e = Self::new(504, "Timeout", message);
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 504 Timeout for a read at a resourceVersion this replica has not reached, the way
+    /// kube-apiserver's watch cache answers it (cause `ResourceVersionTooLarge`, retry after 1 s).
+    pub fn too_large_resource_version(requested: i64, current: i64) -> Self {
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        );
+        e.retry_after = Some(1);
+        e.details = Some(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        e
+    }
+
+    /// 410 Gone (reason `Expired`): the requested resourceVersion was compacted.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 422 Invalid on `ListOptions.meta.k8s.io`, as kube-apiserver answers list and watch
+    /// options that contradict each other. Each cause is `(field, reason, message)`.
+    pub fn invalid_list_options(causes: &[(&str, &'static str, String)]) -> Self {
+        let shown: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
+        let shown = if shown.len() == 1 {
+            shown[0].clone()
+        } else {
+            format!("[{}]", shown.join(", "))
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {shown}"),
+        );
+        e.details = Some(json!({
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": causes
+                .iter()
+                .map(|(f, r, m)| json!({"reason": r, "message": m, "field": f}))
+                .collect::<Vec<_>>(),
+        }));
+        e
+    }
+
+    /// The `Status` object.
+    pub fn body(&self) -> Value {
+        let mut v = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            v["details"] = d.clone();
+        }
+        if let Some(c) = &self.continue_token {
+            v["metadata"] = json!({"continue": c});
+        }
+        v
+    }
+}
+
+fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            self.body().to_string(),
+        )
+            .into_response();
+        if let Some(s) = self.retry_after {
+            if let Ok(v) = s.to_string().parse() {
+                resp.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+            }
+        }
+        resp
+    }
+}

@@ -1,0 +1,426 @@
+//! Object metadata: the fields the server decides (uid, creation time, generation, generated
+//! names), the ones it keeps immutable, and the validation kube-apiserver applies to names,
+//! labels and annotations.
+//!
+//! Everything random or time-based is decided here, on the replica that receives the request,
+//! before the write is proposed: apply stays deterministic.
+
+use serde_json::{json, Map, Value};
+
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::registry::ResourceType;
+
+/// Field causes of a validation failure: `(field path, message)`.
+pub type Causes = Vec<(String, String)>;
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+fn is_qualified_name_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Validates an object name for `rt`; returns kube-apiserver's message on failure.
+pub fn name_error(rt: &ResourceType, name: &str) -> Option<String> {
+    if rt.name_is_label() {
+        (!is_dns_label(name)).then(|| {
+            format!(
+                "Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')"
+            )
+        })
+    } else {
+        (!is_dns_subdomain(name)).then(|| {
+            format!(
+                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*')"
+            )
+        })
+    }
+}
+
+fn key_error(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if !is_dns_subdomain(p) {
+            return Some(format!("Invalid value: {key:?}: prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"));
+        }
+    }
+    (!is_qualified_name_part(name)).then(|| {
+        format!("Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}')")
+    })
+}
+
+/// Checks metadata a client controls: labels and annotations.
+pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
+    if let Some(labels) = meta.get("labels") {
+        match labels.as_object() {
+            Some(labels) => {
+                for (k, v) in labels {
+                    if let Some(e) = key_error(k) {
+                        causes.push(("metadata.labels".into(), e));
+                    }
+                    match v.as_str() {
+                        Some(s) if s.is_empty() || is_qualified_name_part(s) => {}
+                        Some(s) => causes.push((
+                            "metadata.labels".into(),
+                            format!("Invalid value: {s:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(({QUALIFIED_NAME_FMT})?'"),
+                        )),
+                        None => causes.push(("metadata.labels".into(), format!("Invalid value: {v}: label values must be strings"))),
+                    }
+                }
+            }
+            None if labels.is_null() => {}
+            None => causes.push((
+                "metadata.labels".into(),
+                "Invalid value: labels must be a map of strings".into(),
+            )),
+        }
+    }
+    if let Some(ann) = meta.get("annotations") {
+        match ann.as_object() {
+            Some(ann) => {
+                let mut total = 0;
+                for (k, v) in ann {
+                    if let Some(e) = key_error(k) {
+                        causes.push(("metadata.annotations".into(), e));
+                    }
+                    match v.as_str() {
+                        Some(s) => total += k.len() + s.len(),
+                        None => causes.push((
+                            "metadata.annotations".into(),
+                            format!("Invalid value: {v}: annotation values must be strings"),
+                        )),
+                    }
+                }
+                if total > 256 * 1024 {
+                    causes.push((
+                        "metadata.annotations".into(),
+                        format!("Too long: may not be more than 262144 bytes (got {total})"),
+                    ));
+                }
+            }
+            None if ann.is_null() => {}
+            None => causes.push((
+                "metadata.annotations".into(),
+                "Invalid value: annotations must be a map of strings".into(),
+            )),
+        }
+    }
+}
+
+/// The current time as kube-apiserver writes `creationTimestamp`.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// A new object uid.
+pub fn new_uid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// `generateName` + five random characters from kube-apiserver's alphabet.
+pub fn generate_name(base: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let suffix: String = bytes[..5]
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect();
+    let base = &base[..base.len().min(58)];
+    format!("{base}{suffix}")
+}
+
+/// The object's `metadata` map (created when absent); errors when it is not an object.
+pub fn metadata_mut(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
+    let o = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body must be a JSON or YAML object"))?;
+    let meta = o.entry("metadata").or_insert_with(|| json!({}));
+    if meta.is_null() {
+        *meta = json!({});
+    }
+    meta.as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+}
+
+/// A string field of `metadata`.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+/// Checks `apiVersion`/`kind` of a body against the URL, filling them in when absent.
+pub fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+    let o = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body must be a JSON or YAML object"))?;
+    let gv = rt.group_version();
+    match o.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            o.insert("apiVersion".into(), json!(gv));
+        }
+        Some(v) if v == gv => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({gv})"
+            )))
+        }
+    }
+    match o.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            o.insert("kind".into(), json!(rt.kind));
+        }
+        Some(k) if k == rt.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Prepares a new object for storage: name (or generated name), namespace, uid and creation
+/// time; drops fields clients may not set (the type's strategy sets the generation). Returns
+/// the object's name.
+pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str>) -> ApiResult<String> {
+    check_type(rt, obj)?;
+    let meta = metadata_mut(obj)?;
+    let mut causes = Causes::new();
+    let name = match meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        Some(n) => n.to_string(),
+        None => match meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(base) => generate_name(base),
+            None => {
+                return Err(ApiError::invalid(
+                    rt.group,
+                    rt.kind,
+                    "",
+                    &[(
+                        "metadata.name".into(),
+                        "Required value: name or generateName is required".into(),
+                    )],
+                ))
+            }
+        },
+    };
+    if let Some(e) = name_error(rt, &name) {
+        causes.push(("metadata.name".into(), e));
+    }
+    match (
+        rt.namespaced,
+        namespace,
+        meta.get("namespace").and_then(Value::as_str),
+    ) {
+        (true, Some(url), Some(body)) if !body.is_empty() && body != url => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ))
+        }
+        (true, Some(url), _) => {
+            meta.insert("namespace".into(), json!(url));
+        }
+        (false, _, Some(ns)) if !ns.is_empty() => {
+            meta.remove("namespace");
+        }
+        _ => {}
+    }
+    validate_metadata(meta, &mut causes);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(rt.group, rt.kind, &name, &causes));
+    }
+    meta.insert("name".into(), json!(name));
+    meta.insert("uid".into(), json!(new_uid()));
+    meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+    for server_owned in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+        "generation",
+    ] {
+        meta.remove(server_owned);
+    }
+    Ok(name)
+}
+
+/// Prepares an update: the name must match, and immutable metadata and the generation come
+/// from `old` (the type's strategy moves the generation when the spec changed).
+pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &str) -> ApiResult<()> {
+    check_type(rt, new)?;
+    let meta = metadata_mut(new)?;
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if n == name => {}
+        None | Some("") => {
+            meta.insert("name".into(), json!(name));
+        }
+        Some(n) => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )))
+        }
+    }
+    let mut causes = Causes::new();
+    validate_metadata(meta, &mut causes);
+    let old_meta = old.get("metadata").and_then(Value::as_object);
+    for immutable in [
+        "uid",
+        "creationTimestamp",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old_meta.and_then(|m| m.get(immutable)) {
+            Some(v) => {
+                meta.insert(immutable.into(), v.clone());
+            }
+            None => {
+                meta.remove(immutable);
+            }
+        }
+    }
+    meta.remove("resourceVersion");
+    meta.remove("selfLink");
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(rt.group, rt.kind, name, &causes));
+    }
+    Ok(())
+}
+
+/// The `PartialObjectMetadata` view (`meta.k8s.io/<version>`) of an object, or the
+/// `PartialObjectMetadataList` view of a list, for clients that only need metadata (garbage
+/// collectors, kube-rs `list_metadata`); a `Status` passes through unchanged.
+pub fn partial_object_metadata(body: Value, version: &str) -> Value {
+    let api_version = format!("meta.k8s.io/{version}");
+    let partial = |mut obj: Value| {
+        json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": api_version,
+            "metadata": obj.get_mut("metadata").map(Value::take).unwrap_or_else(|| json!({})),
+        })
+    };
+    match body {
+        Value::Object(mut list) if list.get("items").is_some_and(Value::is_array) => {
+            let items: Vec<Value> = match list.remove("items") {
+                Some(Value::Array(items)) => items.into_iter().map(partial).collect(),
+                _ => Vec::new(),
+            };
+            json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": api_version,
+                "metadata": list.remove("metadata").unwrap_or_else(|| json!({})),
+                "items": items,
+            })
+        }
+        status if status.get("kind").and_then(Value::as_str) == Some("Status") => status,
+        obj => partial(obj),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn names_follow_rfc_1123() {
+        let r = Registry::new();
+        let cm = r.lookup("", "v1", "configmaps").unwrap();
+        let ns = r.lookup("", "v1", "namespaces").unwrap();
+        assert!(name_error(cm, "a.b-c").is_none());
+        assert!(name_error(cm, "Bad_Name").unwrap().contains("RFC 1123 subdomain"));
+        assert!(name_error(ns, "a.b").unwrap().contains("RFC 1123 label"));
+        assert!(name_error(cm, &"a".repeat(254)).is_some());
+    }
+
+    #[test]
+    fn create_fills_server_fields_and_rejects_bad_metadata() {
+        let r = Registry::new();
+        let cm = r.lookup("", "v1", "configmaps").unwrap();
+        let mut obj = json!({"metadata": {"generateName": "web-", "resourceVersion": "9", "labels": {"app": "x"}}, "data": {}});
+        let name = prepare_create(cm, &mut obj, Some("default")).unwrap();
+        assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+        assert_eq!(obj["kind"], "ConfigMap");
+        assert_eq!(obj["metadata"]["namespace"], "default");
+        assert!(obj["metadata"]["uid"].as_str().unwrap().len() == 36);
+        assert!(obj["metadata"].get("resourceVersion").is_none());
+        assert!(obj["metadata"].get("generation").is_none());
+        let mut bad = json!({"metadata": {"name": "x", "labels": {"bad key!": "v"}}});
+        let err = prepare_create(cm, &mut bad, Some("default")).unwrap_err();
+        assert_eq!((err.code, err.reason), (422, "Invalid"));
+        let mut other_ns = json!({"metadata": {"name": "x", "namespace": "other"}});
+        assert_eq!(
+            prepare_create(cm, &mut other_ns, Some("default"))
+                .unwrap_err()
+                .code,
+            400
+        );
+        let mut wrong_kind = json!({"kind": "Secret", "metadata": {"name": "x"}});
+        assert_eq!(
+            prepare_create(cm, &mut wrong_kind, Some("default"))
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+
+    #[test]
+    fn update_keeps_immutable_fields_and_the_stored_generation() {
+        let r = Registry::new();
+        let d = r.lookup("apps", "v1", "deployments").unwrap();
+        let mut old = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}});
+        prepare_create(d, &mut old, Some("ns")).unwrap();
+        old["metadata"]["generation"] = json!(3);
+        let mut new =
+            json!({"metadata": {"name": "d", "uid": "forged", "generation": 9}, "spec": {"replicas": 2}});
+        prepare_update(d, &old, &mut new, "d").unwrap();
+        assert_eq!(new["metadata"]["uid"], old["metadata"]["uid"]);
+        assert_eq!(new["metadata"]["generation"], 3);
+        let mut renamed = json!({"metadata": {"name": "e"}});
+        assert_eq!(prepare_update(d, &old, &mut renamed, "d").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn metadata_views_keep_only_metadata() {
+        let obj = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "resourceVersion": "5"}, "data": {"k": "v"}});
+        assert_eq!(
+            partial_object_metadata(obj.clone(), "v1"),
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "a", "resourceVersion": "5"}})
+        );
+        let list = json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": [obj]});
+        let view = partial_object_metadata(list, "v1beta1");
+        assert_eq!(view["kind"], "PartialObjectMetadataList");
+        assert_eq!(view["apiVersion"], "meta.k8s.io/v1beta1");
+        assert_eq!(view["metadata"]["resourceVersion"], "9");
+        assert_eq!(view["items"][0]["kind"], "PartialObjectMetadata");
+        assert_eq!(view["items"][0]["metadata"]["name"], "a");
+        assert!(view["items"][0].get("data").is_none());
+        let status = json!({"kind": "Status", "code": 404});
+        assert_eq!(partial_object_metadata(status.clone(), "v1"), status);
+    }
+}

@@ -1,0 +1,17 @@
+//! API machinery: pure functions over Kubernetes objects as `serde_json::Value` — metadata,
+//! field sets and managed fields (server-side apply), strategic merge, schemas and field
+//! validation, selectors, the protobuf transcoder, body decoding and the `Status` error type.
+//! No I/O, no axum routing, no Raft: everything here is testable without a server.
+
+pub mod decode;
+pub mod errors;
+pub mod field_validation;
+pub mod fieldset;
+pub mod managed;
+pub mod meta;
+pub mod protobuf;
+pub mod query;
+pub mod schema;
+pub mod selector;
+pub mod strategic_merge;
+pub mod type_facts;

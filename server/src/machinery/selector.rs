@@ -1,0 +1,337 @@
+//! Label and field selectors (`?labelSelector=`, `?fieldSelector=`), parsed once per request and
+//! matched against each object.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::machinery::errors::{ApiError, ApiResult};
+
+/// What selectors read from an object: its labels and its selectable fields. A whole object
+/// (`Value`) is one; the watch cache keeps a compact extract of each object instead.
+pub trait Selectable {
+    /// The value of the label `key`, if the object has it.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// The text a field selector compares for the JSON path `path` (one the selector parser
+    /// produced); an absent field reads as `""` (`"false"` for a boolean path).
+    fn field(&self, path: &str) -> String;
+}
+
+impl Selectable for Value {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get("metadata")?.get("labels")?.get(key)?.as_str()
+    }
+
+    fn field(&self, path: &str) -> String {
+        field_text(self, path)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Req {
+    Eq(String, String),
+    NotEq(String, String),
+    In(String, BTreeSet<String>),
+    NotIn(String, BTreeSet<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+/// A parsed label selector: every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelSelector(Vec<Req>);
+
+/// Splits on commas that are not inside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn set(values: &str) -> ApiResult<BTreeSet<String>> {
+    let inner = values
+        .trim()
+        .strip_prefix('(')
+        .and_then(|v| v.strip_suffix(')'))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unable to parse requirement: expected a (value, ...) set in {values:?}"
+            ))
+        })?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+impl LabelSelector {
+    /// Parses the `labelSelector` syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`,
+    /// `a`, `!a`, joined by commas.
+    pub fn parse(s: &str) -> ApiResult<Self> {
+        let mut reqs = Vec::new();
+        for part in split_top(s).into_iter().map(str::trim).filter(|p| !p.is_empty()) {
+            let bad = || ApiError::bad_request(format!("unable to parse requirement: {part:?}"));
+            let req = if let Some(k) = part.strip_prefix('!') {
+                Req::NotExists(k.trim().to_string())
+            } else if let Some((k, v)) = part.split_once("!=") {
+                Req::NotEq(k.trim().to_string(), v.trim().to_string())
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                Req::Eq(k.trim().to_string(), v.trim().to_string())
+            } else if let Some((k, v)) = part.split_once(" notin ") {
+                Req::NotIn(k.trim().to_string(), set(v)?)
+            } else if let Some((k, v)) = part.split_once(" in ") {
+                Req::In(k.trim().to_string(), set(v)?)
+            } else if part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
+                Req::Exists(part.to_string())
+            } else {
+                return Err(bad());
+            };
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Whether the selector is empty (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the object's labels satisfy the selector.
+    pub fn matches(&self, obj: &(impl Selectable + ?Sized)) -> bool {
+        let get = |k: &str| obj.label(k);
+        self.0.iter().all(|r| match r {
+            Req::Eq(k, v) => get(k) == Some(v.as_str()),
+            Req::NotEq(k, v) => get(k) != Some(v.as_str()),
+            Req::In(k, vs) => get(k).is_some_and(|x| vs.contains(x)),
+            Req::NotIn(k, vs) => get(k).is_none_or(|x| !vs.contains(x)),
+            Req::Exists(k) => get(k).is_some(),
+            Req::NotExists(k) => get(k).is_none(),
+        })
+    }
+}
+
+/// The fields a type can be selected by beyond `metadata.name` and `metadata.namespace`, as
+/// kube-apiserver registers them per type: `(field, JSON path)`. A path ending in `?` is a
+/// boolean that matches as `"true"`/`"false"`; a number matches as its decimal text.
+fn selectable_fields(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, plural) {
+        ("", "pods") => &[
+            ("spec.nodeName", "spec.nodeName"),
+            ("spec.restartPolicy", "spec.restartPolicy"),
+            ("spec.schedulerName", "spec.schedulerName"),
+            ("spec.serviceAccountName", "spec.serviceAccountName"),
+            ("spec.hostNetwork", "spec.hostNetwork?"),
+            ("status.phase", "status.phase"),
+            ("status.podIP", "status.podIP"),
+            ("status.nominatedNodeName", "status.nominatedNodeName"),
+        ],
+        ("", "events") | ("events.k8s.io", "events") => &[
+            ("involvedObject.kind", "involvedObject.kind"),
+            ("involvedObject.namespace", "involvedObject.namespace"),
+            ("involvedObject.name", "involvedObject.name"),
+            ("involvedObject.uid", "involvedObject.uid"),
+            ("involvedObject.apiVersion", "involvedObject.apiVersion"),
+            ("involvedObject.resourceVersion", "involvedObject.resourceVersion"),
+            ("involvedObject.fieldPath", "involvedObject.fieldPath"),
+            ("reason", "reason"),
+            ("reportingComponent", "reportingComponent"),
+            ("source", "source.component"),
+            ("type", "type"),
+        ],
+        ("", "secrets") => &[("type", "type")],
+        ("", "namespaces") => &[("status.phase", "status.phase")],
+        ("", "nodes") => &[("spec.unschedulable", "spec.unschedulable?")],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &[("status.replicas", "status.replicas")],
+        ("batch", "jobs") => &[("status.successful", "status.successful")],
+        ("certificates.k8s.io", "certificatesigningrequests") => &[("spec.signerName", "spec.signerName")],
+        _ => &[],
+    }
+}
+
+/// One `field=value` / `field!=value` requirement, with the JSON path it reads.
+#[derive(Debug, Clone, PartialEq)]
+struct FieldReq {
+    path: &'static str,
+    equal: bool,
+    value: String,
+}
+
+/// A parsed field selector over `metadata.name`, `metadata.namespace` and the type's own
+/// selectable fields: `=`, `==` and `!=` joined by commas.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldSelector(Vec<FieldReq>);
+
+impl FieldSelector {
+    /// Parses a field selector for the type `(group, plural)`; an unknown field is a 400 with
+    /// kube-apiserver's message.
+    pub fn parse(s: &str, group: &str, plural: &str) -> ApiResult<Self> {
+        Self::parse_with(s, selectable_fields(group, plural))
+    }
+
+    /// Parses a field selector for a custom resource whose definition declares `selectable`
+    /// fields (their JSON paths, which are also their names).
+    pub fn parse_custom(s: &str, selectable: &[&'static str]) -> ApiResult<Self> {
+        let extra: Vec<(&'static str, &'static str)> = selectable.iter().map(|p| (*p, *p)).collect();
+        Self::parse_with(s, &extra)
+    }
+
+    fn parse_with(s: &str, extra: &[(&'static str, &'static str)]) -> ApiResult<Self> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (field, equal, value) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                (k, true, v)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                )));
+            };
+            let field = field.trim();
+            let path = match field {
+                "metadata.name" => "metadata.name",
+                "metadata.namespace" => "metadata.namespace",
+                other => match extra.iter().find(|(f, _)| *f == other) {
+                    Some((_, path)) => *path,
+                    None if extra.is_empty() => {
+                        return Err(ApiError::bad_request(format!(
+                            "\"{other}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                        )))
+                    }
+                    None => {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {other}"
+                        )))
+                    }
+                },
+            };
+            out.push(FieldReq {
+                path,
+                equal,
+                value: value.trim().to_string(),
+            });
+        }
+        Ok(FieldSelector(out))
+    }
+
+    /// Whether the selector is empty (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the object satisfies the selector; an absent field reads as `""`.
+    pub fn matches(&self, obj: &(impl Selectable + ?Sized)) -> bool {
+        self.0.iter().all(|r| (obj.field(r.path) == r.value) == r.equal)
+    }
+}
+
+/// The JSON paths a field selector on objects of `(group, plural)` can compare.
+pub fn selectable_paths(group: &str, plural: &str) -> impl Iterator<Item = &'static str> {
+    ["metadata.name", "metadata.namespace"]
+        .into_iter()
+        .chain(selectable_fields(group, plural).iter().map(|(_, path)| *path))
+}
+
+/// The text a field selector compares for `path` in `obj`.
+pub fn field_text(obj: &Value, path: &str) -> String {
+    let (path, boolean) = match path.strip_suffix('?') {
+        Some(p) => (p, true),
+        None => (path, false),
+    };
+    let v = path.split('.').try_fold(obj, |v, seg| v.get(seg));
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        None | Some(Value::Null) if boolean => "false".into(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn label_selectors_cover_every_operator() {
+        let o = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        let m = |s: &str| LabelSelector::parse(s).unwrap().matches(&o);
+        assert!(m("app=web") && m("app==web") && m("app!=db") && m("app"));
+        assert!(m("app in (web, db),tier") && m("tier notin (back)") && m("!missing"));
+        assert!(!m("app=db") && !m("missing") && !m("app in (db)") && !m("!app") && !m("app notin (web)"));
+        assert!(m(""));
+        assert_eq!(LabelSelector::parse("app in web").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn field_selectors_match_name_and_namespace() {
+        let o = json!({"metadata": {"name": "a", "namespace": "ns"}});
+        let f = |s: &str, plural: &str| FieldSelector::parse(s, "", plural);
+        assert!(f("metadata.name=a,metadata.namespace!=x", "pods")
+            .unwrap()
+            .matches(&o));
+        assert!(!f("metadata.name=b", "pods").unwrap().matches(&o));
+        let e = f("spec.foo=1", "pods").unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "field label not supported: spec.foo")
+        );
+        let e = f("spec.foo=1", "configmaps").unwrap_err();
+        assert_eq!(
+            e.message,
+            "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+    }
+
+    #[test]
+    fn custom_resources_select_by_their_declared_fields() {
+        let obj = json!({"metadata": {"name": "a"}, "spec": {"color": "red"}});
+        let f = FieldSelector::parse_custom("spec.color=red,metadata.name=a", &["spec.color"]).unwrap();
+        assert!(f.matches(&obj));
+        assert!(!FieldSelector::parse_custom("spec.color!=red", &["spec.color"])
+            .unwrap()
+            .matches(&obj));
+        assert_eq!(
+            FieldSelector::parse_custom("spec.size=1", &["spec.color"])
+                .unwrap_err()
+                .message,
+            "field label not supported: spec.size"
+        );
+    }
+
+    #[test]
+    fn field_selectors_cover_per_type_fields() {
+        let pod = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
+        let f = |s: &str| FieldSelector::parse(s, "", "pods").unwrap().matches(&pod);
+        assert!(f("spec.nodeName=n1,status.phase=Running") && f("spec.hostNetwork=false"));
+        assert!(!f("spec.nodeName=n2") && !f("status.phase!=Running"));
+        let ev = json!({"involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"}});
+        let e = |s: &str| FieldSelector::parse(s, "", "events").unwrap().matches(&ev);
+        assert!(e("involvedObject.kind=Pod,involvedObject.name=p,source=kubelet"));
+        let secret = json!({"type": "Opaque"});
+        assert!(FieldSelector::parse("type=Opaque", "", "secrets")
+            .unwrap()
+            .matches(&secret));
+        let rs = json!({"status": {"replicas": 3}});
+        assert!(FieldSelector::parse("status.replicas=3", "apps", "replicasets")
+            .unwrap()
+            .matches(&rs));
+    }
+}

@@ -1,0 +1,63 @@
+//! POST of the generic store: a new object through type checks, field validation, the type's
+//! strategy, managed fields and namespace admission, then one conditional write.
+
+use super::reply::{dry_run, key, with_rv, Reply};
+use super::update::manager;
+use crate::admission::{self, Attributes, Operation};
+use crate::kinds::strategy::{self};
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::field_validation::{self, Decoded, Directive};
+use crate::machinery::managed::{self, Part};
+use crate::machinery::meta::{check_type, meta_str, prepare_create};
+use crate::machinery::query::Query;
+use crate::registry::ResourceRequest;
+use crate::store::{Cas, Store};
+
+/// POST to a collection.
+pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decoded) -> ApiResult<Reply> {
+    if req.name.is_some() {
+        return Err(ApiError::method_not_allowed());
+    }
+    let dry = dry_run(q)?;
+    let mut obj = body.value;
+    check_type(&req.rt, &mut obj)?;
+    let warnings = field_validation::check(&req.rt, &mut obj, &body.duplicates, Directive::from_query(q)?)?;
+    let manager = manager(q)?;
+    let requested = obj["metadata"].get("managedFields").cloned();
+    let given_name = meta_str(&obj, "name").unwrap_or_default().to_string();
+    let name = prepare_create(&req.rt, &mut obj, req.namespace.as_deref())?;
+    if req.rt.namespaced && req.namespace.is_none() {
+        return Err(ApiError::bad_request(
+            "a namespaced object must be created in a namespace",
+        ));
+    }
+    let attrs = Attributes {
+        operation: Operation::Create,
+        group: req.rt.group,
+        resource: req.rt.plural,
+        namespaced: req.rt.namespaced,
+        namespace: req.namespace.as_deref(),
+        name: &given_name,
+        subresource: None,
+        dry_run: dry,
+    };
+    strategy::prepare_for_create(&req.rt, &mut obj);
+    admission::chain().admit(&attrs, &mut obj)?;
+    strategy::validate(&req.rt, None, &obj)?;
+    managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
+    admission::chain().validate(store, &attrs, &obj).await?;
+    let key = key(req, &name);
+    if dry {
+        return match store.get(&key, true).await? {
+            Some(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
+            None => {
+                strategy::preview(store, &req.rt, &key, &mut obj).await?;
+                Ok(Reply::object(201, obj).with_warnings(warnings))
+            }
+        };
+    }
+    match strategy::create(store, &req.rt, &key, &mut obj).await? {
+        Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev)).with_warnings(warnings)),
+        Cas::Failed(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
+    }
+}

@@ -1,0 +1,110 @@
+//! What a verb of the generic store answers ([`Reply`]) and the small facts every verb
+//! shares: the object's key and name, its resourceVersion precondition, dry runs.
+
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta::meta_str;
+use crate::machinery::query::Query;
+use crate::registry::ResourceRequest;
+use crate::registry::ResourceType;
+use crate::store::cacher::CachedObject;
+use crate::store::Stored;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// How many times a write retries a lost compare-and-swap before giving up.
+pub(crate) const MAX_CAS_RETRIES: usize = 64;
+
+/// An API result body and its HTTP code.
+pub struct Reply {
+    /// HTTP status code.
+    pub code: u16,
+    /// The object, list or Status.
+    pub body: Value,
+    /// Objects to render when the client asked for a Table (get only; a list's rows are its
+    /// `items`).
+    pub table_rows: Option<(Vec<Value>, String)>,
+    /// Texts of `Warning: 299` headers (e.g. unknown fields that were dropped).
+    pub warnings: Vec<String>,
+    /// A list's items, kept apart from `body` so that they are encoded from the cached
+    /// objects' shared encodings instead of being copied into one big value.
+    pub items: Option<Vec<Arc<CachedObject>>>,
+    /// The cached object `body` is (a get), whose shared JSON encoding can be sent as is.
+    pub cached: Option<Arc<CachedObject>>,
+}
+
+impl Reply {
+    pub(crate) fn object(code: u16, body: Value) -> Self {
+        Reply {
+            code,
+            body,
+            table_rows: None,
+            warnings: Vec::new(),
+            items: None,
+            cached: None,
+        }
+    }
+
+    /// The same reply carrying `warnings` as well.
+    pub(super) fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings.extend(warnings);
+        self
+    }
+}
+
+pub(crate) fn name_of(req: &ResourceRequest) -> ApiResult<&str> {
+    req.name.as_deref().ok_or_else(ApiError::method_not_allowed)
+}
+
+pub(crate) fn key(req: &ResourceRequest, name: &str) -> String {
+    req.rt.key(req.namespace.as_deref(), name)
+}
+
+pub(crate) fn not_found(rt: &ResourceType, name: &str) -> ApiError {
+    ApiError::not_found(rt.group, rt.plural, name)
+}
+
+/// The client's resourceVersion precondition in a body, if any.
+pub(crate) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
+    match meta_str(obj, "resourceVersion") {
+        None | Some("") => Ok(None),
+        Some(rv) => rv.parse::<i64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid resourceVersion {rv:?}: must be a decimal revision"
+            ))
+        }),
+    }
+}
+
+/// An object as a list item: kube-apiserver leaves out `kind` and `apiVersion`.
+pub(crate) fn strip_type(mut obj: Value) -> Value {
+    if let Some(o) = obj.as_object_mut() {
+        o.remove("kind");
+        o.remove("apiVersion");
+    }
+    obj
+}
+
+pub(crate) fn with_rv(mut obj: Value, rev: i64) -> Value {
+    obj["metadata"]["resourceVersion"] = json!(rev.to_string());
+    obj
+}
+
+/// Whether `dryRun` asks for a dry run (`All`); any other value is a 400.
+pub(crate) fn dry_run(q: &Query) -> ApiResult<bool> {
+    match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+/// A stored object as the request's version shows it (a custom resource stored in another
+/// version is converted), so that every step of a write works in the version it was sent in.
+pub(crate) fn served(rt: &ResourceType, stored: Option<Stored>) -> Option<Stored> {
+    stored.map(|mut s| {
+        crate::apiextensions::convert_value(rt, &mut s.obj);
+        s
+    })
+}

@@ -1,0 +1,570 @@
+//! PUT and PATCH of the generic store (JSON, merge, strategic merge and server-side apply),
+//! each a guaranteed update: read, transform, write if unchanged, retry on a lost race.
+
+use super::reply::{dry_run, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES};
+use crate::admission::{self, Attributes, Operation};
+use crate::kinds::strategy::{self, allow_create_on_update, take_status_only};
+use crate::machinery::decode::decode_body;
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::field_validation::{self, Decoded, Directive};
+use crate::machinery::managed::{self, Part};
+use crate::machinery::meta::{check_type, meta_str, prepare_create, prepare_update};
+use crate::machinery::query::Query;
+use crate::machinery::schema::{schemas, Node};
+use crate::machinery::strategic_merge;
+use crate::registry::ResourceRequest;
+use crate::store::{Cas, Store, Stored};
+use serde_json::{json, Value};
+
+/// The object a write would store, computed from the current one.
+pub(super) type Mutation<'a> = Box<dyn FnMut(Option<&Stored>) -> ApiResult<Value> + Send + 'a>;
+
+/// Read-modify-write with compare-and-swap. `pinned` is the client's resourceVersion
+/// precondition: with one, a lost race is a 409; without, it is retried on the fresh object.
+pub(super) async fn guaranteed_update(
+    store: &Store,
+    req: &ResourceRequest,
+    name: &str,
+    pinned: Option<i64>,
+    create_if_absent: bool,
+    dry: bool,
+    mut mutate: Mutation<'_>,
+) -> ApiResult<Reply> {
+    let rt = &req.rt;
+    let key = key(req, name);
+    let mut current = served(rt, store.get(&key, true).await?);
+    for _ in 0..MAX_CAS_RETRIES {
+        match (&current, pinned) {
+            (None, _) if !create_if_absent => return Err(not_found(rt, name)),
+            (Some(cur), Some(rv)) if cur.rv != rv => return Err(ApiError::conflict(
+                rt.group,
+                rt.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )),
+            _ => {}
+        }
+        let mut next = mutate(current.as_ref())?;
+        let outcome = match &current {
+            Some(cur) => {
+                // An object on its way out may only lose finalizers; anything else is checked.
+                if meta_str(&next, "deletionTimestamp").is_none() {
+                    strategy::validate(rt, Some(&cur.obj), &next)?;
+                }
+                if dry {
+                    return Ok(Reply::object(200, with_rv(next, cur.rv)));
+                }
+                // An object being deleted goes once its last finalizer is removed (unless it
+                // is still in a graceful-deletion period, which only its owner ends).
+                let finalized = !(rt.group.is_empty() && rt.plural == "namespaces")
+                    && meta_str(&next, "deletionTimestamp").is_some()
+                    && next["metadata"]["deletionGracePeriodSeconds"]
+                        .as_i64()
+                        .unwrap_or(0)
+                        == 0
+                    && next["metadata"]["finalizers"]
+                        .as_array()
+                        .is_none_or(|f| f.is_empty());
+                if finalized {
+                    match store.delete(&key, cur.rv).await? {
+                        Cas::Done(_) => {
+                            strategy::after_delete(store, rt, &next).await;
+                            return Ok(Reply::object(200, with_rv(next, cur.rv)));
+                        }
+                        Cas::Failed(fresh) => {
+                            current = served(rt, fresh);
+                            continue;
+                        }
+                    }
+                }
+                strategy::update(store, rt, &key, &mut next, cur.rv).await?
+            }
+            None => {
+                prepare_create(rt, &mut next, req.namespace.as_deref())?;
+                let attrs = Attributes {
+                    operation: Operation::Create,
+                    group: rt.group,
+                    resource: rt.plural,
+                    namespaced: rt.namespaced,
+                    namespace: req.namespace.as_deref(),
+                    name: req.name.as_deref().unwrap_or_default(),
+                    subresource: None,
+                    dry_run: dry,
+                };
+                strategy::prepare_for_create(rt, &mut next);
+                admission::chain().admit(&attrs, &mut next)?;
+                strategy::validate(rt, None, &next)?;
+                admission::chain().validate(store, &attrs, &next).await?;
+                if dry {
+                    return Ok(Reply::object(201, next));
+                }
+                strategy::create(store, rt, &key, &mut next).await?
+            }
+        };
+        match outcome {
+            Cas::Done(rev) => {
+                let code = if current.is_some() { 200 } else { 201 };
+                return Ok(Reply::object(code, with_rv(next, rev)));
+            }
+            Cas::Failed(fresh) => current = served(rt, fresh),
+        }
+    }
+    Err(ApiError::conflict(
+        rt.group,
+        rt.plural,
+        name,
+        "too many concurrent writes; try again",
+    ))
+}
+
+/// PUT of an object (or of its status subresource).
+pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, decoded: Decoded) -> ApiResult<Reply> {
+    let name = name_of(req)?.to_string();
+    let dry = dry_run(q)?;
+    let mut body = decoded.value;
+    let pinned = precondition(&body)?;
+    let rt = req.rt.clone();
+    if req.subresource.as_deref() == Some("scale") && rt.has_scale {
+        return crate::registry::scale::update(store, req, q, body).await;
+    }
+    check_type(&rt, &mut body)?;
+    let warnings = field_validation::check(&rt, &mut body, &decoded.duplicates, Directive::from_query(q)?)?;
+    let manager = manager(q)?;
+    let requested = body["metadata"].get("managedFields").cloned();
+    let status_only = match req.subresource.as_deref() {
+        None => false,
+        Some("status") if rt.has_status => true,
+        Some(other) => {
+            return Err(ApiError::not_found(
+                rt.group,
+                &format!("{}/{other}", rt.plural),
+                &name,
+            ))
+        }
+    };
+    let create = allow_create_on_update(&rt) && !status_only;
+    let n = name.clone();
+    let mutate: Mutation<'_> = Box::new(move |current| {
+        let mut next = body.clone();
+        match current {
+            Some(cur) => {
+                if status_only {
+                    next = take_status_only(&cur.obj, &next);
+                } else {
+                    prepare_update(&rt, &cur.obj, &mut next, &n)?;
+                    strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
+                }
+                let part = if status_only { Part::Status } else { Part::Main };
+                managed::record_update(&rt, part, Some(&cur.obj), &mut next, &manager, requested.as_ref());
+            }
+            None => {
+                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("name".into(), json!(n));
+                }
+                managed::record_update(&rt, Part::Main, None, &mut next, &manager, requested.as_ref());
+            }
+        }
+        Ok(next)
+    });
+    guaranteed_update(store, req, &name, pinned, create, dry, mutate)
+        .await
+        .map(|r| r.with_warnings(warnings))
+}
+
+/// The patch formats the server understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// RFC 6902 `application/json-patch+json`.
+    Json,
+    /// RFC 7386 `application/merge-patch+json`.
+    Merge,
+    /// `application/strategic-merge-patch+json` (built-in types).
+    Strategic,
+    /// `application/apply-patch+yaml`: server-side apply.
+    Apply,
+}
+
+/// The media type of a server-side apply request.
+pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+impl PatchType {
+    /// The patch type of a request's Content-Type; anything else is a 415.
+    pub fn from_content_type(ct: &str) -> ApiResult<Self> {
+        match ct {
+            "application/json-patch+json" => Ok(PatchType::Json),
+            "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            APPLY_PATCH => Ok(PatchType::Apply),
+            other => Err(ApiError::unsupported_media_type(other)),
+        }
+    }
+}
+
+/// The manager a write is recorded under: `fieldManager`, else the server itself (internal
+/// writes by the namespace controller and the garbage collector).
+pub(crate) fn manager(q: &Query) -> ApiResult<String> {
+    match q.get("fieldManager") {
+        Some(m) => {
+            managed::check_manager(m)?;
+            Ok(m.clone())
+        }
+        None => Ok("kuberaft".to_string()),
+    }
+}
+
+/// `force`, which only an apply may set.
+fn force(q: &Query, applying: bool) -> ApiResult<bool> {
+    match q.get("force").map(String::as_str) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") if applying => Ok(true),
+        Some("true") => Err(ApiError::bad_request(
+            "force: Forbidden: may not be specified for non-apply patch",
+        )),
+        Some(other) => Err(ApiError::bad_request(format!("invalid force {other:?}"))),
+    }
+}
+
+/// Server-side apply (`application/apply-patch+yaml`): merges the configuration into the
+/// object (creating it if absent) with field ownership; see [`managed`].
+async fn apply(store: &Store, req: &ResourceRequest, q: &Query, body: &[u8], part: Part) -> ApiResult<Reply> {
+    let name = name_of(req)?.to_string();
+    let dry = dry_run(q)?;
+    let force = force(q, true)?;
+    let manager = match q.get("fieldManager") {
+        Some(m) if !m.is_empty() => {
+            managed::check_manager(m)?;
+            m.clone()
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ))
+        }
+    };
+    let rt = req.rt.clone();
+    let decoded = decode_body("application/yaml", body)?;
+    let mut config = decoded.value;
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of an apply patch must be an object (a YAML or JSON mapping)",
+        ));
+    }
+    check_type(&rt, &mut config)?;
+    if config["metadata"]
+        .get("managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    match config["metadata"]["name"].as_str() {
+        Some(n) if n == name => {}
+        None => config["metadata"]["name"] = json!(name),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({other}) does not match the name on the URL ({name})"
+            )))
+        }
+    }
+    let warnings = field_validation::check(&rt, &mut config, &decoded.duplicates, Directive::from_query(q)?)?;
+    let pinned = precondition(&config)?;
+    let n = name.clone();
+    let mutate: Mutation<'_> = Box::new(move |current| {
+        let live = current.map_or_else(|| json!({}), |c| c.obj.clone());
+        let mut next = managed::apply(&rt, part, &live, &config, &manager, force)?;
+        if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        if let Some(cur) = current {
+            if part == Part::Status {
+                let managed_fields = next["metadata"].get("managedFields").cloned();
+                next = take_status_only(&cur.obj, &next);
+                match managed_fields {
+                    Some(m) => next["metadata"]["managedFields"] = m,
+                    None => {
+                        if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                            meta.remove("managedFields");
+                        }
+                    }
+                }
+            } else {
+                prepare_update(&rt, &cur.obj, &mut next, &n)?;
+                strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
+            }
+        }
+        Ok(next)
+    });
+    let create = part == Part::Main;
+    let reply = guaranteed_update(store, req, &name, pinned, create, dry, mutate).await?;
+    Ok(reply.with_warnings(warnings))
+}
+
+/// A decoded patch body.
+pub(super) enum Patch {
+    /// RFC 6902 operations.
+    Json(json_patch::Patch),
+    /// An RFC 7386 merge document (always a JSON object).
+    Merge(Value),
+    /// A strategic merge document (always a JSON object).
+    Strategic(Value),
+}
+
+impl Patch {
+    /// Decodes a patch body of the given type; a malformed one is a 400.
+    pub(super) fn decode(kind: PatchType, body: &[u8]) -> ApiResult<Patch> {
+        let doc: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as a patch: {e}"
+            ))
+        })?;
+        match kind {
+            PatchType::Json => serde_json::from_value(doc)
+                .map(Patch::Json)
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}"))),
+            PatchType::Merge if doc.is_object() => Ok(Patch::Merge(doc)),
+            PatchType::Strategic if doc.is_object() => Ok(Patch::Strategic(doc)),
+            PatchType::Merge | PatchType::Strategic => {
+                Err(ApiError::bad_request("a merge patch must be a JSON object"))
+            }
+            PatchType::Apply => Err(ApiError::unsupported_media_type(APPLY_PATCH)),
+        }
+    }
+
+    /// Applies the patch to `target`, whose schema (for strategic merge) is `node`; a patch
+    /// that cannot apply (e.g. a failed `test`, a list item without its merge key) is a 422
+    /// and leaves nothing half-applied for the caller to store.
+    pub(super) fn apply(&self, target: &mut Value, node: Option<Node<'_>>) -> ApiResult<()> {
+        let unprocessable = |e: String| ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!("the server rejected our request due to an error in our request: {e}"),
+            details: None,
+            retry_after: None,
+            continue_token: None,
+        };
+        match self {
+            Patch::Json(p) => json_patch::patch(target, p).map_err(|e| unprocessable(e.to_string())),
+            Patch::Merge(doc) => {
+                json_patch::merge(target, doc);
+                Ok(())
+            }
+            Patch::Strategic(doc) => {
+                strategic_merge::apply(target, doc, node).map_err(|e| unprocessable(e.0))
+            }
+        }
+    }
+
+    /// The resourceVersion precondition a merge patch carries in `metadata.resourceVersion`.
+    pub(super) fn merge_precondition(&self) -> ApiResult<Option<i64>> {
+        match self {
+            Patch::Merge(doc) | Patch::Strategic(doc) => precondition(doc),
+            Patch::Json(_) => Ok(None),
+        }
+    }
+}
+
+/// PATCH of an object (or of its status subresource).
+pub async fn patch(
+    store: &Store,
+    req: &ResourceRequest,
+    q: &Query,
+    kind: PatchType,
+    body: &[u8],
+) -> ApiResult<Reply> {
+    let name = name_of(req)?.to_string();
+    let dry = dry_run(q)?;
+    let rt = req.rt.clone();
+    let status_only = match req.subresource.as_deref() {
+        None => false,
+        Some("scale") if rt.has_scale => {
+            return crate::registry::scale::patch(store, req, q, kind, body).await
+        }
+        Some("status") if rt.has_status => true,
+        Some(other) => {
+            return Err(ApiError::not_found(
+                rt.group,
+                &format!("{}/{other}", rt.plural),
+                &name,
+            ))
+        }
+    };
+    let part = if status_only { Part::Status } else { Part::Main };
+    if kind == PatchType::Apply {
+        return apply(store, req, q, body, part).await;
+    }
+    force(q, false)?;
+    if kind == PatchType::Strategic && rt.custom.is_some() {
+        // Custom resources have no patch strategies to merge by, as in kube-apiserver.
+        return Err(ApiError::unsupported_patch_type());
+    }
+    let patch = Patch::decode(kind, body)?;
+    let directive = Directive::from_query(q)?;
+    let manager = manager(q)?;
+    let schema_type = rt.clone();
+    let schema = schemas().kind(&schema_type);
+    // A merge patch that sets metadata.resourceVersion is a precondition.
+    let mut pinned = patch.merge_precondition()?;
+    let current = served(&rt, store.get(&key(req, &name), true).await?);
+    if let (Some(cur), Patch::Json(_)) = (&current, &patch) {
+        // A JSON patch that changes metadata.resourceVersion pins it too.
+        let mut probe = cur.obj.clone();
+        if patch.apply(&mut probe, schema).is_ok()
+            && probe["metadata"]["resourceVersion"] != cur.obj["metadata"]["resourceVersion"]
+        {
+            pinned = precondition(&probe)?;
+        }
+    }
+    let n = name.clone();
+    let mut warnings = Vec::new();
+    let found = &mut warnings;
+    let mutate: Mutation<'_> = Box::new(move |current| {
+        let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
+        let mut next = cur.obj.clone();
+        patch.apply(&mut next, schema)?;
+        *found = field_validation::check(&rt, &mut next, &[], directive)?;
+        if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        let requested = next["metadata"].get("managedFields").cloned();
+        if status_only {
+            next = take_status_only(&cur.obj, &next);
+        } else {
+            prepare_update(&rt, &cur.obj, &mut next, &n)?;
+            strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
+        }
+        managed::record_update(&rt, part, Some(&cur.obj), &mut next, &manager, requested.as_ref());
+        Ok(next)
+    });
+    drop(current);
+    let reply = guaranteed_update(store, req, &name, pinned, false, dry, mutate).await?;
+    Ok(reply.with_warnings(warnings))
+}
+
+#[cfg(test)]
+mod patch_tests {
+    use super::*;
+
+    fn run(kind: PatchType, target: Value, patch: Value) -> ApiResult<Value> {
+        let mut doc = target;
+        Patch::decode(kind, patch.to_string().as_bytes())?.apply(&mut doc, None)?;
+        Ok(doc)
+    }
+
+    /// RFC 7386 appendix A.
+    #[test]
+    fn merge_patch_rfc_7386_examples() {
+        let cases = [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
+            (json!({"a": "b"}), json!({"a": null}), json!({})),
+            (json!({"a": "b", "b": "c"}), json!({"a": null}), json!({"b": "c"})),
+            (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
+            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
+            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
+        ];
+        for (target, patch, want) in cases {
+            assert_eq!(
+                run(PatchType::Merge, target, patch.clone()).unwrap(),
+                want,
+                "{patch}"
+            );
+        }
+        // A merge patch must be an object (RFC 7386 allows others; Kubernetes does not).
+        assert_eq!(
+            run(PatchType::Merge, json!({}), json!(["a"])).unwrap_err().code,
+            400
+        );
+    }
+
+    /// RFC 6902 section 4 operations and appendix A's escaping and failure cases.
+    #[test]
+    fn json_patch_rfc_6902_examples() {
+        let doc = json!({"foo": "bar", "baz": ["a", "c"], "a/b": 1, "m~n": 2});
+        let ok = [
+            (
+                json!([{"op": "add", "path": "/baz/1", "value": "b"}]),
+                json!({"foo": "bar", "baz": ["a", "b", "c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "remove", "path": "/baz/0"}]),
+                json!({"foo": "bar", "baz": ["c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "replace", "path": "/foo", "value": 7}]),
+                json!({"foo": 7, "baz": ["a", "c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "move", "from": "/foo", "path": "/qux"}]),
+                json!({"qux": "bar", "baz": ["a", "c"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "copy", "from": "/baz/0", "path": "/baz/-"}]),
+                json!({"foo": "bar", "baz": ["a", "c", "a"], "a/b": 1, "m~n": 2}),
+            ),
+            (
+                json!([{"op": "test", "path": "/a~1b", "value": 1}, {"op": "test", "path": "/m~0n", "value": 2}]),
+                doc.clone(),
+            ),
+        ];
+        for (patch, want) in ok {
+            assert_eq!(
+                run(PatchType::Json, doc.clone(), patch.clone()).unwrap(),
+                want,
+                "{patch}"
+            );
+        }
+        for bad in [
+            json!([{"op": "test", "path": "/foo", "value": "nope"}]),
+            json!([{"op": "remove", "path": "/missing"}]),
+            json!([{"op": "add", "path": "/baz/9", "value": 1}]),
+            json!([{"op": "add", "path": "/x", "value": 1}, {"op": "test", "path": "/x", "value": 2}]),
+        ] {
+            assert_eq!(
+                run(PatchType::Json, doc.clone(), bad.clone()).unwrap_err().code,
+                422,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            run(
+                PatchType::Json,
+                doc.clone(),
+                json!([{"op": "explode", "path": "/"}])
+            )
+            .unwrap_err()
+            .code,
+            400
+        );
+        assert_eq!(
+            run(PatchType::Json, doc, json!({"op": "add"})).unwrap_err().code,
+            400
+        );
+    }
+
+    #[test]
+    fn force_and_the_apply_media_type() {
+        let q = |v: &str| Query::from([("force".to_string(), v.to_string())]);
+        assert!(force(&q("true"), true).unwrap());
+        assert_eq!(force(&q("true"), false).unwrap_err().code, 400);
+        assert_eq!(force(&q("maybe"), true).unwrap_err().code, 400);
+        assert_eq!(
+            PatchType::from_content_type(APPLY_PATCH).unwrap(),
+            PatchType::Apply
+        );
+        assert_eq!(PatchType::from_content_type("text/plain").unwrap_err().code, 415);
+        assert_eq!(
+            Patch::decode(PatchType::Apply, b"{}").err().map(|e| e.code),
+            Some(415)
+        );
+    }
+}

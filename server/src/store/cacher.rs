@@ -1,0 +1,917 @@
+//! The watch cache of one replica: every object of every resource type, in memory, ordered by
+//! key, plus a window of recent events, fed in revision order by the local apply stream.
+//!
+//! One keyed store serves every type: a type's collection is a key prefix, so paging is a
+//! range scan and a watch is a prefix filter over one event stream. Objects are shared
+//! (`Arc`) between the current state, the event window and every reader; each object is
+//! serialised at most once per encoding however many watchers receive it.
+//!
+//! The feeder subscribes to the apply stream *before* it loads the state, so nothing is lost
+//! between the two; it applies each revision once, in order, and then publishes it to the
+//! watchers under the same lock, so a watcher that subscribes while holding the lock sees
+//! exactly the revisions after the state it copied.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kuberaft_proto as pb;
+use kuberaft_raft::{ApplyEvent, RaftNode};
+use kuberaft_raft::{Change as StoredChange, NodeError, StorageError};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, watch};
+
+use crate::machinery::selector::{field_text, selectable_paths, Selectable};
+use crate::store::decode_value;
+use crate::store::keys::{INTERNAL_PREFIX, ROOT};
+
+/// Events kept in memory for resuming watches; older ones are read back from the store's MVCC
+/// history, so this bounds memory, not correctness.
+const WINDOW_EVENTS: usize = 100_000;
+
+/// What selectors read of one object, extracted once when it enters the cache so that the
+/// object itself can stay encoded: its labels and the texts of the fields its type can be
+/// selected by (`metadata.name`, `metadata.namespace` and the type's own).
+#[derive(Debug, Clone)]
+struct Extract {
+    labels: Box<[(Box<str>, Box<str>)]>,
+    fields: Box<[(&'static str, Box<str>)]>,
+}
+
+impl Extract {
+    /// The extract of `obj`, stored under `key` (whose prefix names the type).
+    fn of(key: &str, obj: &Value) -> Extract {
+        let labels = obj["metadata"]["labels"]
+            .as_object()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (group, plural) = type_of_key(key);
+        let fields = selectable_paths(group, plural)
+            .map(|path| (path, field_text(obj, path).into()))
+            .collect();
+        Extract { labels, fields }
+    }
+}
+
+/// The `(group, plural)` a storage key belongs to (`/registry/<group|core>/<plural>/...`).
+fn type_of_key(key: &str) -> (&str, &str) {
+    let mut parts = key.strip_prefix(ROOT).unwrap_or("").split('/');
+    let group = match parts.next() {
+        Some("core") | None => "",
+        Some(g) => g,
+    };
+    (group, parts.next().unwrap_or(""))
+}
+
+/// One object as the cache holds it: encoded, as the JSON of a list item (without `kind` and
+/// `apiVersion`, with `metadata.resourceVersion` set), plus what selectors read of it. Every
+/// reader shares these bytes; a whole object is the item with its type fields in front, and
+/// other encodings are computed on first use and shared too. The decoded form is built only
+/// for the reads that need it (tables, metadata views, protobuf), and not kept.
+#[derive(Debug)]
+pub struct CachedObject {
+    /// Its mod revision (= resourceVersion).
+    pub rv: i64,
+    item: Bytes,
+    /// `"kind":"…","apiVersion":"…"` as they open the whole object's JSON (empty if absent).
+    type_fields: Box<str>,
+    extract: Extract,
+    yaml: OnceLock<Box<Bytes>>,
+    proto: OnceLock<Option<Box<Bytes>>>,
+}
+
+impl Selectable for CachedObject {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.extract
+            .labels
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
+    }
+
+    /// A field extracted when the object entered the cache, else (a custom resource's
+    /// selectable field) read from the decoded object.
+    fn field(&self, path: &str) -> String {
+        self.extract
+            .fields
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or_else(|| field_text(&self.value(), path), |(_, text)| text.to_string())
+    }
+}
+
+impl CachedObject {
+    /// Encodes a decoded object (whose resourceVersion is already `rv`) stored under `key`.
+    pub fn new(key: &str, mut obj: Value, rv: i64) -> Arc<Self> {
+        let extract = Extract::of(key, &obj);
+        let mut type_fields = String::new();
+        if let Some(o) = obj.as_object_mut() {
+            for field in ["kind", "apiVersion"] {
+                if let Some(v) = o.remove(field) {
+                    if !type_fields.is_empty() {
+                        type_fields.push(',');
+                    }
+                    type_fields.push_str(&format!("{}:{}", json!(field), v));
+                }
+            }
+        }
+        let mut item = serde_json::to_vec(&obj).unwrap_or_else(|_| b"{}".to_vec());
+        // The encoder grows its buffer by doubling; the cache keeps exactly the bytes.
+        item.shrink_to_fit();
+        Arc::new(CachedObject {
+            rv,
+            item: Bytes::from(item),
+            type_fields: type_fields.into_boxed_str(),
+            extract,
+            yaml: OnceLock::new(),
+            proto: OnceLock::new(),
+        })
+    }
+
+    /// Decodes a stored value under `key`, setting its resourceVersion to `rv`; an error (why
+    /// it cannot be decoded) when the stored object is corrupt.
+    pub fn from_kv(key: &str, value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
+        decode_value(value, rv)
+            .map(|obj| Self::new(key, obj, rv))
+            .map_err(Arc::from)
+    }
+
+    /// The same object with other type fields (a custom resource read through a version other
+    /// than the one it is stored in): the item's bytes are shared, not copied.
+    pub fn with_type(&self, kind: &str, api_version: &str) -> Arc<Self> {
+        Arc::new(CachedObject {
+            rv: self.rv,
+            item: self.item.clone(),
+            type_fields: format!("\"kind\":{},\"apiVersion\":{}", json!(kind), json!(api_version))
+                .into_boxed_str(),
+            extract: self.extract.clone(),
+            yaml: OnceLock::new(),
+            proto: OnceLock::new(),
+        })
+    }
+
+    /// The same object at another resourceVersion (what a deletion event carries).
+    fn at(&self, key: &str, rv: i64) -> Arc<Self> {
+        let mut obj = self.value();
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        Self::new(key, obj, rv)
+    }
+
+    /// `"kind":…,"apiVersion":…` as they open the whole object's JSON.
+    pub fn type_fields(&self) -> &str {
+        &self.type_fields
+    }
+
+    /// The object as a JSON list item (without `kind` and `apiVersion`).
+    pub fn item_json(&self) -> &Bytes {
+        &self.item
+    }
+
+    /// Writes the whole object's JSON: the type fields, then the item's.
+    pub fn write_json(&self, out: &mut BytesMut) {
+        let fields = self.item.strip_prefix(b"{").unwrap_or(&self.item);
+        out.put_u8(b'{');
+        out.put_slice(self.type_fields.as_bytes());
+        if !self.type_fields.is_empty() && fields != b"}" {
+            out.put_u8(b',');
+        }
+        out.put_slice(fields);
+    }
+
+    /// The whole object as JSON.
+    pub fn json(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.item.len() + self.type_fields.len() + 2);
+        self.write_json(&mut out);
+        out.freeze()
+    }
+
+    /// The whole object, decoded (built for each call; the cache keeps only the encoding).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json()).unwrap_or(Value::Null)
+    }
+
+    /// The object as Kubernetes protobuf (envelope included), encoded once; `None` when its
+    /// type has no protobuf form.
+    pub fn protobuf(&self) -> Option<&Bytes> {
+        self.proto
+            .get_or_init(|| {
+                crate::machinery::protobuf::encode_object(&self.value())
+                    .ok()
+                    .map(|b| Box::new(Bytes::from(b)))
+            })
+            .as_deref()
+    }
+
+    /// The object as YAML, serialised once.
+    pub fn yaml(&self) -> &Bytes {
+        self.yaml
+            .get_or_init(|| Box::new(serde_yaml::to_string(&self.value()).unwrap_or_default().into()))
+    }
+}
+
+/// What a change did to its key.
+#[derive(Debug)]
+pub enum Change {
+    /// Created or updated: the new state.
+    Put(Arc<CachedObject>),
+    /// Deleted: the last state, with the deletion's resourceVersion.
+    Deleted(Arc<CachedObject>),
+    /// Written with a value that cannot be decoded (why): the object is corrupt, and reads of
+    /// it fail until it is deleted.
+    Corrupt(Arc<str>),
+}
+
+/// One key's change at one revision.
+#[derive(Debug)]
+pub struct CacheEvent {
+    /// The revision of the change.
+    pub rev: i64,
+    /// The key changed.
+    pub key: String,
+    /// What happened to it.
+    pub change: Change,
+    /// The state before the change (`None` for a creation, or when it was corrupt).
+    pub prev: Option<Arc<CachedObject>>,
+}
+
+/// What the feeder publishes to watchers for each applied batch.
+#[derive(Debug)]
+pub enum Published {
+    /// The changes of one or more revisions, and the cache revision after them.
+    Changes {
+        /// The events, in revision order.
+        events: Vec<Arc<CacheEvent>>,
+        /// The cache revision after this batch (a bookmark may carry it once every event
+        /// before it was sent).
+        revision: i64,
+        /// The batch as encoded for watchers that all send the same bytes, built by the first
+        /// of them: fanning a batch out to many such watchers costs one encoding, not one copy
+        /// per watcher.
+        shared: SharedEncodings,
+    },
+    /// The state was reloaded wholesale (a snapshot was installed): watchers must end and
+    /// their clients resume or re-list.
+    Reset,
+}
+
+/// A batch's encodings, each built once for one audience (e.g. "JSON watchers of key prefix
+/// P without selectors") and reused by every watcher of that audience.
+/// Only the last [`SHARED_BATCHES`] batches keep theirs (see [`SharedEncodings::close`]).
+#[derive(Debug)]
+pub struct SharedEncodings(Mutex<Option<Vec<Built>>>);
+
+/// One audience's encoding of a batch (`None`: the audience cannot share one).
+type Built = (String, Option<SharedBatch>);
+
+/// How many of the latest batches keep their shared encodings. Watchers that keep up read a
+/// batch while it is among them; one further behind encodes the batch itself, so the watcher
+/// buffer (thousands of batches) never holds a second copy of its objects.
+const SHARED_BATCHES: usize = 64;
+
+impl Default for SharedEncodings {
+    fn default() -> Self {
+        SharedEncodings(Mutex::new(Some(Vec::new())))
+    }
+}
+
+/// What a batch is, encoded for one audience.
+#[derive(Debug, Clone)]
+pub struct SharedBatch {
+    /// The frames of the batch's events for the audience, in revision order.
+    pub bytes: Bytes,
+    /// How many events they are.
+    pub events: u64,
+    /// The revision of the last of them (`None` when none concerned the audience).
+    pub last_rev: Option<i64>,
+}
+
+impl SharedEncodings {
+    /// The batch encoded for `audience`; the first caller builds it with `build`, whose `None`
+    /// (the audience cannot share an encoding of this batch) is remembered too. `None` as well
+    /// once the batch is no longer among the latest.
+    pub fn get_or_build(
+        &self,
+        audience: &str,
+        build: impl FnOnce() -> Option<SharedBatch>,
+    ) -> Option<SharedBatch> {
+        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let built = open.as_mut()?;
+        if let Some((_, b)) = built.iter().find(|(a, _)| a == audience) {
+            return b.clone();
+        }
+        let b = build();
+        built.push((audience.to_string(), b.clone()));
+        b
+    }
+
+    /// Drops the encodings and builds no more: the batch has left the latest few.
+    fn close(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+struct State {
+    objects: BTreeMap<String, Arc<CachedObject>>,
+    /// Keys whose stored value cannot be decoded, and why.
+    corrupt: BTreeMap<String, Arc<str>>,
+    /// Recent events in revision order; every event with `rev > window_start` is here.
+    window: VecDeque<Arc<CacheEvent>>,
+    window_start: i64,
+    revision: i64,
+    compacted: i64,
+}
+
+/// Why the cache cannot answer a read at a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The revision is older than the compacted revision.
+    Compacted {
+        /// The compacted revision.
+        compacted: i64,
+    },
+    /// The cache did not reach the revision in time.
+    TooLarge {
+        /// The cache's revision when it gave up.
+        current: i64,
+    },
+}
+
+/// The start of a watch: the events after the requested revision, and the subscription that
+/// continues exactly after them.
+pub struct WatchStart {
+    /// Events after the start revision, oldest first.
+    pub backlog: Vec<Arc<CacheEvent>>,
+    /// The cache revision the backlog reaches.
+    pub revision: i64,
+    /// Live batches after `revision`.
+    pub live: broadcast::Receiver<Arc<Published>>,
+}
+
+/// A consistent view of a key range at one revision.
+pub struct Snapshot {
+    /// The objects, ordered by key.
+    pub objects: Vec<(String, Arc<CachedObject>)>,
+    /// The keys in the range whose stored value cannot be decoded, and why.
+    pub corrupt: Vec<(String, Arc<str>)>,
+    /// The revision the view is at.
+    pub revision: i64,
+}
+
+/// The per-replica watch cache (cheap to clone; clones share the cache).
+#[derive(Clone)]
+pub struct WatchCache {
+    state: Arc<RwLock<State>>,
+    node: Arc<RaftNode>,
+    revision: watch::Receiver<Option<i64>>,
+    publish: broadcast::Sender<Arc<Published>>,
+    /// The latest published batches, whose shared encodings are kept.
+    latest: Arc<Mutex<VecDeque<Arc<Published>>>>,
+}
+
+/// The cache event for one stored change; `None` for a key outside UTF-8 or under
+/// [`INTERNAL_PREFIX`], and for the deletion of a key that held no readable object.
+fn change_event(
+    rev: i64,
+    change: &StoredChange,
+    objects: &BTreeMap<String, Arc<CachedObject>>,
+) -> Option<CacheEvent> {
+    let key = String::from_utf8(change.kv.key.clone())
+        .ok()
+        .filter(|k| !k.starts_with(INTERNAL_PREFIX))?;
+    let prev = objects.get(&key).cloned().or_else(|| {
+        change
+            .prev
+            .as_ref()
+            .and_then(|p| CachedObject::from_kv(&key, &p.value, p.mod_revision).ok())
+    });
+    let change = if change.is_delete() {
+        Change::Deleted(prev.as_ref()?.at(&key, rev))
+    } else {
+        match CachedObject::from_kv(&key, &change.kv.value, rev) {
+            Ok(obj) => Change::Put(obj),
+            Err(why) => Change::Corrupt(why),
+        }
+    };
+    Some(CacheEvent {
+        rev,
+        key,
+        change,
+        prev,
+    })
+}
+
+/// Turns MVCC history into cache events, keeping each key's last state as it goes so that a
+/// deletion carries the object it deleted.
+pub fn history_events(revisions: &[(i64, Vec<StoredChange>)]) -> Vec<Arc<CacheEvent>> {
+    let mut last: BTreeMap<String, Arc<CachedObject>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (rev, changes) in revisions {
+        for c in changes {
+            if let Some(e) = change_event(*rev, c, &last) {
+                match &e.change {
+                    Change::Put(obj) => {
+                        last.insert(e.key.clone(), obj.clone());
+                    }
+                    Change::Deleted(_) | Change::Corrupt(_) => {
+                        last.remove(&e.key);
+                    }
+                }
+                out.push(Arc::new(e));
+            }
+        }
+    }
+    out
+}
+
+impl State {
+    fn apply(&mut self, rev: i64, changes: &[StoredChange]) -> Vec<Arc<CacheEvent>> {
+        let mut out = Vec::with_capacity(changes.len());
+        for c in changes {
+            let Some(e) = change_event(rev, c, &self.objects) else {
+                // The deletion of a corrupt key: nobody could read it, so no watcher is told.
+                if let Ok(key) = std::str::from_utf8(&c.kv.key) {
+                    self.corrupt.remove(key);
+                }
+                continue;
+            };
+            match &e.change {
+                Change::Put(obj) => {
+                    self.corrupt.remove(&e.key);
+                    self.objects.insert(e.key.clone(), obj.clone());
+                }
+                Change::Deleted(_) => {
+                    self.corrupt.remove(&e.key);
+                    self.objects.remove(&e.key);
+                }
+                Change::Corrupt(why) => {
+                    self.objects.remove(&e.key);
+                    self.corrupt.insert(e.key.clone(), why.clone());
+                }
+            }
+            let e = Arc::new(e);
+            self.window.push_back(e.clone());
+            out.push(e);
+        }
+        self.revision = rev;
+        self.trim();
+        out
+    }
+
+    fn trim(&mut self) {
+        while let Some(front) = self.window.front() {
+            if self.window.len() > WINDOW_EVENTS || front.rev <= self.compacted {
+                self.window_start = front.rev;
+                self.window.pop_front();
+            } else {
+                break;
+            }
+        }
+        // Events at or below the compacted revision can no longer be asked for.
+        self.window_start = self.window_start.max(self.compacted.min(self.revision));
+    }
+}
+
+impl WatchCache {
+    /// Starts the cache's feeder on `node`; the cache is synced once [`WatchCache::synced`].
+    /// A watcher that falls more than `watcher_buffer` revision batches behind is closed
+    /// cleanly and resumes from its last resourceVersion.
+    pub fn start(node: Arc<RaftNode>, watcher_buffer: usize) -> WatchCache {
+        let (rev_tx, revision) = watch::channel(None);
+        let cache = WatchCache {
+            state: Arc::new(RwLock::new(State {
+                objects: BTreeMap::new(),
+                corrupt: BTreeMap::new(),
+                window: VecDeque::new(),
+                window_start: 0,
+                revision: 0,
+                compacted: 0,
+            })),
+            node,
+            revision,
+            publish: broadcast::channel(watcher_buffer).0,
+            latest: Arc::default(),
+        };
+        tokio::spawn(feed(cache.clone(), rev_tx));
+        cache
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The replica the cache mirrors.
+    pub fn node(&self) -> &Arc<RaftNode> {
+        &self.node
+    }
+
+    /// Whether the cache has loaded the store (readiness waits for it).
+    pub fn synced(&self) -> bool {
+        self.revision.borrow().is_some()
+    }
+
+    /// The revision the cache has applied (0 before it synced).
+    pub fn revision(&self) -> i64 {
+        self.revision.borrow().unwrap_or(0)
+    }
+
+    /// Waits until the cache has applied `rev`, for at most `wait`.
+    pub async fn wait_for(&self, rev: i64, wait: Duration) -> Result<(), Unavailable> {
+        let mut rx = self.revision.clone();
+        let reached = tokio::time::timeout(wait, rx.wait_for(|r| r.is_some_and(|r| r >= rev))).await;
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(Unavailable::TooLarge {
+                current: self.revision(),
+            }),
+        }
+    }
+
+    /// The object at `key` now (an error saying why when it is corrupt).
+    pub fn get(&self, key: &str) -> Result<Option<Arc<CachedObject>>, Arc<str>> {
+        let s = self.read();
+        match s.corrupt.get(key) {
+            Some(why) => Err(why.clone()),
+            None => Ok(s.objects.get(key).cloned()),
+        }
+    }
+
+    /// The objects under `prefix` with keys after `after`, if the cache is at `at` (any
+    /// revision when `at` is `None`).
+    pub fn list(&self, prefix: &str, after: Option<&str>, at: Option<i64>) -> Option<Snapshot> {
+        let s = self.read();
+        if at.is_some_and(|a| a != s.revision) {
+            return None;
+        }
+        let start = match after {
+            Some(k) if k >= prefix => Bound::Excluded(k.to_string()),
+            _ => Bound::Included(prefix.to_string()),
+        };
+        let objects = s
+            .objects
+            .range((start.clone(), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(Snapshot {
+            objects,
+            corrupt: corrupt_in(&s.corrupt, prefix, start),
+            revision: s.revision,
+        })
+    }
+
+    /// The compacted revision: the replica's (compaction alone publishes no apply event)
+    /// or the one the cache saw, whichever is newer.
+    pub fn compacted(&self) -> i64 {
+        let applied = self.node.progress().borrow().compacted;
+        applied.max(self.read().compacted)
+    }
+
+    /// Starts a watch after revision `from`: the events since then (from the window, or the
+    /// store's history when they are older) and a subscription to everything after them.
+    pub async fn watch_from(&self, from: i64) -> Result<WatchStart, Unavailable> {
+        let mut backlog: Vec<Arc<CacheEvent>> = Vec::new();
+        let mut after = from;
+        loop {
+            let compacted = self.compacted();
+            let upto = {
+                let s = self.read();
+                if after < compacted {
+                    return Err(Unavailable::Compacted { compacted });
+                }
+                if after >= s.window_start {
+                    backlog.extend(s.window.iter().filter(|e| e.rev > after).cloned());
+                    return Ok(WatchStart {
+                        backlog,
+                        revision: s.revision.max(after),
+                        live: self.publish.subscribe(),
+                    });
+                }
+                s.window_start
+            };
+            match self.node.changes(after, upto).await {
+                Ok(revisions) => backlog.extend(history_events(&revisions)),
+                Err(NodeError::Storage(StorageError::Compacted { compacted, .. })) => {
+                    return Err(Unavailable::Compacted { compacted })
+                }
+                _ => {
+                    return Err(Unavailable::TooLarge {
+                        current: self.revision(),
+                    })
+                }
+            }
+            after = upto;
+        }
+    }
+
+    /// Copies the objects under `prefix` and subscribes to the changes after them, atomically.
+    pub fn list_and_watch(&self, prefix: &str) -> (Snapshot, broadcast::Receiver<Arc<Published>>) {
+        let s = self.read();
+        let objects = s
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let live = self.publish.subscribe();
+        (
+            Snapshot {
+                objects,
+                corrupt: corrupt_in(&s.corrupt, prefix, Bound::Included(prefix.to_string())),
+                revision: s.revision,
+            },
+            live,
+        )
+    }
+}
+
+/// The corrupt keys under `prefix` from `start` on.
+fn corrupt_in(
+    corrupt: &BTreeMap<String, Arc<str>>,
+    prefix: &str,
+    start: Bound<String>,
+) -> Vec<(String, Arc<str>)> {
+    corrupt
+        .range((start, Bound::Unbounded))
+        .take_while(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Loads the whole store into a fresh state.
+async fn load(node: &RaftNode) -> Result<State, String> {
+    let (_, compacted) = node.revisions().await.map_err(|e| e.to_string())?;
+    let resp = node
+        .range(pb::RangeRequest {
+            key: ROOT.as_bytes().to_vec(),
+            prefix: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut objects = BTreeMap::new();
+    let mut corrupt = BTreeMap::new();
+    for kv in resp.kvs {
+        let Ok(key) = String::from_utf8(kv.key) else {
+            continue;
+        };
+        if key.starts_with(INTERNAL_PREFIX) {
+            continue;
+        }
+        match CachedObject::from_kv(&key, &kv.value, kv.mod_revision) {
+            Ok(obj) => objects.insert(key, obj).map(|_| ()),
+            Err(why) => corrupt.insert(key, why).map(|_| ()),
+        };
+    }
+    metrics::gauge!("kuberaft_watch_cache_objects").set(objects.len() as f64);
+    Ok(State {
+        objects,
+        corrupt,
+        window: VecDeque::new(),
+        window_start: resp.revision,
+        revision: resp.revision,
+        compacted,
+    })
+}
+
+/// Applies revisions newer than the cache's and publishes them.
+fn apply(
+    cache: &WatchCache,
+    revisions: &[(i64, Vec<StoredChange>)],
+    compacted: i64,
+    rev_tx: &watch::Sender<Option<i64>>,
+) {
+    let mut s = cache.write();
+    let before = s.revision;
+    s.compacted = s.compacted.max(compacted);
+    let mut events = Vec::new();
+    for (rev, changes) in revisions.iter().filter(|(r, _)| *r > before) {
+        events.extend(s.apply(*rev, changes));
+    }
+    s.trim();
+    let revision = s.revision;
+    if revision > before {
+        metrics::counter!("apiserver_watch_cache_events_received_total").increment(events.len() as u64);
+        let batch = Arc::new(Published::Changes {
+            events,
+            revision,
+            shared: SharedEncodings::default(),
+        });
+        let mut latest = cache.latest.lock().unwrap_or_else(|p| p.into_inner());
+        latest.push_back(batch.clone());
+        if latest.len() > SHARED_BATCHES {
+            if let Some(Published::Changes { shared, .. }) = latest.pop_front().as_deref() {
+                shared.close();
+            }
+        }
+        drop(latest);
+        let _ = cache.publish.send(batch);
+    }
+    metrics::gauge!("kuberaft_watch_cache_objects").set(s.objects.len() as f64);
+    metrics::gauge!("kuberaft_watch_cache_revision").set(revision as f64);
+    drop(s);
+    rev_tx.send_replace(Some(revision));
+}
+
+/// Replaces the whole state (first load, or after a snapshot install).
+async fn reload(cache: &WatchCache, rev_tx: &watch::Sender<Option<i64>>) {
+    loop {
+        match load(&cache.node).await {
+            Ok(fresh) => {
+                let revision = fresh.revision;
+                *cache.write() = fresh;
+                let _ = cache.publish.send(Arc::new(Published::Reset));
+                rev_tx.send_replace(Some(revision));
+                tracing::info!(revision, "watch cache loaded");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "watch cache load failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Reads the revisions the feeder missed after lagging behind the apply stream.
+async fn catch_up(cache: &WatchCache, rev_tx: &watch::Sender<Option<i64>>) {
+    let from = cache.read().revision;
+    let read = async {
+        let (current, compacted) = cache.node.revisions().await?;
+        Ok::<_, NodeError>((cache.node.changes(from, current).await?, compacted))
+    };
+    match read.await {
+        Ok((revisions, compacted)) => apply(cache, &revisions, compacted, rev_tx),
+        Err(_) => reload(cache, rev_tx).await,
+    }
+}
+
+async fn feed(cache: WatchCache, rev_tx: watch::Sender<Option<i64>>) {
+    let mut rx = cache.node.subscribe();
+    reload(&cache, &rev_tx).await;
+    loop {
+        match rx.recv().await {
+            Ok(ev) => match &*ev {
+                ApplyEvent::Applied(a) => apply(&cache, &a.revisions, a.compacted, &rev_tx),
+                ApplyEvent::SnapshotInstalled { .. } => reload(&cache, &rev_tx).await,
+            },
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "watch cache lagged behind the apply stream; catching up"
+                );
+                catch_up(&cache, &rev_tx).await;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::machinery::selector::{FieldSelector, LabelSelector};
+
+    /// Counts the bytes this thread holds, so a test can weigh what it builds while other
+    /// tests run on other threads.
+    struct Counting;
+
+    thread_local! {
+        static HELD: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn track(delta: isize) {
+        let _ = HELD.try_with(|h| h.set(h.get() + delta));
+    }
+
+    // SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
+    // const-initialised thread-local that never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            track(layout.size() as isize);
+            // SAFETY: same contract as ours.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            track(-(layout.size() as isize));
+            // SAFETY: same contract as ours.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            track(new_size as isize - layout.size() as isize);
+            // SAFETY: same contract as ours.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    fn held() -> isize {
+        HELD.with(Cell::get)
+    }
+
+    /// A ConfigMap as a client would create it, about 1 KiB of JSON with its managedFields.
+    fn config_map(i: usize) -> Vec<u8> {
+        let data: serde_json::Map<String, Value> = (0..8)
+            .map(|k| (format!("key-{k}"), json!(format!("{i:08}-{}", "v".repeat(60)))))
+            .collect();
+        let obj = json!({
+            "kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {
+                "name": format!("cm-{i:06}"), "namespace": "default",
+                "uid": format!("8c4a5f1e-0000-4000-8000-{i:012}"),
+                "creationTimestamp": "2026-11-23T10:00:00Z",
+                "labels": {"app": "bench", "shard": format!("s{}", i % 10)},
+                "managedFields": [{"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+                    "time": "2026-11-23T10:00:00Z", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {}, "f:metadata": {"f:labels": {"f:app": {}, "f:shard": {}}}}}],
+            },
+            "data": data,
+        });
+        serde_json::to_vec(&obj).unwrap()
+    }
+
+    #[test]
+    fn a_cached_object_reads_back_and_selects_like_the_object() {
+        let pod = json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "web-1", "namespace": "prod", "resourceVersion": "7",
+                         "labels": {"app": "web", "tier": "front"}},
+            "spec": {"nodeName": "n1", "hostNetwork": true, "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        });
+        let key = "/registry/core/pods/prod/web-1";
+        let cached = CachedObject::new(key, pod.clone(), 7);
+        assert_eq!(cached.value(), pod);
+        assert!(cached.json().starts_with(br#"{"kind":"Pod","apiVersion":"v1","#));
+        let item: Value = serde_json::from_slice(cached.item_json()).unwrap();
+        assert!(item.get("kind").is_none() && item.get("apiVersion").is_none());
+        assert_eq!(item["metadata"], pod["metadata"]);
+        let deleted = cached.at(key, 9);
+        assert_eq!(deleted.rv, 9);
+        assert_eq!(deleted.value()["metadata"]["resourceVersion"], "9");
+        for (labels, fields) in [
+            ("app=web", ""),
+            ("app=web,tier!=back", "spec.nodeName=n1"),
+            (
+                "tier in (front,back)",
+                "status.phase=Running,metadata.namespace=prod",
+            ),
+            ("!missing", "spec.hostNetwork=true"),
+            ("app", "metadata.name!=web-1"),
+            ("app=db", ""),
+            ("", "spec.nodeName="),
+            ("", "status.podIP="),
+        ] {
+            let l = LabelSelector::parse(labels).unwrap();
+            let f = FieldSelector::parse(fields, "", "pods").unwrap();
+            assert_eq!(
+                (l.matches(&*cached), f.matches(&*cached)),
+                (l.matches(&pod), f.matches(&pod)),
+                "{labels} / {fields}"
+            );
+        }
+        // An object without type fields keeps a valid encoding.
+        let bare = CachedObject::new("/registry/core/configmaps/a/b", json!({"metadata": {}}), 1);
+        assert_eq!(bare.value(), json!({"metadata": {}}));
+    }
+
+    /// What the cache holds per object, against the object's JSON size: the target is at most
+    /// 1.5x. Counted exactly (bytes allocated by this thread), for objects held as the cache
+    /// holds them: key, encoding and selector extract.
+    #[test]
+    fn a_cached_object_costs_at_most_one_and_a_half_times_its_json() {
+        const N: usize = 2_000;
+        let values: Vec<Vec<u8>> = (0..N).map(config_map).collect();
+        let json_bytes: usize = values.iter().map(Vec::len).sum();
+        let before = held();
+        let mut objects: BTreeMap<String, Arc<CachedObject>> = BTreeMap::new();
+        for (i, v) in values.iter().enumerate() {
+            let key = format!("/registry/core/configmaps/default/cm-{i:06}");
+            let obj = CachedObject::from_kv(&key, v, i as i64 + 1).unwrap();
+            objects.insert(key, obj);
+        }
+        let cost = (held() - before) as f64;
+        let ratio = cost / json_bytes as f64;
+        println!(
+            "{N} objects of {} JSON bytes on average: {:.0} bytes each in the cache, {ratio:.2}x",
+            json_bytes / N,
+            cost / N as f64
+        );
+        assert!(ratio <= 1.5, "the cache holds {ratio:.2}x the JSON size");
+        drop(objects);
+    }
+}

@@ -1,0 +1,353 @@
+//! The generic object store: Kubernetes objects as JSON in the replicated MVCC store.
+//!
+//! Objects are stored without `metadata.resourceVersion`; on every read it is set to the key's
+//! mod revision, so an object's resourceVersion is exactly the store revision that last changed
+//! it, and a list's resourceVersion is the revision it was read at. Writes are compare-and-swap
+//! transactions on the mod revision.
+
+pub mod cacher;
+pub mod delegator;
+pub mod keys;
+pub mod plans;
+
+use std::sync::Arc;
+
+use kuberaft_proto as pb;
+use kuberaft_raft::{NodeError, RaftNode, StorageError};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, watch};
+
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::store::cacher::WatchCache;
+
+/// An object read from the store, with its resourceVersion set.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The object.
+    pub obj: Value,
+    /// Its mod revision (= resourceVersion).
+    pub rv: i64,
+}
+
+/// The outcome of a compare-and-swap write.
+#[derive(Debug)]
+pub enum Cas {
+    /// The write happened at this revision.
+    Done(i64),
+    /// The compare failed; the key's current state (`None` when absent).
+    Failed(Option<Stored>),
+}
+
+/// Generic access to objects in the replicated store, and to this replica's watch cache
+/// that serves the reads.
+#[derive(Clone)]
+pub struct Store {
+    node: Arc<RaftNode>,
+    cache: WatchCache,
+}
+
+/// Decodes a stored value into an object whose resourceVersion is `rv`. An error means the
+/// object is corrupt: it is not a JSON object with `metadata` (kube-apiserver's "object not
+/// decodable"); the message says why.
+pub fn decode_value(value: &[u8], rv: i64) -> Result<Value, String> {
+    let mut obj: Value = serde_json::from_slice(value).map_err(|e| format!("object not decodable: {e}"))?;
+    let meta = obj
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| "object not decodable: it is not an object with metadata".to_string())?;
+    meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    Ok(obj)
+}
+
+fn decode(kv: pb::KeyValue) -> ApiResult<Stored> {
+    let key = String::from_utf8_lossy(&kv.key);
+    let obj = if key.starts_with(keys::INTERNAL_PREFIX) {
+        serde_json::from_slice(&kv.value).map_err(|e| format!("record not decodable: {e}"))
+    } else {
+        decode_value(&kv.value, kv.mod_revision)
+    }
+    .map_err(|e| ApiError::corrupt_object(&key, &e))?;
+    Ok(Stored {
+        obj,
+        rv: kv.mod_revision,
+    })
+}
+
+fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
+    let mut obj = obj.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+fn put(key: &str, value: Vec<u8>) -> pb::Op {
+    pb::Op {
+        op: Some(pb::op::Op::Put(pb::PutOp {
+            key: key.as_bytes().to_vec(),
+            value,
+        })),
+    }
+}
+
+fn mod_rev_is(key: &str, rev: i64) -> pb::Compare {
+    pb::Compare {
+        key: key.as_bytes().to_vec(),
+        target: Some(pb::compare::Target::ModRevision(rev)),
+    }
+}
+
+/// A stored record as the replicated store returns it: key, value and revisions.
+pub use kuberaft_proto::KeyValue;
+/// What a replica applied: a batch of changes at consecutive revisions, or a snapshot install.
+pub use kuberaft_raft::{Applied, ApplyEvent, Change};
+
+/// The outcome of [`Store::write_if`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    /// Every condition held; the writes are at this revision.
+    Done(i64),
+    /// A condition failed and nothing was written: the compared keys that exist, with their
+    /// mod revisions.
+    NotWritten(Vec<(String, i64)>),
+}
+
+impl Store {
+    /// A store over `node`; starts the replica's watch cache, whose watchers may fall
+    /// `watch_buffer` revision batches behind before they are closed.
+    pub fn new(node: Arc<RaftNode>, watch_buffer: usize) -> Self {
+        let cache = WatchCache::start(node.clone(), watch_buffer);
+        Store { node, cache }
+    }
+
+    /// The replica's watch cache (get, list and watch are served from it).
+    pub fn cache(&self) -> &WatchCache {
+        &self.cache
+    }
+
+    /// The replica behind the store.
+    pub fn node(&self) -> &Arc<RaftNode> {
+        &self.node
+    }
+
+    async fn range(&self, req: pb::RangeRequest, consistent: bool) -> ApiResult<pb::RangeResponse> {
+        if consistent {
+            self.node.read_barrier().await?;
+        }
+        Ok(self.node.range(req).await?)
+    }
+
+    /// Reads one object (linearizable when `consistent`).
+    pub async fn get(&self, key: &str, consistent: bool) -> ApiResult<Option<Stored>> {
+        self.get_raw(key, consistent).await?.map(decode).transpose()
+    }
+
+    /// Reads one key's stored value as it is, decodable or not (linearizable when
+    /// `consistent`).
+    pub async fn get_raw(&self, key: &str, consistent: bool) -> ApiResult<Option<pb::KeyValue>> {
+        let resp = self
+            .range(
+                pb::RangeRequest {
+                    key: key.as_bytes().to_vec(),
+                    ..Default::default()
+                },
+                consistent,
+            )
+            .await?;
+        Ok(resp.kvs.into_iter().next())
+    }
+
+    /// Reads every object under `prefix`; returns them with the revision they were read at.
+    pub async fn list(&self, prefix: &str, consistent: bool) -> ApiResult<(Vec<Stored>, i64)> {
+        let resp = self
+            .range(
+                pb::RangeRequest {
+                    key: prefix.as_bytes().to_vec(),
+                    prefix: true,
+                    ..Default::default()
+                },
+                consistent,
+            )
+            .await?;
+        let items = resp.kvs.into_iter().map(decode).collect::<ApiResult<Vec<_>>>()?;
+        Ok((items, resp.revision))
+    }
+
+    async fn txn(&self, txn: pb::TxnRequest) -> ApiResult<pb::TxnResponse> {
+        let result = self
+            .node
+            .write(pb::Command {
+                command: Some(pb::command::Command::Txn(txn)),
+            })
+            .await?;
+        match result.result {
+            Some(pb::command_result::Result::Txn(t)) => Ok(t),
+            Some(pb::command_result::Result::Rejected(m)) => Err(ApiError::bad_request(m)),
+            other => Err(ApiError::internal(format!("unexpected result {other:?}"))),
+        }
+    }
+
+    fn failed(t: pb::TxnResponse) -> ApiResult<Cas> {
+        Ok(Cas::Failed(
+            t.compared.into_iter().next().map(decode).transpose()?,
+        ))
+    }
+
+    /// Creates `obj` at `key` if the key is absent.
+    pub async fn create(&self, key: &str, obj: &Value) -> ApiResult<Cas> {
+        let t = self
+            .txn(pb::TxnRequest {
+                compares: vec![pb::Compare {
+                    key: key.as_bytes().to_vec(),
+                    target: Some(pb::compare::Target::Exists(false)),
+                }],
+                success: vec![put(key, encode(obj)?)],
+                failure: vec![],
+            })
+            .await?;
+        if t.succeeded {
+            Ok(Cas::Done(t.revision))
+        } else {
+            Self::failed(t)
+        }
+    }
+
+    /// Replaces the object at `key` if its mod revision is still `rev`.
+    pub async fn update(&self, key: &str, obj: &Value, rev: i64) -> ApiResult<Cas> {
+        let t = self
+            .txn(pb::TxnRequest {
+                compares: vec![mod_rev_is(key, rev)],
+                success: vec![put(key, encode(obj)?)],
+                failure: vec![],
+            })
+            .await?;
+        if t.succeeded {
+            Ok(Cas::Done(t.revision))
+        } else {
+            Self::failed(t)
+        }
+    }
+
+    async fn delete_txn(&self, key: &str, rev: i64) -> ApiResult<pb::TxnResponse> {
+        self.txn(pb::TxnRequest {
+            compares: vec![mod_rev_is(key, rev)],
+            success: vec![pb::Op {
+                op: Some(pb::op::Op::Delete(pb::DeleteOp {
+                    key: key.as_bytes().to_vec(),
+                })),
+            }],
+            failure: vec![],
+        })
+        .await
+    }
+
+    /// Deletes whatever is stored at `key` if its mod revision is still `rev`, without
+    /// decoding it (the removal of a corrupt object); whether it did.
+    pub async fn delete_raw(&self, key: &str, rev: i64) -> ApiResult<bool> {
+        Ok(self.delete_txn(key, rev).await?.succeeded)
+    }
+
+    /// Writes every `(key, value)` of `puts` in one transaction if every `(key, expected mod
+    /// revision)` of `conditions` holds (`None`: the key is absent). Values are stored as given
+    /// (an object's resourceVersion is dropped, as for every write).
+    pub async fn write_if(
+        &self,
+        conditions: &[(&str, Option<i64>)],
+        puts: &[(&str, &Value)],
+    ) -> ApiResult<Written> {
+        let compares = conditions
+            .iter()
+            .map(|(key, expect)| pb::Compare {
+                key: key.as_bytes().to_vec(),
+                target: Some(match expect {
+                    None => pb::compare::Target::Exists(false),
+                    Some(rev) => pb::compare::Target::ModRevision(*rev),
+                }),
+            })
+            .collect();
+        let success = puts
+            .iter()
+            .map(|(key, value)| Ok(put(key, encode(value)?)))
+            .collect::<ApiResult<Vec<_>>>()?;
+        let t = self
+            .txn(pb::TxnRequest {
+                compares,
+                success,
+                failure: vec![],
+            })
+            .await?;
+        Ok(if t.succeeded {
+            Written::Done(t.revision)
+        } else {
+            Written::NotWritten(
+                t.compared
+                    .into_iter()
+                    .map(|kv| (String::from_utf8_lossy(&kv.key).into_owned(), kv.mod_revision))
+                    .collect(),
+            )
+        })
+    }
+
+    /// Every record under `prefix` at one revision, as stored, after a read barrier (so it is
+    /// at least as fresh as anything acknowledged before the call).
+    pub async fn read_all(&self, prefix: &str) -> ApiResult<Vec<KeyValue>> {
+        let resp = self
+            .range(
+                pb::RangeRequest {
+                    key: prefix.as_bytes().to_vec(),
+                    prefix: true,
+                    serializable: true,
+                    ..Default::default()
+                },
+                true,
+            )
+            .await?;
+        Ok(resp.kvs)
+    }
+
+    /// This replica's node id.
+    pub fn replica_id(&self) -> u64 {
+        self.node.config().id
+    }
+
+    /// The id of the current leader (`None` while there is none), updated as it changes.
+    pub fn leader_changes(&self) -> watch::Receiver<Option<u64>> {
+        self.node.leader_changes()
+    }
+
+    /// What this replica applies, batch by batch, as it applies it.
+    pub fn applied(&self) -> broadcast::Receiver<Arc<ApplyEvent>> {
+        self.node.subscribe()
+    }
+
+    /// Deletes the object at `key` if its mod revision is still `rev`.
+    pub async fn delete(&self, key: &str, rev: i64) -> ApiResult<Cas> {
+        let t = self.delete_txn(key, rev).await?;
+        if t.succeeded {
+            Ok(Cas::Done(t.revision))
+        } else {
+            Self::failed(t)
+        }
+    }
+}
+
+/// A replica error as the API reports it: no leader or shutting down is `503`, a timeout `504`,
+/// a request the store refuses `400`, anything else `500`.
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::NoLeader | NodeError::Unavailable(_) | NodeError::ShuttingDown => {
+                ApiError::unavailable(e.to_string())
+            }
+            NodeError::Timeout(..) => ApiError::timeout(e.to_string()),
+            NodeError::Rejected(m) => ApiError::bad_request(m),
+            NodeError::Storage(s) => match s {
+                StorageError::TooLarge { .. }
+                | StorageError::InvalidKey(_)
+                | StorageError::InvalidRequest(_) => ApiError::bad_request(s.to_string()),
+                other => ApiError::internal(other.to_string()),
+            },
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The dependency rules of `src/lib.rs`, checked on the source: which top-level module may name
+//! which, and that only the storage facade (and process assembly) talks to Raft. A rule broken by
+//! a new import fails here with the file that broke it. The edges still to remove are listed in
+//! `KNOWN`; removing one makes its entry fail too, so the list only shrinks.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Modules that must never be named by the module on the left.
+#[rustfmt::skip]
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("machinery", &["admission", "apiextensions", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server", "store"]),
+    ("store", &["admission", "apiextensions", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("admission", &["apiextensions", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("kinds", &["cli", "controllers", "endpoints", "filters", "server"]),
+    ("registry", &["apiextensions", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),
+    ("apiextensions", &["admission", "cli", "controllers", "endpoints", "filters", "server"]),
+    ("controllers", &["cli", "endpoints", "filters", "server"]),
+    ("endpoints", &["cli", "controllers", "filters", "server"]),
+    ("filters", &["cli", "controllers", "server"]),
+    ("config", &["admission", "apiextensions", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "registry", "server", "store"]),
+];
+
+/// Upward edges that exist today and are to be removed (docs/architecture.md, "What is left").
+const KNOWN: &[(&str, &str)] = &[
+    ("machinery", "endpoints"), // schema.rs: the OpenAPI definitions belong in machinery
+    ("machinery", "registry"),  // ResourceType: the type data belongs below both
+    ("store", "registry"),      // delegator.rs: ResourceType in a list plan
+    ("apiextensions", "endpoints"), // V2_REF of the OpenAPI definitions
+    ("registry", "apiextensions"), // CustomType carried by ResourceType, conversion, columns
+    ("registry", "kinds"),      // the strategy, until per-kind hooks invert it
+];
+
+/// The only modules that may name the Raft or protobuf crates.
+const RAFT_ALLOWED: &[&str] = &["store", "server", "config", "cli"];
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a source dir") {
+        let path = entry.expect("a dir entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a source file belongs to (`store` for `src/store/cacher.rs`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("under src");
+    let first = rel.components().next().expect("a component");
+    first
+        .as_os_str()
+        .to_string_lossy()
+        .trim_end_matches(".rs")
+        .to_string()
+}
+
+#[test]
+fn modules_import_only_downward() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    assert!(files.len() > 50, "found only {} files", files.len());
+    let mut broken = Vec::new();
+    let mut seen_known = BTreeSet::new();
+    let mut raft = Vec::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        let text = std::fs::read_to_string(file).expect("readable source");
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (from, forbidden) in FORBIDDEN {
+            if *from != module {
+                continue;
+            }
+            for to in *forbidden {
+                if code.contains(&format!("crate::{to}::")) || code.contains(&format!("crate::{to};")) {
+                    if KNOWN.contains(&(from, to)) {
+                        seen_known.insert((from.to_string(), to.to_string()));
+                    } else {
+                        broken.push(format!("{} ({from}) imports {to}", file.display()));
+                    }
+                }
+            }
+        }
+        if !RAFT_ALLOWED.contains(&module.as_str())
+            && (code.contains("kuberaft_raft")
+                || code.contains("kuberaft_proto")
+                || code.contains("kuberaft_storage"))
+        {
+            raft.push(file.display().to_string());
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against the layer rules:\n{}",
+        broken.join("\n")
+    );
+    assert!(
+        raft.is_empty(),
+        "only the storage facade may name Raft or its protocol:\n{}",
+        raft.join("\n")
+    );
+    let known: BTreeSet<(String, String)> = KNOWN
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let gone: Vec<_> = known.difference(&seen_known).collect();
+    assert!(gone.is_empty(), "edges removed: take them off KNOWN: {gone:?}");
+}

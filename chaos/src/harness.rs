@@ -7,6 +7,7 @@
 //! other one only through the proxy. The harness itself talks to the real peer port (the `Kv`
 //! `Status` RPC), so its probes are never cut.
 
+use kuberaft::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -157,35 +158,43 @@ impl ChaosCluster {
         let io = |what: String| move |source| HarnessError::Io { what, source };
         std::fs::create_dir_all(&spec.dir).map_err(io(format!("cannot create {}", spec.dir.display())))?;
         let port = |offset: u16, i: usize| format!("127.0.0.1:{}", spec.base_port + offset + i as u16);
-        let members: String = (0..spec.nodes)
-            .map(|i| {
-                format!(
-                    "  - {{id: {}, peerAddr: \"{}\", apiAddr: \"{}\"}}\n",
-                    i + 1,
-                    port(20, i),
-                    port(0, i)
-                )
+        let members: Vec<MemberConfig> = (0..spec.nodes)
+            .map(|i| MemberConfig {
+                id: i as u64 + 1,
+                peer_addr: port(20, i),
+                api_addr: port(0, i),
             })
             .collect();
         let cluster_name = format!("chaos-{:x}", spec.seed);
-        let raft = spec.raft_timing.map_or(String::new(), |t| {
-            format!(
-                "raft:\n  heartbeatMillis: {}\n  electionTimeoutMinMillis: {}\n  electionTimeoutMaxMillis: {}\n",
-                t.heartbeat_ms, t.election_min_ms, t.election_max_ms
-            )
+        let raft = spec.raft_timing.map_or_else(RaftConfig::default, |t| RaftConfig {
+            heartbeat_millis: t.heartbeat_ms,
+            election_timeout_min_millis: t.election_min_ms,
+            election_timeout_max_millis: t.election_max_ms,
+            ..RaftConfig::default()
         });
         let links = Links::new(spec.nodes);
         let mut replicas = Vec::new();
         let mut proxies = Vec::new();
         for i in 0..spec.nodes {
             let config = spec.dir.join(format!("node-{}.yaml", i + 1));
-            let text = format!(
-                "id: {}\nclusterName: {cluster_name}\ndataDir: {}\npeerListen: {}\nmembers:\n{members}\
-                 {raft}compaction:\n  retentionSeconds: 3600\nrequestTimeoutSeconds: 3\n",
-                i + 1,
-                spec.dir.join(format!("data-{}", i + 1)).display(),
-                port(10, i),
-            );
+            let text = ServeConfig {
+                id: i as u64 + 1,
+                cluster_name: cluster_name.clone(),
+                data_dir: spec.dir.join(format!("data-{}", i + 1)),
+                peer_listen: Some(port(10, i)),
+                api_listen: None,
+                members: members.clone(),
+                raft: raft.clone(),
+                compaction: CompactionConfig {
+                    retention_seconds: 3600,
+                    ..CompactionConfig::default()
+                },
+                request_timeout_seconds: 3,
+                watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
+                feature_gates: FeatureGates::default(),
+            }
+            .to_yaml()
+            .map_err(|e| HarnessError::Config(e.to_string()))?;
             std::fs::write(&config, text).map_err(io(format!("cannot write {}", config.display())))?;
             proxies.push(proxy::start(links.clone(), i, &port(20, i), port(10, i), spec.seed).await?);
             replicas.push(Replica {

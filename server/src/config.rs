@@ -29,6 +29,9 @@ pub enum ConfigError {
         /// Where and what.
         source: serde_yaml::Error,
     },
+    /// The config could not be rendered as YAML.
+    #[error("cannot render a config: {0}")]
+    Render(serde_yaml::Error),
     /// A rule between fields is broken.
     #[error("config {path}: {message}")]
     Invalid {
@@ -179,12 +182,20 @@ fn default_request_timeout() -> u64 {
 }
 
 fn default_watch_buffer() -> usize {
-    4096
+    ServeConfig::DEFAULT_WATCH_BUFFER
 }
 
 impl ServeConfig {
     /// `requestTimeoutSeconds` when the file does not set it.
     pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 10;
+    /// `watchBuffer` when the file does not set it.
+    pub const DEFAULT_WATCH_BUFFER: usize = 4096;
+
+    /// The config as a config file says it: what `cluster up`, the tests and the chaos harness
+    /// write for `serve --config`.
+    pub fn to_yaml(&self) -> Result<String, ConfigError> {
+        serde_yaml::to_string(self).map_err(ConfigError::Render)
+    }
 
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<ServeConfig, ConfigError> {

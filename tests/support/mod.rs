@@ -126,7 +126,7 @@ pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], 
         watch_buffer: o.watch_buffer,
         feature_gates,
     };
-    serde_yaml::to_string(&config).expect("a config renders as YAML")
+    config.to_yaml().expect("a config renders as YAML")
 }
 
 impl Cluster {

@@ -104,12 +104,12 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
                 retention_seconds: args.retention_seconds,
                 ..CompactionConfig::default()
             },
-            request_timeout_seconds: 10,
-            watch_buffer: 4096,
+            request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
+            watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
             feature_gates: FeatureGates::default(),
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
-        std::fs::write(&path, serde_yaml::to_string(&config)?)?;
+        std::fs::write(&path, config.to_yaml()?)?;
         out.push((path, config));
     }
     Ok(out)

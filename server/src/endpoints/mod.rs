@@ -31,7 +31,7 @@ use crate::store::Store;
 use body::{content_type, read_body};
 use negotiation::{negotiate, Format, Offer};
 use request_info::{RequestInfo, Target, Verb};
-use response::{error_response, render, respond, warning_header};
+use response::{error_response, render, respond, wants_protobuf, warning_header};
 
 /// What the API handlers share.
 #[derive(Clone)]
@@ -64,15 +64,15 @@ fn host_of(headers: &HeaderMap) -> String {
 
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
-    let headers = request.headers().clone();
+    let protobuf_errors = wants_protobuf(request.headers());
     match serve(&api, request).await {
         Ok(r) => r,
-        Err(e) => error_response(e, &headers),
+        Err(e) => error_response(e, protobuf_errors),
     }
 }
 
 async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let mut q = parse_query(parts.uri.query())?;
     // Writes without a fieldManager are recorded under the client's user-agent name, as
     // kube-apiserver does; an apply must name its manager itself.
@@ -96,7 +96,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
     }
     let pretty = is_pretty(&q);
-    let Some(info) = parts.extensions.get::<RequestInfo>().cloned() else {
+    let Some(info) = parts.extensions.remove::<RequestInfo>() else {
         return Err(ApiError::internal("the request info filter did not run"));
     };
     let (target, verb) = match info {

@@ -41,7 +41,8 @@ struct MediaRange {
     as_kind: Option<String>,
     group: Option<String>,
     version: Option<String>,
-    refused: bool,
+    /// The quality, 0 to 1 (`q=`; 1 when absent or unreadable).
+    q: f32,
 }
 
 impl MediaRange {
@@ -52,7 +53,7 @@ impl MediaRange {
             as_kind: None,
             group: None,
             version: None,
-            refused: false,
+            q: 1.0,
         };
         for p in parts {
             if let Some((k, v)) = p.split_once('=') {
@@ -61,12 +62,35 @@ impl MediaRange {
                     "as" => r.as_kind = Some(v),
                     "g" => r.group = Some(v),
                     "v" => r.version = Some(v),
-                    "q" => r.refused = v.parse::<f32>().is_ok_and(|q| q == 0.0),
+                    "q" => {
+                        r.q = v
+                            .parse::<f32>()
+                            .ok()
+                            .filter(|q| (0.0..=1.0).contains(q))
+                            .unwrap_or(1.0)
+                    }
                     _ => {}
                 }
             }
         }
         r
+    }
+
+    /// How specific the media type is: `*/*` < `type/*` < `type/subtype` (parameters do not
+    /// count, as in kube-apiserver's ranking).
+    fn specificity(&self) -> u8 {
+        match self.media.split_once('/') {
+            _ if self.media == "*/*" => 0,
+            Some((_, "*")) => 1,
+            _ => 2,
+        }
+    }
+
+    /// Whether this range accepts the plain media type `offered` (`type/subtype`).
+    fn accepts(&self, offered: &str) -> bool {
+        let (kind, subtype) = offered.split_once('/').unwrap_or((offered, ""));
+        let (want_kind, want_subtype) = self.media.split_once('/').unwrap_or((self.media.as_str(), ""));
+        (want_kind == "*" || want_kind == kind) && (want_subtype == "*" || want_subtype == subtype)
     }
 
     /// The version of an `as=<kind>;g=<group>` view, if this range asks for that view in one of
@@ -85,9 +109,6 @@ impl MediaRange {
 
     /// The format this range selects at an endpoint with `offer`, if any.
     fn select(&self, offer: Offer) -> Option<Format> {
-        if self.refused {
-            return None;
-        }
         if self.as_kind.is_some() {
             return match offer {
                 Offer::Resource => self
@@ -120,21 +141,42 @@ impl MediaRange {
     }
 }
 
-/// Chooses the response format from the `Accept` header (first acceptable entry wins).
-pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
-    let Some(accept) = headers
+/// The ranges of the request's `Accept` header (`*/*` when absent or empty) in the order the
+/// client prefers them: by quality, then by specificity, then as written (the order
+/// kube-apiserver's negotiation ranks them in). Ranges of quality 0 are refusals and left out.
+fn accepted(headers: &HeaderMap) -> (String, Vec<MediaRange>) {
+    let accept = headers
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-    else {
-        return Ok(Format::Json);
-    };
-    if accept.trim().is_empty() {
-        return Ok(Format::Json);
-    }
-    accept
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .unwrap_or("*/*");
+    let mut ranges: Vec<MediaRange> = accept
         .split(',')
-        .find_map(|range| MediaRange::parse(range).select(offer))
-        .ok_or_else(|| ApiError::not_acceptable(accept))
+        .map(MediaRange::parse)
+        .filter(|r| r.q > 0.0)
+        .collect();
+    ranges.sort_by(|a, b| b.q.total_cmp(&a.q).then(b.specificity().cmp(&a.specificity())));
+    (accept.to_string(), ranges)
+}
+
+/// Chooses the response format of a resource or discovery endpoint from the `Accept` header:
+/// the client's most preferred range this endpoint can serve; `406` when there is none.
+pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
+    let (accept, ranges) = accepted(headers);
+    ranges
+        .iter()
+        .find_map(|range| range.select(offer))
+        .ok_or_else(|| ApiError::not_acceptable(&accept))
+}
+
+/// Chooses among plain media types (`offered`, in the server's order): the client's most
+/// preferred range that accepts one of them (as the OpenAPI endpoints negotiate).
+pub fn choose<'a>(headers: &HeaderMap, offered: &[&'a str]) -> Option<&'a str> {
+    let (_, ranges) = accepted(headers);
+    ranges
+        .iter()
+        .find_map(|range| offered.iter().copied().find(|o| range.accepts(o)))
 }
 
 #[cfg(test)]
@@ -165,6 +207,15 @@ mod tests {
             Format::Json
         );
         assert_eq!(negotiate_resource(&HeaderMap::new()).unwrap(), Format::Json);
+        // Quality ranks before order, as in kube-apiserver.
+        assert_eq!(
+            negotiate_resource(&h("application/yaml;q=0.5, application/json")).unwrap(),
+            Format::Json
+        );
+        assert_eq!(
+            negotiate_resource(&h("*/*;q=0.8, application/yaml")).unwrap(),
+            Format::Yaml
+        );
         let metadata = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
         assert_eq!(negotiate_resource(&h(metadata)).unwrap(), Format::Metadata("v1"));
         assert_eq!(

@@ -196,9 +196,14 @@ fn render_list(
     (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
 }
 
-/// An error as a `Status`, in protobuf when the client asked for protobuf, else in JSON.
-pub fn error_response(e: ApiError, headers: &HeaderMap) -> Response {
-    if negotiate(headers, Offer::Resource) == Ok(Format::Protobuf) {
+/// Whether errors answer in protobuf: the client asked for protobuf objects.
+pub fn wants_protobuf(headers: &HeaderMap) -> bool {
+    negotiate(headers, Offer::Resource) == Ok(Format::Protobuf)
+}
+
+/// An error as a `Status`, in protobuf when `protobuf` (see [`wants_protobuf`]), else in JSON.
+pub fn error_response(e: ApiError, protobuf: bool) -> Response {
+    if protobuf {
         protobuf::error_response(e)
     } else {
         e.into_response()

@@ -10,7 +10,7 @@ use axum::response::Response;
 
 use crate::apiextensions;
 use crate::endpoints::request_info::{parse_path, RequestInfo, Target};
-use crate::endpoints::response::error_response;
+use crate::endpoints::response::{error_response, wants_protobuf};
 use crate::endpoints::Api;
 use crate::machinery::errors::ApiResult;
 
@@ -25,7 +25,7 @@ pub async fn filter(State(api): State<Api>, mut request: Request, next: Next) ->
             request.extensions_mut().insert(info);
             next.run(request).await
         }
-        Err(e) => error_response(e, request.headers()),
+        Err(e) => error_response(e, wants_protobuf(request.headers())),
     }
 }
 
@@ -61,11 +61,10 @@ async fn resolve(api: &Api, method: &Method, uri: &Uri) -> ApiResult<RequestInfo
     }
 }
 
-/// Whether the query asks for a watch (`watch=true` or `watch=1`).
+/// Whether the query asks for a watch (`watch=true` or `watch=1`; neither needs decoding).
 fn watch_option(query: Option<&str>) -> bool {
-    serde_urlencoded::from_str::<Vec<(String, String)>>(query.unwrap_or("")).is_ok_and(|pairs| {
-        pairs
-            .iter()
-            .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
-    })
+    query
+        .unwrap_or("")
+        .split('&')
+        .any(|pair| matches!(pair.split_once('='), Some(("watch", "true" | "1"))))
 }

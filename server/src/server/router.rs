@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, HeaderName, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -12,10 +12,9 @@ use kuberaft_raft::RaftNode;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 
 use crate::endpoints::{self, discovery, openapi, Api};
-use crate::filters::{compression, request_info};
+use crate::filters::{audit_id, compression, request_info};
 use crate::store::cacher::WatchCache;
 
 /// What the HTTP handlers share.
@@ -59,8 +58,8 @@ fn with_filters(routes: Router, api: Api) -> Router {
         // 1. Every response carries the request's `Audit-Id` (the client's, or a new UUID), as
         //    kube-apiserver's; a panic in anything below answers 500 instead of dropping the
         //    connection.
-        .layer(SetRequestIdLayer::new(AUDIT_ID.clone(), MakeRequestUuid))
-        .layer(PropagateRequestIdLayer::new(AUDIT_ID.clone()))
+        .layer(audit_id::set())
+        .layer(audit_id::propagate())
         .layer(CatchPanicLayer::custom(panic_response))
         // 2. Request info: the path parsed once into group, version, resource, namespace, name,
         //    subresource and verb; `404`/`405` for what no endpoint serves.
@@ -71,9 +70,6 @@ fn with_filters(routes: Router, api: Api) -> Router {
     //    each a layer here, reading the request info that (2) stored.
     routes.layer(chain)
 }
-
-/// The request id header kube-apiserver sets on every response.
-static AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
 
 /// What a request that panicked gets, worded as kube-apiserver's panic recovery answers.
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

@@ -29,6 +29,7 @@ use sha2::{Digest, Sha512};
 
 use super::Api;
 use crate::endpoints::discovery::KUBE_VERSION;
+use crate::endpoints::negotiation::choose;
 use crate::machinery::errors::ApiError;
 use crate::machinery::schema::schemas;
 use crate::registry::{Registry, ResourceType};
@@ -183,51 +184,6 @@ async fn documents() -> Result<&'static Documents, ApiError> {
         .map_err(|e| ApiError::internal(format!("building OpenAPI documents: {e}")))?,
     };
     built.as_ref().map_err(|e| ApiError::internal(e.clone()))
-}
-
-/// A media range from `Accept`, without its parameters.
-struct MediaRange {
-    kind: String,
-    subtype: String,
-    q: f32,
-}
-
-fn parse_accept(headers: &HeaderMap) -> Vec<MediaRange> {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .unwrap_or("*/*");
-    let mut out: Vec<MediaRange> = accept
-        .split(',')
-        .filter_map(|range| {
-            let mut parts = range.split(';').map(str::trim);
-            let (kind, subtype) = parts.next()?.split_once('/')?;
-            let q = parts
-                .filter_map(|p| p.strip_prefix("q="))
-                .find_map(|q| q.trim().parse::<f32>().ok())
-                .unwrap_or(1.0);
-            Some(MediaRange {
-                kind: kind.to_ascii_lowercase(),
-                subtype: subtype.to_ascii_lowercase(),
-                q,
-            })
-        })
-        .filter(|m| m.q > 0.0)
-        .collect();
-    out.sort_by(|a, b| b.q.total_cmp(&a.q));
-    out
-}
-
-/// The first offered media type (in the client's order of preference) the client accepts.
-fn choose<'a>(headers: &HeaderMap, offered: &[&'a str]) -> Option<&'a str> {
-    parse_accept(headers).iter().find_map(|m| {
-        offered.iter().copied().find(|o| {
-            let (kind, subtype) = o.split_once('/').unwrap_or((o, ""));
-            (m.kind == "*" || m.kind == kind) && (m.subtype == "*" || m.subtype == subtype)
-        })
-    })
 }
 
 fn not_acceptable(offered: &[&str]) -> Response {

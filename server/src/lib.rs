@@ -2,15 +2,16 @@
 //!
 //! This library is the whole server; the `kuberaft` binary only parses its command line. The
 //! code map below says, for each module, its job, what it may import and what it must never
-//! know. Imports point down this list (a module may use the ones below it, never the ones
-//! above), with `machinery` and `config` usable from everywhere.
+//! know. Imports follow the arrows of the diagram, never against them; `machinery` and
+//! `config` are usable from everywhere. The few edges that still point the wrong way are
+//! listed (as `KNOWN`) in `tests/layers.rs`, which checks every other one.
 //!
 //! ```text
 //! cli ─┐
 //! server ──► filters ──► endpoints ──► registry ──► store ──► kuberaft_raft ──► kuberaft_storage
-//!                                        ▲   ▲
-//!                  kinds, apiextensions ─┘   └─ controllers (run by server, act through registry)
-//! machinery, config: used by all of the above, import nothing of them
+//!                                        │   ▲
+//!          admission, kinds, apiextensions ◄┘   └─ controllers (run by server, act through registry)
+//! machinery, config: used by all of the above
 //! ```
 //!
 //! **`cli`** — the commands that are not the server (`cluster up`, `endpoint status`) and the
@@ -41,6 +42,12 @@
 //! *Invariant:* knows no HTTP (no axum types in a verb's signature) and no kind by name outside
 //! the type table; per-kind behaviour comes from `kinds`.
 //!
+//! **`admission`** — the ordered plugins every write passes before it is stored: mutating ones
+//! (`Priority`, `DefaultTolerationSeconds`), then validating ones (`NamespaceLifecycle`), run by
+//! the registry where kube-apiserver runs its admission chain. *Invariant:* a plugin sees the
+//! request's attributes and the object, never HTTP or the registry; it reads the store, never
+//! writes it.
+//!
 //! **`kinds`** — per-kind behaviour, the only place that names a kind: scheme defaults, table
 //! printers, QoS, Service IP and port allocation, and the strategy the registry calls around a
 //! write.
@@ -66,7 +73,7 @@
 //! tests and the chaos harness to write configs.
 //!
 //! `docs/architecture.md` walks a create and a watch through these layers and lists where the
-//! code still crosses them.
+//! code still crosses them; `tests/layers.rs` checks the rules on the source.
 
 pub mod admission;
 pub mod apiextensions;

@@ -1,3 +1,6 @@
+//! Tests of the protobuf transcoder: round trips of built-in kinds, known bytes, Go decoding
+//! semantics, and refusals of truncated, garbage, deeply nested and mistyped input.
+
 use serde_json::{json, Value};
 
 use super::transcode::{decode_message, encode_message, MAX_DEPTH};

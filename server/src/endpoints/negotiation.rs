@@ -144,7 +144,7 @@ impl MediaRange {
 /// The ranges of the request's `Accept` header (`*/*` when absent or empty) in the order the
 /// client prefers them: by quality, then by specificity, then as written (the order
 /// kube-apiserver's negotiation ranks them in). Ranges of quality 0 are refusals and left out.
-fn accepted(headers: &HeaderMap) -> (String, Vec<MediaRange>) {
+fn accepted(headers: &HeaderMap) -> (&str, Vec<MediaRange>) {
     let accept = headers
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -156,8 +156,10 @@ fn accepted(headers: &HeaderMap) -> (String, Vec<MediaRange>) {
         .map(MediaRange::parse)
         .filter(|r| r.q > 0.0)
         .collect();
-    ranges.sort_by(|a, b| b.q.total_cmp(&a.q).then(b.specificity().cmp(&a.specificity())));
-    (accept.to_string(), ranges)
+    if ranges.len() > 1 {
+        ranges.sort_by(|a, b| b.q.total_cmp(&a.q).then(b.specificity().cmp(&a.specificity())));
+    }
+    (accept, ranges)
 }
 
 /// Chooses the response format of a resource or discovery endpoint from the `Accept` header:
@@ -167,7 +169,7 @@ pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
     ranges
         .iter()
         .find_map(|range| range.select(offer))
-        .ok_or_else(|| ApiError::not_acceptable(&accept))
+        .ok_or_else(|| ApiError::not_acceptable(accept))
 }
 
 /// Chooses among plain media types (`offered`, in the server's order): the client's most

@@ -15,7 +15,8 @@ pub struct MakeAuditId;
 impl MakeRequestId for MakeAuditId {
     fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
         let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
-        HeaderValue::from_str(&id.hyphenated().to_string())
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        HeaderValue::from_str(id.hyphenated().encode_lower(&mut text))
             .ok()
             .map(RequestId::new)
     }

@@ -77,6 +77,8 @@
 
 pub mod admission;
 pub mod apiextensions;
+pub mod authentication;
+pub mod authorization;
 pub mod cli;
 pub mod config;
 pub mod controllers;

@@ -144,7 +144,9 @@ async fn finalizers_hold_an_object_and_namespace_deletion_cascades() {
     );
     // Deleting the namespace marks it Terminating, forbids new content, empties it, removes it.
     k.ok("node-1", &["delete", "ns", "demo", "--wait=false"]);
-    let resp = reqwest::Client::new()
+    let resp = k
+        .http
+        .clone()
         .post(k.url(1, "/api/v1/namespaces/demo/configmaps"))
         .json(&json!({"metadata": {"name": "late"}}))
         .send()
@@ -192,7 +194,7 @@ async fn kubectl_get_watch_streams_changes() {
         .spawn()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let http = reqwest::Client::new();
+    let http = k.http.clone();
     for name in ["w1", "w2"] {
         let r = http
             .post(k.url(0, "/api/v1/namespaces/default/configmaps"))
@@ -210,8 +212,14 @@ async fn kubectl_get_watch_streams_changes() {
     );
 }
 
-async fn call(method: reqwest::Method, url: &str, ctype: &str, body: &str) -> (u16, Value) {
-    let r = reqwest::Client::new()
+async fn call(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    ctype: &str,
+    body: &str,
+) -> (u16, Value) {
+    let r = http
         .request(method, url)
         .header("content-type", ctype)
         .body(body.to_string())
@@ -228,7 +236,14 @@ async fn http_status_codes_and_status_bodies() {
     let k = Kube::start().await;
     let cms = k.url(1, "/api/v1/namespaces/default/configmaps");
     let j = "application/json";
-    let (code, body) = call(M::POST, &cms, j, r#"{"metadata":{"name":"c1"},"data":{"k":"v"}}"#).await;
+    let (code, body) = call(
+        &k.http,
+        M::POST,
+        &cms,
+        j,
+        r#"{"metadata":{"name":"c1"},"data":{"k":"v"}}"#,
+    )
+    .await;
     assert_eq!(code, 201, "{body}");
     let rv = body["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let cases: Vec<(M, String, &str, String, u16, &str)> = vec![
@@ -327,7 +342,7 @@ async fn http_status_codes_and_status_bodies() {
         ),
     ];
     for (i, (method, url, ctype, body, want, reason)) in cases.into_iter().enumerate() {
-        let (code, status) = call(method, &url, ctype, &body).await;
+        let (code, status) = call(&k.http, method, &url, ctype, &body).await;
         assert_eq!(code, want, "case {i}: {status}");
         assert_eq!(status["kind"], "Status", "case {i}");
         assert_eq!(status["reason"], reason, "case {i}: {status}");
@@ -335,20 +350,21 @@ async fn http_status_codes_and_status_bodies() {
     }
     // A body over 3 MiB is refused before it is read.
     {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&k.cluster.replicas[1].api_addr).unwrap();
-        write!(
-            s,
-            "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{{"
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = k.cluster.tls_stream(1).await;
+        s.write_all(
+            b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{",
         )
+        .await
         .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
+        let mut resp = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut resp)).await;
+        let resp = String::from_utf8_lossy(&resp);
         assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
         assert!(resp.contains("RequestEntityTooLarge"), "{resp}");
     }
     // None of the failed writes changed anything.
-    let (code, list) = call(M::GET, &cms, j, "").await;
+    let (code, list) = call(&k.http, M::GET, &cms, j, "").await;
     assert_eq!(code, 200);
     assert_eq!(list["kind"], "ConfigMapList");
     let names: Vec<&str> = list["items"]
@@ -359,7 +375,9 @@ async fn http_status_codes_and_status_bodies() {
         .collect();
     assert_eq!(names, vec!["c1"]);
     // YAML out, 406 for what we cannot produce, merge patch, and a correct PUT.
-    let r = reqwest::Client::new()
+    let r = k
+        .http
+        .clone()
         .get(format!("{cms}/c1"))
         .header("accept", "application/yaml")
         .send()
@@ -367,7 +385,9 @@ async fn http_status_codes_and_status_bodies() {
         .unwrap();
     assert_eq!(r.headers()["content-type"], "application/yaml");
     assert!(r.text().await.unwrap().contains("name: c1"));
-    let r = reqwest::Client::new()
+    let r = k
+        .http
+        .clone()
         .get(format!("{cms}/c1"))
         .header("accept", "text/html")
         .send()
@@ -375,6 +395,7 @@ async fn http_status_codes_and_status_bodies() {
         .unwrap();
     assert_eq!(r.status(), 406);
     let (code, patched) = call(
+        &k.http,
         M::PATCH,
         &format!("{cms}/c1"),
         "application/merge-patch+json",
@@ -385,6 +406,7 @@ async fn http_status_codes_and_status_bodies() {
     assert_eq!(patched["data"], json!({"n": "1"}));
     let rv = patched["metadata"]["resourceVersion"].as_str().unwrap();
     let (code, put) = call(
+        &k.http,
         M::PUT,
         &format!("{cms}/c1"),
         j,
@@ -394,6 +416,7 @@ async fn http_status_codes_and_status_bodies() {
     assert_eq!(code, 200, "{put}");
     assert_eq!(put["metadata"]["uid"], body["metadata"]["uid"]);
     let (code, _) = call(
+        &k.http,
         M::PATCH,
         &format!("{cms}/c1"),
         "application/json-patch+json",
@@ -402,9 +425,9 @@ async fn http_status_codes_and_status_bodies() {
     .await;
     assert_eq!(code, 422);
     // Discovery and version.
-    let (code, v) = call(M::GET, &k.url(0, "/version"), j, "").await;
+    let (code, v) = call(&k.http, M::GET, &k.url(0, "/version"), j, "").await;
     assert_eq!((code, v["major"].as_str()), (200, Some("1")));
-    let (_, apps) = call(M::GET, &k.url(0, "/apis/apps/v1"), j, "").await;
+    let (_, apps) = call(&k.http, M::GET, &k.url(0, "/apis/apps/v1"), j, "").await;
     assert!(apps["resources"]
         .as_array()
         .unwrap()
@@ -423,6 +446,7 @@ async fn object_lifecycle_over_http() {
     let mut generated = Vec::new();
     for node in 0..3 {
         let (code, cm) = call(
+            &k.http,
             M::POST,
             &k.url(node, "/api/v1/namespaces/default/configmaps"),
             j,
@@ -441,6 +465,7 @@ async fn object_lifecycle_over_http() {
 
     // PUT creates only for the types that allow it.
     let (code, lease) = call(
+        &k.http,
         M::PUT,
         &k.url(1, "/apis/coordination.k8s.io/v1/namespaces/default/leases/l1"),
         j,
@@ -449,6 +474,7 @@ async fn object_lifecycle_over_http() {
     .await;
     assert_eq!(code, 201, "{lease}");
     let (code, status) = call(
+        &k.http,
         M::PUT,
         &format!("{cms}/absent"),
         j,
@@ -478,7 +504,7 @@ async fn object_lifecycle_over_http() {
     assert!(t["rows"][0]["object"].get("data").is_none());
     let t = table("v1", "Object").await;
     assert_eq!(t["rows"][0]["object"]["kind"], "ConfigMap");
-    let (code, status) = call(M::GET, &format!("{cms}?includeObject=All"), j, "").await;
+    let (code, status) = call(&k.http, M::GET, &format!("{cms}?includeObject=All"), j, "").await;
     assert_eq!(code, 200, "without a Table, includeObject is not used: {status}");
 
     // ?pretty indents.
@@ -486,13 +512,14 @@ async fn object_lifecycle_over_http() {
     assert!(pretty.contains("\n  \"metadata\": {"), "{pretty}");
 
     // Delete preconditions: a stale resourceVersion is a conflict and deletes nothing.
-    let (_, cm) = call(M::GET, &format!("{cms}/{}", generated[0]), j, "").await;
+    let (_, cm) = call(&k.http, M::GET, &format!("{cms}/{}", generated[0]), j, "").await;
     let rv: i64 = cm["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .parse()
         .unwrap();
     let (code, status) = call(
+        &k.http,
         M::DELETE,
         &format!("{cms}/{}", generated[0]),
         j,
@@ -501,6 +528,7 @@ async fn object_lifecycle_over_http() {
     .await;
     assert_eq!((code, &status["reason"]), (409, &json!("Conflict")), "{status}");
     let (code, _) = call(
+        &k.http,
         M::DELETE,
         &format!("{cms}/{}", generated[0]),
         j,
@@ -510,11 +538,25 @@ async fn object_lifecycle_over_http() {
     assert_eq!(code, 200);
 
     // deletecollection with a label selector removes exactly the matching objects.
-    let (code, _) = call(M::POST, &cms, j, r#"{"metadata":{"name":"keep"}}"#).await;
+    let (code, _) = call(&k.http, M::POST, &cms, j, r#"{"metadata":{"name":"keep"}}"#).await;
     assert_eq!(code, 201);
-    let (code, status) = call(M::DELETE, &format!("{cms}?labelSelector=tier%3Dtmp"), j, "").await;
+    let (code, status) = call(
+        &k.http,
+        M::DELETE,
+        &format!("{cms}?labelSelector=tier%3Dtmp"),
+        j,
+        "",
+    )
+    .await;
     assert_eq!(code, 200, "{status}");
-    let (_, list) = call(M::GET, &k.url(2, "/api/v1/namespaces/default/configmaps"), j, "").await;
+    let (_, list) = call(
+        &k.http,
+        M::GET,
+        &k.url(2, "/api/v1/namespaces/default/configmaps"),
+        j,
+        "",
+    )
+    .await;
     let names: Vec<&str> = list["items"]
         .as_array()
         .unwrap()
@@ -533,15 +575,16 @@ async fn object_lifecycle_over_http() {
         }
         json!({"metadata": {"name": name}, "spec": spec}).to_string()
     };
-    let (code, _) = call(M::POST, &pods, j, &pod("running", Some("node-a"))).await;
+    let (code, _) = call(&k.http, M::POST, &pods, j, &pod("running", Some("node-a"))).await;
     assert_eq!(code, 201);
-    let (code, _) = call(M::POST, &pods, j, &pod("pending", None)).await;
+    let (code, _) = call(&k.http, M::POST, &pods, j, &pod("pending", None)).await;
     assert_eq!(code, 201);
-    let (code, marked) = call(M::DELETE, &format!("{pods}/running"), j, "").await;
+    let (code, marked) = call(&k.http, M::DELETE, &format!("{pods}/running"), j, "").await;
     assert_eq!(code, 200, "{marked}");
     assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30);
     assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
     let (code, still) = call(
+        &k.http,
         M::GET,
         &k.url(2, "/api/v1/namespaces/default/pods/running"),
         j,
@@ -550,10 +593,18 @@ async fn object_lifecycle_over_http() {
     .await;
     assert_eq!(code, 200);
     assert_eq!(still["metadata"]["deletionGracePeriodSeconds"], 30);
-    let (code, shorter) = call(M::DELETE, &format!("{pods}/running?gracePeriodSeconds=5"), j, "").await;
+    let (code, shorter) = call(
+        &k.http,
+        M::DELETE,
+        &format!("{pods}/running?gracePeriodSeconds=5"),
+        j,
+        "",
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(shorter["metadata"]["deletionGracePeriodSeconds"], 5);
     let (code, _) = call(
+        &k.http,
         M::DELETE,
         &format!("{pods}/running"),
         j,
@@ -561,19 +612,26 @@ async fn object_lifecycle_over_http() {
     )
     .await;
     assert_eq!(code, 200);
-    let (code, _) = call(M::GET, &format!("{pods}/running"), j, "").await;
+    let (code, _) = call(&k.http, M::GET, &format!("{pods}/running"), j, "").await;
     assert_eq!(code, 404);
     // Pods are among the types whose delete answers with the deleted object.
-    let (code, deleted) = call(M::DELETE, &format!("{pods}/pending"), j, "").await;
+    let (code, deleted) = call(&k.http, M::DELETE, &format!("{pods}/pending"), j, "").await;
     assert_eq!(code, 200);
     assert_eq!(
         (&deleted["kind"], &deleted["metadata"]["name"]),
         (&json!("Pod"), &json!("pending")),
         "{deleted}"
     );
-    let (code, _) = call(M::GET, &format!("{pods}/pending"), j, "").await;
+    let (code, _) = call(&k.http, M::GET, &format!("{pods}/pending"), j, "").await;
     assert_eq!(code, 404);
-    let (code, status) = call(M::DELETE, &format!("{cms}/keep?gracePeriodSeconds=soon"), j, "").await;
+    let (code, status) = call(
+        &k.http,
+        M::DELETE,
+        &format!("{cms}/keep?gracePeriodSeconds=soon"),
+        j,
+        "",
+    )
+    .await;
     assert_eq!((code, &status["reason"]), (400, &json!("BadRequest")), "{status}");
 
     // A YAML alias bomb is refused quickly, with bounded memory, and stores nothing.
@@ -586,10 +644,10 @@ async fn object_lifecycle_over_http() {
     }
     bomb.push_str("metadata: {name: bomb}\n");
     let started = std::time::Instant::now();
-    let (code, status) = call(M::POST, &cms, "application/yaml", &bomb).await;
+    let (code, status) = call(&k.http, M::POST, &cms, "application/yaml", &bomb).await;
     assert_eq!((code, &status["reason"]), (400, &json!("BadRequest")), "{status}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    let (code, _) = call(M::GET, &format!("{cms}/bomb"), j, "").await;
+    let (code, _) = call(&k.http, M::GET, &format!("{cms}/bomb"), j, "").await;
     assert_eq!(code, 404);
 }
 
@@ -602,6 +660,7 @@ async fn namespace_deletion_finishes_after_a_leader_change() {
     let node = k.cluster.follower_of(leader);
     let j = "application/json";
     let (code, _) = call(
+        &k.http,
         M::POST,
         &k.url(node, "/api/v1/namespaces"),
         j,
@@ -611,10 +670,18 @@ async fn namespace_deletion_finishes_after_a_leader_change() {
     assert_eq!(code, 201);
     let cms = k.url(node, "/api/v1/namespaces/doomed/configmaps");
     for i in 0..10 {
-        let (code, _) = call(M::POST, &cms, j, &format!(r#"{{"metadata":{{"name":"c{i}"}}}}"#)).await;
+        let (code, _) = call(
+            &k.http,
+            M::POST,
+            &cms,
+            j,
+            &format!(r#"{{"metadata":{{"name":"c{i}"}}}}"#),
+        )
+        .await;
         assert_eq!(code, 201);
     }
     let (code, _) = call(
+        &k.http,
         M::POST,
         &cms,
         j,
@@ -622,14 +689,21 @@ async fn namespace_deletion_finishes_after_a_leader_change() {
     )
     .await;
     assert_eq!(code, 201);
-    let (code, ns) = call(M::DELETE, &k.url(node, "/api/v1/namespaces/doomed"), j, "").await;
+    let (code, ns) = call(
+        &k.http,
+        M::DELETE,
+        &k.url(node, "/api/v1/namespaces/doomed"),
+        j,
+        "",
+    )
+    .await;
     assert_eq!(code, 200, "{ns}");
     assert_eq!(ns["status"]["phase"], "Terminating");
     // The held object keeps the namespace Terminating: new content is forbidden.
-    let (code, status) = call(M::POST, &cms, j, r#"{"metadata":{"name":"late"}}"#).await;
+    let (code, status) = call(&k.http, M::POST, &cms, j, r#"{"metadata":{"name":"late"}}"#).await;
     assert_eq!((code, &status["reason"]), (403, &json!("Forbidden")), "{status}");
     eventually(T, || async {
-        let (_, list) = call(M::GET, &cms, j, "").await;
+        let (_, list) = call(&k.http, M::GET, &cms, j, "").await;
         match list["items"].as_array().map(Vec::len) {
             Some(1) => Ok(()),
             n => Err(format!("{n:?} objects left")),
@@ -642,6 +716,7 @@ async fn namespace_deletion_finishes_after_a_leader_change() {
     let new_leader = k.cluster.wait_leader(T).await;
     assert_ne!(new_leader, leader);
     let (code, patched) = call(
+        &k.http,
         M::PATCH,
         &format!("{cms}/held"),
         "application/merge-patch+json",
@@ -650,7 +725,7 @@ async fn namespace_deletion_finishes_after_a_leader_change() {
     .await;
     assert_eq!(code, 200, "{patched}");
     eventually(T, || async {
-        let (code, ns) = call(M::GET, &k.url(node, "/api/v1/namespaces/doomed"), j, "").await;
+        let (code, ns) = call(&k.http, M::GET, &k.url(node, "/api/v1/namespaces/doomed"), j, "").await;
         if code == 404 {
             Ok(())
         } else {
@@ -671,12 +746,19 @@ async fn namespace_admission_follows_the_namespace_on_every_replica() {
     for round in 0..5 {
         let ns = format!("fresh-{round}");
         let body = json!({"metadata": {"name": ns}}).to_string();
-        let (code, reply) = call(M::POST, &k.url(round % 3, "/api/v1/namespaces"), j, &body).await;
+        let (code, reply) = call(
+            &k.http,
+            M::POST,
+            &k.url(round % 3, "/api/v1/namespaces"),
+            j,
+            &body,
+        )
+        .await;
         assert_eq!(code, 201, "{reply}");
         for node in 0..3 {
             let url = k.url(node, &format!("/api/v1/namespaces/{ns}/configmaps"));
             let body = json!({"metadata": {"name": format!("cm-{node}")}}).to_string();
-            let (code, reply) = call(M::POST, &url, j, &body).await;
+            let (code, reply) = call(&k.http, M::POST, &url, j, &body).await;
             assert_eq!(
                 code, 201,
                 "create in {ns} right after it, through replica {node}: {reply}"
@@ -684,7 +766,7 @@ async fn namespace_admission_follows_the_namespace_on_every_replica() {
         }
     }
     let missing = k.url(2, "/api/v1/namespaces/nowhere/configmaps");
-    let (code, reply) = call(M::POST, &missing, j, r#"{"metadata":{"name":"x"}}"#).await;
+    let (code, reply) = call(&k.http, M::POST, &missing, j, r#"{"metadata":{"name":"x"}}"#).await;
     assert_eq!(
         (code, reply["reason"].as_str()),
         (404, Some("NotFound")),
@@ -695,13 +777,13 @@ async fn namespace_admission_follows_the_namespace_on_every_replica() {
     // An object held by a finalizer keeps the namespace terminating.
     let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}).to_string();
     let url = k.url(0, "/api/v1/namespaces/fresh-0/configmaps");
-    assert_eq!(call(M::POST, &url, j, &held).await.0, 201);
-    let (code, reply) = call(M::DELETE, &k.url(1, "/api/v1/namespaces/fresh-0"), j, "").await;
+    assert_eq!(call(&k.http, M::POST, &url, j, &held).await.0, 201);
+    let (code, reply) = call(&k.http, M::DELETE, &k.url(1, "/api/v1/namespaces/fresh-0"), j, "").await;
     assert_eq!(code, 200, "{reply}");
     for node in 0..3 {
         let url = k.url(node, "/api/v1/namespaces/fresh-0/configmaps");
         let reply = eventually(T, || async {
-            match call(M::POST, &url, j, r#"{"metadata":{"name":"late"}}"#).await {
+            match call(&k.http, M::POST, &url, j, r#"{"metadata":{"name":"late"}}"#).await {
                 (403, reply) => Ok(reply),
                 (code, reply) => Err(format!("replica {node} answered {code}: {reply}")),
             }
@@ -717,16 +799,23 @@ async fn namespace_admission_follows_the_namespace_on_every_replica() {
     // Released, the namespace goes with everything in it.
     let url = k.url(2, "/api/v1/namespaces/fresh-0/configmaps/held");
     let patch = r#"{"metadata":{"finalizers":null}}"#;
-    let (code, reply) = call(M::PATCH, &url, "application/merge-patch+json", patch).await;
+    let (code, reply) = call(&k.http, M::PATCH, &url, "application/merge-patch+json", patch).await;
     assert_eq!(code, 200, "{reply}");
     eventually(T, || async {
-        match call(M::GET, &k.url(0, "/api/v1/namespaces/fresh-0"), j, "").await {
+        match call(&k.http, M::GET, &k.url(0, "/api/v1/namespaces/fresh-0"), j, "").await {
             (404, _) => Ok(()),
             (code, _) => Err(format!("namespace still there ({code})")),
         }
     })
     .await;
-    let (_, list) = call(M::GET, &k.url(1, "/api/v1/namespaces/fresh-0/configmaps"), j, "").await;
+    let (_, list) = call(
+        &k.http,
+        M::GET,
+        &k.url(1, "/api/v1/namespaces/fresh-0/configmaps"),
+        j,
+        "",
+    )
+    .await;
     assert_eq!(list["items"], json!([]), "{list}");
 }
 

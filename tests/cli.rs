@@ -86,8 +86,63 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
         banner.contains(&format!("export KUBECONFIG={}", kubeconfig.display())),
         "{banner}"
     );
+    // Everything the user needs is readable only by them.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in [
+            "kubeconfig",
+            "pki/ca.key",
+            "pki/service-account.key",
+            "pki/users/kuberaft-admin.key",
+            "pki/replicas/node-2/peer.key",
+        ] {
+            let mode = std::fs::metadata(dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "{f} is readable by others: {mode:o}");
+        }
+    }
+    // HTTPS only, the serving certificate issued by the cluster CA; the public paths answer
+    // without credentials, the rest only to the admin's certificate.
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.path().join("pki/ca.crt")).unwrap()).unwrap();
+    let anonymous = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca.clone())
+        .build()
+        .unwrap();
+    let admin_pem = [
+        std::fs::read(dir.path().join("pki/users/kuberaft-admin.crt")).unwrap(),
+        std::fs::read(dir.path().join("pki/users/kuberaft-admin.key")).unwrap(),
+    ]
+    .concat();
+    let admin = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca)
+        .identity(reqwest::Identity::from_pem(&admin_pem).unwrap())
+        .build()
+        .unwrap();
+    assert!(
+        reqwest::get(format!("http://127.0.0.1:{api}/readyz"))
+            .await
+            .is_err()
+            || reqwest::get(format!("http://127.0.0.1:{api}/readyz"))
+                .await
+                .unwrap()
+                .status()
+                != 200,
+        "plain HTTP must not be served"
+    );
+    let denied = anonymous
+        .get(format!("https://127.0.0.1:{api}/api/v1/namespaces"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
     for i in 1..=3 {
-        let http = reqwest::get(format!("http://127.0.0.1:{}/readyz", api + i - 1))
+        let http = anonymous
+            .get(format!("https://127.0.0.1:{}/readyz", api + i - 1))
+            .send()
             .await
             .unwrap();
         let status = http.status();
@@ -95,7 +150,9 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
         assert_eq!(status, 200, "node-{i} not ready after `cluster up`: {why}");
     }
     // Prometheus metrics with the Raft and storage series operators graph.
-    let metrics = reqwest::get(format!("http://127.0.0.1:{api}/metrics"))
+    let metrics = admin
+        .get(format!("https://127.0.0.1:{api}/metrics"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -117,7 +174,9 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
             "{series} missing from /metrics:\n{metrics}"
         );
     }
-    let live = reqwest::get(format!("http://127.0.0.1:{api}/livez"))
+    let live = anonymous
+        .get(format!("https://127.0.0.1:{api}/livez"))
+        .send()
         .await
         .unwrap();
     assert_eq!(live.status(), 200);
@@ -216,13 +275,30 @@ async fn endpoint_status_reports_a_down_member_as_unreachable() {
     let leader = c.wait_leader(T).await;
     let down = c.follower_of(leader);
     c.kill(down);
+    // The admin's kubeconfig gives `endpoint status` its client certificate for the peer port.
+    let kubeconfig = c.dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        support::kube::kubeconfig_text(&c, ADMIN, &["system:masters"]),
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
     let endpoints = c
         .replicas
         .iter()
         .map(|r| r.peer_addr.clone())
         .collect::<Vec<_>>()
         .join(",");
-    let (ok, out, err) = run(&["endpoint", "status", "--endpoints", &endpoints, "-o", "json"]);
+    let (ok, out, err) = run(&[
+        "endpoint",
+        "status",
+        "--kubeconfig",
+        kubeconfig,
+        "--endpoints",
+        &endpoints,
+        "-o",
+        "json",
+    ]);
     assert!(ok, "{err}");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(rows.len(), 3, "{out}");
@@ -236,6 +312,8 @@ async fn endpoint_status_reports_a_down_member_as_unreachable() {
     let (ok, out, _) = run(&[
         "endpoint",
         "status",
+        "--kubeconfig",
+        kubeconfig,
         "--endpoints",
         &c.replicas[leader].peer_addr,
         "-o",
@@ -261,7 +339,8 @@ fn serve_refuses_bad_configs_with_a_clear_error() {
             format!("127.0.0.1:{}", free_port()),
         ),
     ];
-    let good = config_yaml(1, &dir.path().join("d1"), &members, &Options::default());
+    let pki = make_pki(&dir.path().join("pki"), 2);
+    let good = config_yaml(1, &dir.path().join("d1"), &members, &Options::default(), &pki);
     let cases = [
         (
             good.replace("dataDir", "dataDirectory"),
@@ -313,7 +392,8 @@ fn serve_refuses_a_data_dir_that_is_corrupt_or_belongs_to_another_node() {
     std::fs::create_dir_all(data.join("db")).unwrap();
     std::fs::write(data.join("db/precious.txt"), "keep me").unwrap();
     let cfg = dir.path().join("n1.yaml");
-    std::fs::write(&cfg, config_yaml(1, &data, &members, &Options::default())).unwrap();
+    let pki = make_pki(&dir.path().join("pki"), 2);
+    std::fs::write(&cfg, config_yaml(1, &data, &members, &Options::default(), &pki)).unwrap();
     let err = serve_fails(&cfg);
     assert!(err.contains("no kuberaft database"), "{err}");
     assert_eq!(
@@ -338,7 +418,11 @@ fn serve_refuses_a_data_dir_that_is_corrupt_or_belongs_to_another_node() {
         format!("127.0.0.1:{}", free_port()),
     )];
     let cfg2 = dir.path().join("n2.yaml");
-    std::fs::write(&cfg2, config_yaml(2, &node_data, &members2, &Options::default())).unwrap();
+    std::fs::write(
+        &cfg2,
+        config_yaml(2, &node_data, &members2, &Options::default(), &pki),
+    )
+    .unwrap();
     let err = serve_fails(&cfg2);
     assert!(err.contains("belongs to node 1"), "{err}");
     // A damaged database is refused, not reinitialised.
@@ -369,7 +453,12 @@ async fn a_replica_of_another_cluster_is_refused_and_exits() {
         cluster_name: "intruder".into(),
         ..Options::default()
     };
-    let text = config_yaml(9, &dir.path().join("data"), &members, &opts);
+    // Certificates of the same CA (an operator's mix-up, not an attacker: another CA's are
+    // refused at the handshake, see tests/security.rs).
+    c.pki
+        .ensure_replica("node-9", &["127.0.0.1".into()], false)
+        .unwrap();
+    let text = config_yaml(9, &dir.path().join("data"), &members, &opts, &c.pki);
     std::fs::write(&cfg, text).unwrap();
     let err = serve_fails(&cfg);
     assert!(err.contains("another cluster"), "{err}");

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{pinned_kind, Scope};
 use kube::runtime::watcher;
-use kube::{Client, Config};
+use kube::Client;
 use serde_json::{json, Value};
 use support::eventually;
 use support::kube::Kube;
@@ -102,8 +102,7 @@ spec: {image: "b:2", args: [three]}
 "#;
 
 fn client(k: &Kube, node: usize) -> Client {
-    let url = k.url(node, "").parse().expect("a URL");
-    Client::try_from(Config::new(url)).expect("a client")
+    k.kube_client(node)
 }
 
 /// `kubectl patch ct nightly <options> -p <body>` through `context`, which must succeed.

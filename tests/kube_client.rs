@@ -12,13 +12,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
-use kube::{Client, Config};
+use kube::Client;
 use serde_json::json;
 use support::kube::Kube;
 
 fn client(k: &Kube, node: usize) -> Client {
-    let url = k.url(node, "").parse().expect("a URL");
-    Client::try_from(Config::new(url)).expect("a client")
+    k.kube_client(node)
 }
 
 fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
@@ -266,7 +265,7 @@ async fn kube_rs_reflectors_survive_a_restart_and_a_replica_switch() {
     tokio::spawn(stream.default_backoff().for_each(|_| async {}));
     let balancer = Balancer::start(k.cluster.replicas[2].api_addr.clone()).await;
     let via_balancer =
-        Client::try_from(Config::new(format!("http://{}", balancer.addr).parse().unwrap())).unwrap();
+        Client::try_from(k.kube_config_at(&format!("{}://{}", k.cluster.scheme(), balancer.addr))).unwrap();
     let (switched, store) = reflector::store::<ConfigMap>();
     let stream = reflector(
         store,

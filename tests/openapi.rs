@@ -22,7 +22,9 @@ fn header(r: &reqwest::Response, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_serves_the_same_documents_with_kube_apiserver_headers() {
     let k = Kube::start().await;
-    let http = reqwest::Client::builder()
+    let http = k
+        .cluster
+        .http_builder_as(support::ADMIN, &["system:masters"])
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();

@@ -169,7 +169,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_protobuf_bodies_and_answers() {
     let k = Kube::start().await;
-    let http = reqwest::Client::new();
+    let http = k.http.clone();
     let cms = k.url(0, "/api/v1/namespaces/default/configmaps");
 
     // A hand-built protobuf ConfigMap, answered in JSON when JSON is preferred.

@@ -1383,7 +1383,9 @@ async fn watchers_sharing_batches_each_get_exactly_their_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_multiplexed_over_one_http2_connection_each_get_their_events() {
     let k = Kube::start().await;
-    let h2 = reqwest::Client::builder()
+    let h2 = k
+        .cluster
+        .http_builder_as(support::ADMIN, &["system:masters"])
         .http2_prior_knowledge()
         .build()
         .unwrap();

@@ -47,12 +47,56 @@ impl std::fmt::Display for System {
     }
 }
 
-/// Opens one gRPC channel (one HTTP/2 connection) to `addr` (`host:port`).
-pub async fn connect(addr: &str) -> anyhow::Result<Channel> {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-        .with_context(|| format!("bad address {addr:?}"))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .tcp_nodelay(true);
+/// A secure kuberaft cluster's credentials as its admin: the cluster CA and the admin's client
+/// certificate, as `kuberaft cluster up` makes them (`DIR/pki`).
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// The cluster CA, PEM.
+    pub ca_pem: String,
+    /// The admin's certificate, PEM.
+    pub cert_pem: String,
+    /// Its key, PEM.
+    pub key_pem: String,
+}
+
+impl Tls {
+    /// The credentials in a `cluster up` PKI directory.
+    pub fn from_pki(dir: &std::path::Path) -> anyhow::Result<Tls> {
+        let read = |p: &str| {
+            std::fs::read_to_string(dir.join(p))
+                .with_context(|| format!("cannot read {}", dir.join(p).display()))
+        };
+        Ok(Tls {
+            ca_pem: read("ca.crt")?,
+            cert_pem: read("users/kuberaft-admin.crt")?,
+            key_pem: read("users/kuberaft-admin.key")?,
+        })
+    }
+
+    /// A reqwest builder that trusts the CA and presents the admin's certificate.
+    pub fn http_builder(&self) -> anyhow::Result<reqwest::ClientBuilder> {
+        let identity = reqwest::Identity::from_pem(format!("{}{}", self.cert_pem, self.key_pem).as_bytes())?;
+        Ok(reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(self.ca_pem.as_bytes())?)
+            .identity(identity))
+    }
+}
+
+/// Opens one gRPC channel (one HTTP/2 connection) to `addr` (`host:port`), over mutual TLS
+/// with `tls`.
+pub async fn connect(addr: &str, tls: Option<&Tls>) -> anyhow::Result<Channel> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .with_context(|| format!("bad address {addr:?}"))?;
+    if let Some(t) = tls {
+        endpoint = endpoint.tls_config(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(&t.ca_pem))
+                .identity(tonic::transport::Identity::from_pem(&t.cert_pem, &t.key_pem)),
+        )?;
+    }
+    let endpoint = endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true);
     endpoint
         .connect()
         .await
@@ -133,17 +177,23 @@ pub fn configmap_name(key: &[u8]) -> String {
 }
 
 impl HttpClient {
-    /// A client of the replica whose API listens at `addr` (`host:port`).
-    pub fn new(addr: &str) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+    /// A client of the replica whose API listens at `addr` (`host:port`), over HTTPS as the
+    /// admin with `tls`.
+    pub fn new(addr: &str, tls: Option<&Tls>) -> anyhow::Result<Self> {
+        let builder = match tls {
+            Some(t) => t.http_builder()?,
+            None => reqwest::Client::builder(),
+        };
+        let http = builder
             .timeout(HTTP_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .build()
             .context("cannot build an HTTP client")?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         Ok(Self {
             http,
-            base: format!("http://{addr}"),
+            base: format!("{scheme}://{addr}"),
         })
     }
 
@@ -246,9 +296,9 @@ impl HttpClient {
 }
 
 impl Client {
-    /// Connects to the replica of `system` at `addr` (`host:port`).
-    pub async fn connect(system: System, addr: &str) -> anyhow::Result<Self> {
-        let channel = connect(addr).await?;
+    /// Connects to the replica of `system` at `addr` (`host:port`), over mutual TLS with `tls`.
+    pub async fn connect(system: System, addr: &str, tls: Option<&Tls>) -> anyhow::Result<Self> {
+        let channel = connect(addr, tls).await?;
         Ok(match system {
             // Whole-range reads of the preload are larger than tonic's 4 MiB default.
             System::Kuberaft => Client::Kuberaft(
@@ -261,8 +311,8 @@ impl Client {
     }
 
     /// A Kubernetes API client of the kuberaft replica whose API listens at `addr`.
-    pub fn http(addr: &str) -> anyhow::Result<Self> {
-        Ok(Client::Http(HttpClient::new(addr)?))
+    pub fn http(addr: &str, tls: Option<&Tls>) -> anyhow::Result<Self> {
+        Ok(Client::Http(HttpClient::new(addr, tls)?))
     }
 
     /// Writes `value` at `key`.

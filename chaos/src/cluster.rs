@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::client::{self, Client, System};
+use crate::client::{self, Client, System, Tls};
 
 /// Number of replicas of each cluster.
 pub const REPLICAS: u16 = 3;
@@ -370,7 +370,7 @@ impl EtcdCluster {
             wait_until(
                 &format!("etcd member e{}", i + 1),
                 || members.iter_mut().try_for_each(Process::check_running),
-                || probe_put(System::Etcd, addr.clone()),
+                || probe_put(System::Etcd, addr.clone(), None),
             )
             .await?;
         }
@@ -434,7 +434,7 @@ impl EtcdCluster {
 
     /// The member that reports itself leader (`etcd_server_is_leader 1` on `/metrics`).
     pub async fn leader(&self) -> Option<usize> {
-        leader_by_metrics(&self.addrs, "etcd_server_is_leader 1").await
+        leader_by_metrics(&self.addrs, "etcd_server_is_leader 1", None).await
     }
 }
 
@@ -449,8 +449,8 @@ impl Drop for EtcdCluster {
 }
 
 /// Writes a key through the replica of `system` at `addr`.
-async fn probe_put(system: System, addr: String) -> anyhow::Result<()> {
-    let mut c = Client::connect(system, &addr).await?;
+async fn probe_put(system: System, addr: String, tls: Option<Tls>) -> anyhow::Result<()> {
+    let mut c = Client::connect(system, &addr, tls.as_ref()).await?;
     c.put(b"/bench/ready".to_vec(), addr.into_bytes())
         .await
         .context("probe put failed")?;
@@ -458,8 +458,8 @@ async fn probe_put(system: System, addr: String) -> anyhow::Result<()> {
 }
 
 /// Asks kuberaft's replica at `addr` whether it knows a leader.
-async fn probe_leader(addr: String) -> anyhow::Result<()> {
-    let channel = client::connect(&addr).await?;
+async fn probe_leader(addr: String, tls: Option<Tls>) -> anyhow::Result<()> {
+    let channel = client::connect(&addr, tls.as_ref()).await?;
     let status = kuberaft_proto::kv_client::KvClient::new(channel)
         .status(kuberaft_proto::StatusRequest { with_hash: false })
         .await
@@ -472,10 +472,16 @@ async fn probe_leader(addr: String) -> anyhow::Result<()> {
 }
 
 /// The index of the member whose Prometheus `/metrics` at `addrs[i]` has the line `marker`.
-async fn leader_by_metrics(addrs: &[String], marker: &str) -> Option<usize> {
+async fn leader_by_metrics(addrs: &[String], marker: &str, tls: Option<&Tls>) -> Option<usize> {
+    let http = match tls {
+        Some(t) => t.http_builder().ok()?.build().ok()?,
+        None => reqwest::Client::new(),
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     for (i, addr) in addrs.iter().enumerate() {
         let metrics = async {
-            reqwest::get(format!("http://{addr}/metrics"))
+            http.get(format!("{scheme}://{addr}/metrics"))
+                .send()
                 .await
                 .ok()?
                 .text()
@@ -500,12 +506,16 @@ pub struct KuberaftCluster {
     pub addrs: Vec<String>,
     /// Kubernetes API addresses (`host:port`), one per node.
     pub api_addrs: Vec<String>,
+    /// Whether the cluster runs with TLS, authentication and RBAC (not `--insecure`).
+    secure: bool,
+    /// The admin's credentials of a secure cluster (read once `cluster up` has made them).
+    pub tls: Option<Tls>,
 }
 
 impl KuberaftCluster {
     /// The index of the current leader, from the nodes' `/metrics`.
     pub async fn leader(&self) -> Option<usize> {
-        leader_by_metrics(&self.api_addrs, "kuberaft_raft_is_leader 1").await
+        leader_by_metrics(&self.api_addrs, "kuberaft_raft_is_leader 1", self.tls.as_ref()).await
     }
 
     /// The process id of `kuberaft cluster up`, whose children are the replicas.
@@ -513,21 +523,34 @@ impl KuberaftCluster {
         self.process.pid()
     }
 
-    /// Runs `kuberaft cluster up` and waits until every node knows a leader and a `Txn` put
-    /// succeeds through each of them.
-    pub async fn start(bin: &Path, ports: Ports, keep_dir: bool) -> anyhow::Result<Self> {
+    /// Runs `kuberaft cluster up` (with `--insecure` unless `secure`) and waits until every
+    /// node knows a leader and a `Txn` put succeeds through each of them.
+    pub async fn start(bin: &Path, ports: Ports, keep_dir: bool, secure: bool) -> anyhow::Result<Self> {
         let dir = ScratchDir::new("kuberaft-bench-kuberaft-", keep_dir)?;
         eprintln!("starting kuberaft in {}", dir.path().display());
         let mut cmd = Command::new(bin);
-        cmd.args(["cluster", "up", "--nodes", &REPLICAS.to_string(), "--dir"])
-            .arg(dir.path().join("cluster"))
-            .arg("--api-port")
-            .arg(ports.kuberaft_api().to_string())
-            .arg("--peer-port")
-            .arg(ports.kuberaft_peer().to_string());
+        // The benchmark clients speak plain HTTP and gRPC: the replicas run --insecure.
+        cmd.args([
+            "cluster",
+            "up",
+            "--insecure",
+            "--nodes",
+            &REPLICAS.to_string(),
+            "--dir",
+        ])
+        .arg(dir.path().join("cluster"))
+        .arg("--api-port")
+        .arg(ports.kuberaft_api().to_string())
+        .arg("--peer-port")
+        .arg(ports.kuberaft_peer().to_string());
+        if !secure {
+            cmd.arg("--insecure");
+        }
         let log = dir.path().join("cluster-up.log");
         let process = Process::spawn("kuberaft cluster up".to_string(), cmd, log)?;
         let mut cluster = Self {
+            secure,
+            tls: None,
             process,
             addrs: (0..REPLICAS)
                 .map(|i| format!("127.0.0.1:{}", ports.kuberaft_peer() + i))
@@ -555,17 +578,32 @@ impl KuberaftCluster {
     }
 
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        if self.secure {
+            let pki = self.dir.path().join("cluster").join("pki");
+            let process = &mut self.process;
+            let mut check = || process.check_running();
+            let ready = wait_until("kuberaft's PKI", &mut check, || {
+                let pki = pki.clone();
+                async move {
+                    // cluster up writes the admin's certificate last.
+                    Tls::from_pki(&pki).map(|_| ())
+                }
+            })
+            .await;
+            ready?;
+            self.tls = Some(Tls::from_pki(&pki)?);
+        }
         let process = &mut self.process;
         let mut check = || process.check_running();
         for addr in &self.addrs {
             wait_until(&format!("kuberaft node {addr}"), &mut check, || {
-                probe_leader(addr.clone())
+                probe_leader(addr.clone(), self.tls.clone())
             })
             .await?;
         }
         for addr in &self.addrs {
             wait_until(&format!("kuberaft node {addr}"), &mut check, || {
-                probe_put(System::Kuberaft, addr.clone())
+                probe_put(System::Kuberaft, addr.clone(), self.tls.clone())
             })
             .await?;
         }

@@ -87,7 +87,8 @@ type Successes = Arc<Mutex<Vec<(Instant, Instant)>>>;
 async fn writer(system: System, addr: String, ok: Successes, mut stop: watch::Receiver<bool>) {
     let mut n = 0u64;
     while !*stop.borrow() {
-        let Ok(Ok(mut client)) = tokio::time::timeout(PUT_TIMEOUT, Client::connect(system, &addr)).await
+        let Ok(Ok(mut client)) =
+            tokio::time::timeout(PUT_TIMEOUT, Client::connect(system, &addr, None)).await
         else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;

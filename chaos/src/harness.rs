@@ -192,6 +192,7 @@ impl ChaosCluster {
                 request_timeout_seconds: 3,
                 watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
                 feature_gates: FeatureGates::default(),
+                security: None,
             }
             .to_yaml()
             .map_err(|e| HarnessError::Config(e.to_string()))?;
@@ -242,7 +243,8 @@ impl ChaosCluster {
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let r = &mut self.replicas[i];
         let mut cmd = Command::new(&self.spec.bin);
-        cmd.arg("serve").arg("--config").arg(&r.config);
+        // The harness's clients speak plain HTTP and gRPC: the replicas run --insecure.
+        cmd.arg("serve").arg("--config").arg(&r.config).arg("--insecure");
         let p = Process::spawn(format!("replica {}", i + 1), cmd, r.log.clone()).map_err(|e| {
             HarnessError::Spawn {
                 replica: i + 1,

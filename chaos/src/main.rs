@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 
-use kuberaft_chaos::client::{self, Client, System};
+use kuberaft_chaos::client::{self, Client, System, Tls};
 use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, FloorServer, KuberaftCluster, Ports};
 use kuberaft_chaos::report::{self, CellResult};
 use kuberaft_chaos::watchbench;
@@ -128,7 +128,8 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
         match system {
             System::Kuberaft => {
                 let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
-                kuberaft = Some(KuberaftCluster::start(&bin, ports, false).await?);
+                // The watch benchmark's clients speak plain HTTP: --insecure.
+                kuberaft = Some(KuberaftCluster::start(&bin, ports, false, false).await?);
             }
             System::Etcd => etcd = Some(EtcdCluster::start(&args.etcd_bin, ports, false).await?),
         }
@@ -334,6 +335,21 @@ pub struct KvArgs {
     /// leader, or only one follower (as found when the benchmark starts).
     #[arg(long, value_enum, default_value = "all")]
     pub replicas: Replicas,
+    /// How kuberaft runs: `secure` (the default: HTTPS and mutual TLS, clients authenticated
+    /// by the admin's client certificate, RBAC on every request) or `insecure`
+    /// (`cluster up --insecure`: plain HTTP and gRPC, no authentication or authorization).
+    #[arg(long, value_enum, default_value = "secure")]
+    pub kuberaft_security: Security,
+}
+
+/// How the benchmarked kuberaft cluster is secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Security {
+    /// TLS, authentication and RBAC (kuberaft's default).
+    Secure,
+    /// `--insecure`: plain HTTP and gRPC, no authentication or authorization.
+    Insecure,
 }
 
 /// Which replicas a benchmark's clients talk to.
@@ -410,10 +426,10 @@ fn etcd_version(bin: &Path) -> Option<String> {
 }
 
 /// Connects one client to every replica.
-async fn connect_all(system: System, addrs: &[String]) -> anyhow::Result<Vec<Client>> {
+async fn connect_all(system: System, addrs: &[String], tls: Option<&Tls>) -> anyhow::Result<Vec<Client>> {
     let mut clients = Vec::new();
     for addr in addrs {
-        clients.push(Client::connect(system, addr).await?);
+        clients.push(Client::connect(system, addr, tls).await?);
     }
     Ok(clients)
 }
@@ -422,12 +438,12 @@ async fn connect_all(system: System, addrs: &[String]) -> anyhow::Result<Vec<Cli
 const API_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One Kubernetes API client per replica, after creating the benchmark's namespaces.
-async fn connect_http(addrs: &[String]) -> anyhow::Result<Vec<Client>> {
+async fn connect_http(addrs: &[String], tls: Option<&Tls>) -> anyhow::Result<Vec<Client>> {
     let mut clients = Vec::new();
     for addr in addrs {
-        clients.push(Client::http(addr)?);
+        clients.push(Client::http(addr, tls)?);
     }
-    let first = client::HttpClient::new(&addrs[0])?;
+    let first = client::HttpClient::new(&addrs[0], tls)?;
     let deadline = std::time::Instant::now() + API_READY_TIMEOUT;
     loop {
         match first.ensure_namespaces().await {
@@ -482,13 +498,21 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
         false => None,
     };
     let kuberaft = match wants(System::Kuberaft) {
-        true => Some(KuberaftCluster::start(&kuberaft_bin, ports, args.keep_dir).await?),
+        true => Some(
+            KuberaftCluster::start(
+                &kuberaft_bin,
+                ports,
+                args.keep_dir,
+                args.kuberaft_security == Security::Secure,
+            )
+            .await?,
+        ),
         false => None,
     };
     // Always etcd first, then kuberaft, whatever order --systems lists them in.
     let mut targets = Vec::new();
     if let Some(c) = &etcd {
-        let clients = connect_all(System::Etcd, &c.addrs).await?;
+        let clients = connect_all(System::Etcd, &c.addrs, None).await?;
         targets.push(Target {
             system: System::Etcd,
             clients: choose(clients, args.replicas, c.leader().await)?,
@@ -497,8 +521,8 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
     }
     if let Some(c) = &kuberaft {
         let clients = match mode {
-            Mode::Kv => connect_all(System::Kuberaft, &c.addrs).await?,
-            Mode::Api => connect_http(&c.api_addrs).await?,
+            Mode::Kv => connect_all(System::Kuberaft, &c.addrs, c.tls.as_ref()).await?,
+            Mode::Api => connect_http(&c.api_addrs, c.tls.as_ref()).await?,
         };
         targets.push(Target {
             system: System::Kuberaft,

@@ -380,7 +380,7 @@ async fn open_cell(
             let prefix = format!("/bench/watch-{tag}/");
             let mut clients = Vec::new();
             for addr in addrs {
-                clients.push(etcdpb::kv_client::KvClient::new(connect(addr).await?));
+                clients.push(etcdpb::kv_client::KvClient::new(connect(addr, None).await?));
             }
             let range = etcdpb::RangeRequest {
                 key: prefix.clone().into_bytes(),
@@ -398,7 +398,7 @@ async fn open_cell(
                 .map_or(0, |h| h.revision);
             let mut connections = Vec::new();
             for c in 0..cell.connections() {
-                connections.push(connect(&addrs[c % addrs.len()]).await?);
+                connections.push(connect(&addrs[c % addrs.len()], None).await?);
             }
             for w in 0..cell.watchers {
                 watchers.spawn(watch_etcd(

@@ -517,7 +517,7 @@ mod tests {
         let mut clients = Vec::new();
         for _ in 0..n {
             clients.push(
-                Client::connect(crate::client::System::Kuberaft, &addr)
+                Client::connect(crate::client::System::Kuberaft, &addr, None)
                     .await
                     .unwrap(),
             );

@@ -18,7 +18,7 @@ use openraft::raft::{
 };
 use serde::{de::DeserializeOwned, Serialize};
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::codec::{decode, encode};
 use crate::types::{Member, TypeConfig};
@@ -33,15 +33,22 @@ pub const WRONG_CLUSTER: &str = "peer belongs to another cluster";
 #[derive(Clone)]
 pub struct Peers {
     cluster_name: Arc<str>,
+    tls: Option<ClientTlsConfig>,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     fatal: mpsc::UnboundedSender<String>,
 }
 
 impl Peers {
-    /// Peers of cluster `cluster_name`; fatal transport findings go to `fatal`.
-    pub fn new(cluster_name: &str, fatal: mpsc::UnboundedSender<String>) -> Self {
+    /// Peers of cluster `cluster_name`, reached over mutual TLS with `tls` (plaintext without);
+    /// fatal transport findings go to `fatal`.
+    pub fn new(
+        cluster_name: &str,
+        tls: Option<ClientTlsConfig>,
+        fatal: mpsc::UnboundedSender<String>,
+    ) -> Self {
         Peers {
             cluster_name: cluster_name.into(),
+            tls,
             channels: Arc::default(),
             fatal,
         }
@@ -54,10 +61,15 @@ impl Peers {
             match channels.get(addr) {
                 Some(c) => c.clone(),
                 None => {
-                    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-                        .map_err(|e| {
-                            tonic::Status::invalid_argument(format!("bad peer address {addr}: {e}"))
-                        })?
+                    let bad = |e: tonic::transport::Error| {
+                        tonic::Status::invalid_argument(format!("bad peer address {addr}: {e}"))
+                    };
+                    let scheme = if self.tls.is_some() { "https" } else { "http" };
+                    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}")).map_err(bad)?;
+                    if let Some(tls) = &self.tls {
+                        endpoint = endpoint.tls_config(tls.clone()).map_err(bad)?;
+                    }
+                    let endpoint = endpoint
                         .connect_timeout(Duration::from_millis(500))
                         .tcp_nodelay(true)
                         .http2_keep_alive_interval(Duration::from_secs(5))

@@ -29,6 +29,7 @@ fn config(dir: &std::path::Path) -> NodeConfig {
         compaction_retention: Duration::from_secs(3_600),
         compaction_interval: Duration::from_secs(3_600),
         request_timeout: Duration::from_secs(5),
+        peer_tls: None,
     }
 }
 

@@ -141,6 +141,46 @@ impl FeatureGates {
     }
 }
 
+/// TLS and authentication of a replica: the files `cluster up` or `kuberaft certs` make.
+/// Relative paths are relative to the config file's directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityConfig {
+    /// The cluster CA: trusted for peers and for clients' certificates.
+    pub certificate_authority: PathBuf,
+    /// The API port's serving certificate.
+    pub serving_certificate: PathBuf,
+    /// Its key.
+    pub serving_key: PathBuf,
+    /// This replica's peer certificate (mutual TLS between replicas).
+    pub peer_certificate: PathBuf,
+    /// Its key.
+    pub peer_key: PathBuf,
+    /// The key that signs and verifies service-account tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_key: Option<PathBuf>,
+    /// Static bearer tokens, kube's token file format (`token,user,uid,"group1,group2"`),
+    /// re-read when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl SecurityConfig {
+    /// The paths made absolute against `base` (the config file's directory).
+    pub fn resolved(&self, base: &Path) -> SecurityConfig {
+        let abs = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
+        SecurityConfig {
+            certificate_authority: abs(&self.certificate_authority),
+            serving_certificate: abs(&self.serving_certificate),
+            serving_key: abs(&self.serving_key),
+            peer_certificate: abs(&self.peer_certificate),
+            peer_key: abs(&self.peer_key),
+            service_account_key: self.service_account_key.as_ref().map(abs),
+            token_file: self.token_file.as_ref().map(abs),
+        }
+    }
+}
+
 /// The whole config file of one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -175,6 +215,10 @@ pub struct ServeConfig {
     /// Alpha behaviours turned on.
     #[serde(default, skip_serializing_if = "FeatureGates::is_default")]
     pub feature_gates: FeatureGates,
+    /// Certificates, keys and token sources. A replica without them serves only with
+    /// `serve --insecure` (plain HTTP, no authentication: development only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<SecurityConfig>,
 }
 
 fn default_request_timeout() -> u64 {
@@ -203,7 +247,7 @@ impl ServeConfig {
             path: path.to_owned(),
             source,
         })?;
-        let config: ServeConfig = serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let mut config: ServeConfig = serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
             source,
         })?;
@@ -211,6 +255,8 @@ impl ServeConfig {
             path: path.to_owned(),
             message,
         })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.security = config.security.map(|s| s.resolved(base));
         Ok(config)
     }
 
@@ -328,6 +374,7 @@ impl ServeConfig {
             compaction_retention: Duration::from_secs(self.compaction.retention_seconds),
             compaction_interval: Duration::from_secs(self.compaction.interval_seconds),
             request_timeout: Duration::from_secs(self.request_timeout_seconds),
+            peer_tls: None,
         }
     }
 }

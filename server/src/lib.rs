@@ -9,13 +9,14 @@
 //! ```text
 //! cli ─┐
 //! server ──► filters ──► endpoints ──► registry ──► store ──► kuberaft_raft ──► kuberaft_storage
-//!                                        │   ▲
-//!          admission, kinds, apiextensions ◄┘   └─ controllers (run by server, act through registry)
-//! machinery, config: used by all of the above
+//!                │           │           │   ▲
+//!                ▼           ▼           ▼   └─ controllers (run by server, act through registry)
+//!          authentication, authorization ──► store      admission, kinds, apiextensions ◄┘
+//! pki: certificates for server and cli; machinery, config: used by all of the above
 //! ```
 //!
-//! **`cli`** — the commands that are not the server (`cluster up`, `endpoint status`) and the
-//! kubeconfig they write. Talks to replicas over their public ports only.
+//! **`cli`** — the commands that are not the server (`cluster up`, `certs`, `endpoint status`)
+//! and the kubeconfig they write. Talks to replicas over their public ports only.
 //! *Invariant:* never imports `server`'s internals beyond `config` and the shutdown signal.
 //!
 //! **`server`** — process assembly: binds the listeners, starts the Raft node, the store, the
@@ -24,9 +25,9 @@
 //! that constructs and wires the others.
 //!
 //! **`filters`** — tower layers every request passes before an endpoint, in the order
-//! `server::router` lists them: request id and panic recovery, request info (the path parsed once
-//! into a `RequestInfo`, `404`/`405` for what nothing serves), compression. Authentication,
-//! audit, impersonation, in-flight limits and authorization go here.
+//! `server::router` lists them: request id and panic recovery, compression, authentication
+//! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`, `404`/`405`
+//! for what nothing serves), authorization (`403`). Audit and in-flight limits go here.
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
 //!
@@ -47,6 +48,20 @@
 //! the registry where kube-apiserver runs its admission chain. *Invariant:* a plugin sees the
 //! request's attributes and the object, never HTTP or the registry; it reads the store, never
 //! writes it.
+//!
+//! **`authentication`** — who a request is from: `UserInfo`, the x509 client-certificate
+//! authenticator, the static token file, ServiceAccount tokens (issued and verified).
+//! *Invariant:* reads the local watch cache only (does a token's ServiceAccount exist), never
+//! writes, never sees a body.
+//!
+//! **`authorization`** — whether a user may: the RBAC authorizer answering from an in-memory
+//! index of the watch cache's RBAC objects, escalation prevention for RBAC writes, the default
+//! policy (data) and its reconcile, kube's `403` messages. *Invariant:* no HTTP, no registry;
+//! a decision never waits on the store.
+//!
+//! **`pki`** — the cluster's certificates: making them (`rcgen`), checking them before a
+//! replica serves, the rustls and tonic TLS configurations, the on-disk layout.
+//! *Invariant:* no I/O but the PKI files; knows nothing of requests.
 //!
 //! **`kinds`** — per-kind behaviour, the only place that names a kind: scheme defaults, table
 //! printers, QoS, Service IP and port allocation, and the strategy the registry calls around a
@@ -86,6 +101,7 @@ pub mod endpoints;
 pub mod filters;
 pub mod kinds;
 pub mod machinery;
+pub mod pki;
 pub mod registry;
 pub mod server;
 pub mod store;

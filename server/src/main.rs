@@ -1,9 +1,9 @@
 //! The `kuberaft` binary: parses the command line and runs the library's command.
 //!
-//! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas) and
-//! `endpoint status` (one row per member).
+//! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas), `certs`
+//! (the PKI step by step) and `endpoint status` (one row per member).
 
-use kuberaft::cli::{cluster_up, endpoint_status};
+use kuberaft::cli::{certs, cluster_up, endpoint_status};
 use kuberaft::server::{self, observability};
 
 use std::path::PathBuf;
@@ -32,11 +32,20 @@ enum Cmd {
         /// `Name=true,...` (e.g. `AllowUnsafeMalformedObjectDeletion=true`).
         #[arg(long)]
         feature_gates: Option<String>,
+        /// Serve plain HTTP without authentication or authorization, and talk to peers in
+        /// plaintext: development only (a warning is printed).
+        #[arg(long)]
+        insecure: bool,
     },
     /// Manage a local cluster.
     Cluster {
         #[command(subcommand)]
         command: ClusterCmd,
+    },
+    /// Make and check the cluster's CA, replica and user certificates and kubeconfigs.
+    Certs {
+        #[command(subcommand)]
+        command: certs::CertsCmd,
     },
     /// Inspect the members of a cluster.
     Endpoint {
@@ -72,10 +81,12 @@ fn main() -> std::process::ExitCode {
             Cmd::Serve {
                 config,
                 feature_gates,
-            } => server::run(&config, feature_gates.as_deref()).await,
+                insecure,
+            } => server::run(&config, feature_gates.as_deref(), insecure).await,
             Cmd::Cluster {
                 command: ClusterCmd::Up(args),
             } => cluster_up::up(args).await,
+            Cmd::Certs { command } => certs::run(command),
             Cmd::Endpoint {
                 command: EndpointCmd::Status(args),
             } => endpoint_status::run(args).await,

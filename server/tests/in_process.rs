@@ -12,7 +12,7 @@ use axum::response::Response;
 use axum::Router;
 use futures::StreamExt;
 use kuberaft::config::{MemberConfig, ServeConfig};
-use kuberaft::server::Replica;
+use kuberaft::server::{Replica, Security};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -37,9 +37,12 @@ async fn replica(dir: &Path) -> Replica {
         request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
         watch_buffer: 64,
         feature_gates: Default::default(),
+        security: None,
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
-    let replica = Replica::start(&config, metrics).await.expect("replica starts");
+    let replica = Replica::start(&config, metrics, &Security::insecure())
+        .await
+        .expect("replica starts");
     let deadline = tokio::time::Instant::now() + T;
     loop {
         let ready = call(&replica.router, Method::GET, "/readyz", None).await.0 == StatusCode::OK;

@@ -7,7 +7,43 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{eventually, Cluster, Options};
+use super::{eventually, Cluster, Options, ADMIN};
+
+/// A kubeconfig for `cluster` with one context per replica (`node-1`..), speaking as `user`
+/// in `groups` (a client certificate made on first use), the CA verified.
+pub fn kubeconfig_text(cluster: &Cluster, user: &str, groups: &[&str]) -> String {
+    let (cert, key) = cluster.user_pem(user, groups);
+    let (cert_file, key_file) = cluster.pki.user(user);
+    let _ = (cert, key);
+    let mut text = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for (i, r) in cluster.replicas.iter().enumerate() {
+        text.push_str(&format!(
+            "- name: node-{}\n  cluster:\n    server: {}\n",
+            r.id,
+            cluster.base_url(i)
+        ));
+        if !cluster.options.insecure {
+            text.push_str(&format!(
+                "    certificate-authority: {}\n",
+                cluster.pki.ca_cert().display()
+            ));
+        }
+    }
+    text.push_str("contexts:\n");
+    for r in &cluster.replicas {
+        text.push_str(&format!(
+            "- name: node-{0}\n  context: {{cluster: node-{0}, user: u}}\n",
+            r.id
+        ));
+    }
+    text.push_str("current-context: node-1\nusers:\n- name: u\n  user:\n");
+    text.push_str(&format!(
+        "    client-certificate: {}\n    client-key: {}\n",
+        cert_file.display(),
+        key_file.display()
+    ));
+    text
+}
 
 const T: Duration = Duration::from_secs(30);
 
@@ -33,28 +69,27 @@ impl Kube {
         cluster.wait_leader(T).await;
         let kubeconfig = cluster.dir.path().join("kubeconfig");
         let cache_dir = cluster.dir.path().join("kube-cache");
-        let mut text = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
-        for r in &cluster.replicas {
-            text.push_str(&format!(
-                "- name: node-{}\n  cluster:\n    server: http://{}\n",
-                r.id, r.api_addr
-            ));
-        }
-        text.push_str("contexts:\n");
-        for r in &cluster.replicas {
-            text.push_str(&format!(
-                "- name: node-{0}\n  context: {{cluster: node-{0}, user: u}}\n",
-                r.id
-            ));
-        }
-        text.push_str("current-context: node-1\nusers:\n- name: u\n  user: {}\n");
-        std::fs::write(&kubeconfig, text).unwrap();
+        std::fs::write(&kubeconfig, kubeconfig_text(&cluster, ADMIN, &["system:masters"])).unwrap();
+        let http = cluster.http();
         let k = Kube {
             cluster,
             kubeconfig,
             cache_dir,
-            http: reqwest::Client::new(),
+            http,
         };
+        // Every replica answers anonymous health checks once it has the default RBAC policy.
+        let anonymous = k.cluster.http_builder().build().unwrap();
+        for i in 0..k.cluster.replicas.len() {
+            let url = k.url(i, "/readyz");
+            eventually(T, || async {
+                match anonymous.get(&url).send().await {
+                    Ok(r) if r.status() == 200 => Ok(()),
+                    Ok(r) => Err(format!("{url}: {}", r.status())),
+                    Err(e) => Err(format!("{url}: {e}")),
+                }
+            })
+            .await;
+        }
         eventually(T, || async {
             let (ok, out, err) = k.kubectl("node-1", &["get", "ns", "default", "-o", "name"]);
             if ok {
@@ -69,9 +104,19 @@ impl Kube {
 
     /// Runs kubectl against one replica's context: (succeeded, stdout, stderr).
     pub fn kubectl(&self, context: &str, args: &[&str]) -> (bool, String, String) {
+        self.kubectl_in(&self.kubeconfig, context, args)
+    }
+
+    /// Runs kubectl with `kubeconfig` and `context`: (succeeded, stdout, stderr).
+    fn kubectl_in(
+        &self,
+        kubeconfig: &std::path::Path,
+        context: &str,
+        args: &[&str],
+    ) -> (bool, String, String) {
         let out = Command::new("kubectl")
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(&self.cache_dir)
             .args(["--context", context, "--request-timeout", "20s"])
@@ -108,7 +153,7 @@ impl Kube {
 
     /// The URL of `path` on replica `node` (0-based).
     pub fn url(&self, node: usize, path: &str) -> String {
-        format!("http://{}{path}", self.cluster.replicas[node].api_addr)
+        format!("{}{path}", self.cluster.base_url(node))
     }
 
     /// GETs `url` and returns the body as text (panics on a transport error).
@@ -131,5 +176,52 @@ impl Kube {
         let resp = req.send().await.unwrap();
         let code = resp.status().as_u16();
         (code, resp.json().await.unwrap_or(Value::Null))
+    }
+}
+
+impl Kube {
+    /// A kube-rs config for `url` (a replica, or a proxy in front of one) as the admin, TLS
+    /// verified against the cluster CA.
+    pub fn kube_config_at(&self, url: &str) -> kube::Config {
+        use base64::Engine;
+        use rustls_pki_types::pem::PemObject;
+        let mut config = kube::Config::new(url.parse().expect("a URL"));
+        if !self.cluster.options.insecure {
+            let ca = rustls_pki_types::CertificateDer::from_pem_slice(self.cluster.ca_pem().as_bytes())
+                .expect("the CA certificate");
+            config.root_cert = Some(vec![ca.to_vec()]);
+            let (cert, key) = self.cluster.user_pem(ADMIN, &["system:masters"]);
+            let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+            config.auth_info.client_certificate_data = Some(b64(&cert));
+            config.auth_info.client_key_data = Some(b64(&key).into());
+        }
+        config
+    }
+
+    /// A kube-rs client for replica `node` (0-based) as the admin.
+    pub fn kube_client(&self, node: usize) -> kube::Client {
+        kube::Client::try_from(self.kube_config_at(&self.url(node, ""))).expect("a kube-rs client")
+    }
+}
+
+impl Kube {
+    /// A kubeconfig file for `user` in `groups` (a client certificate of the cluster CA), one
+    /// context per replica as the admin's.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> PathBuf {
+        let path = self.cluster.dir.path().join(format!("kubeconfig-{user}"));
+        std::fs::write(&path, kubeconfig_text(&self.cluster, user, groups)).unwrap();
+        path
+    }
+
+    /// Runs kubectl with another kubeconfig against replica `node` (0-based): (succeeded,
+    /// stdout, stderr).
+    pub fn kubectl_with(
+        &self,
+        kubeconfig: &std::path::Path,
+        node: usize,
+        args: &[&str],
+    ) -> (bool, String, String) {
+        let context = format!("node-{}", self.cluster.replicas[node].id);
+        self.kubectl_in(kubeconfig, &context, args)
     }
 }

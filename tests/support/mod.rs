@@ -2,7 +2,9 @@
 //!
 //! Each replica is its own OS process, so `kill -9`, restarts and data-dir faults are real.
 //! Ports come from the OS (bind to port 0, then release) and each cluster lives in its own
-//! temporary directory.
+//! temporary directory. Clusters are secure, as a user runs them: a PKI made with the server's
+//! own `pki` module (CA, serving and peer certificates, the admin's client certificate),
+//! HTTPS with the CA verified, and mutual TLS on the peer port.
 
 #![allow(dead_code)]
 
@@ -12,9 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kuberaft::pki::layout::Layout;
 use kuberaft_proto::kv_client::KvClient;
 use kuberaft_proto::{op, Op, PutOp, RangeRequest, StatusRequest, StatusResponse, TxnRequest};
 use tonic::transport::Channel;
+
+/// The admin user of a test cluster (`O=system:masters`).
+pub const ADMIN: &str = "kuberaft-admin";
 
 /// Path of the `kuberaft` binary built for these tests.
 pub fn kuberaft_bin() -> PathBuf {
@@ -67,6 +73,10 @@ pub struct Options {
     pub watch_buffer: usize,
     /// Feature gates turned on in every replica's config file.
     pub feature_gates: Vec<&'static str>,
+    /// Start the replicas with `serve --insecure` (plain HTTP, no authentication).
+    pub insecure: bool,
+    /// The text of a static token file every replica reads (`token,user,uid,"groups"`).
+    pub token_file: Option<String>,
 }
 
 impl Default for Options {
@@ -79,6 +89,8 @@ impl Default for Options {
             cluster_name: "test-cluster".into(),
             watch_buffer: 4096,
             feature_gates: Vec::new(),
+            insecure: false,
+            token_file: None,
         }
     }
 }
@@ -88,11 +100,37 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub replicas: Vec<Replica>,
     pub options: Options,
+    /// The cluster's keys and certificates.
+    pub pki: Layout,
 }
 
-/// Renders a replica config file from the server's own config types.
-pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], o: &Options) -> String {
-    use kuberaft::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
+/// Makes the test cluster's PKI in `dir`: the CA, each replica's certificates and the admin's.
+pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
+    let pki = Layout::new(dir);
+    pki.ensure_ca("test-ca").expect("a CA");
+    pki.ensure_sa_key().expect("a service-account key");
+    for id in 1..=nodes {
+        pki.ensure_replica(&format!("node-{id}"), &["127.0.0.1".into()], false)
+            .expect("replica certificates");
+    }
+    pki.ensure_user(ADMIN, &["system:masters".into()], false)
+        .expect("the admin's certificate");
+    pki
+}
+
+/// Renders a replica config file from the server's own config types; `pki` gives its
+/// `security` section.
+pub fn config_yaml(
+    id: u64,
+    data_dir: &Path,
+    members: &[(u64, String, String)],
+    o: &Options,
+    pki: &Layout,
+) -> String {
+    use kuberaft::config::{
+        CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig,
+    };
+    let files = pki.replica(&format!("node-{id}"));
     let mut feature_gates = FeatureGates::default();
     for gate in &o.feature_gates {
         feature_gates
@@ -125,6 +163,15 @@ pub fn config_yaml(id: u64, data_dir: &Path, members: &[(u64, String, String)], 
         request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
         watch_buffer: o.watch_buffer,
         feature_gates,
+        security: Some(SecurityConfig {
+            certificate_authority: pki.ca_cert(),
+            serving_certificate: files.api_cert,
+            serving_key: files.api_key,
+            peer_certificate: files.peer_cert,
+            peer_key: files.peer_key,
+            service_account_key: Some(pki.sa_key()),
+            token_file: o.token_file.as_ref().map(|_| pki.dir.join("tokens.csv")),
+        }),
     };
     config.to_yaml().expect("a config renders as YAML")
 }
@@ -142,11 +189,15 @@ impl Cluster {
                 )
             })
             .collect();
+        let pki = make_pki(&dir.path().join("pki"), options.nodes);
+        if let Some(tokens) = &options.token_file {
+            std::fs::write(pki.dir.join("tokens.csv"), tokens).expect("write the token file");
+        }
         let mut replicas = Vec::new();
         for (id, peer, api) in &members {
             let config = dir.path().join(format!("node-{id}.yaml"));
             let data = dir.path().join(format!("node-{id}"));
-            std::fs::write(&config, config_yaml(*id, &data, &members, &options)).expect("write config");
+            std::fs::write(&config, config_yaml(*id, &data, &members, &options, &pki)).expect("write config");
             replicas.push(Replica {
                 id: *id,
                 config,
@@ -160,6 +211,7 @@ impl Cluster {
             dir,
             replicas,
             options,
+            pki,
         };
         for i in 0..c.replicas.len() {
             c.restart(i);
@@ -175,9 +227,12 @@ impl Cluster {
             .append(true)
             .open(&r.log)
             .expect("log file");
-        let child = Command::new(kuberaft_bin())
-            .args(["serve", "--config"])
-            .arg(&r.config)
+        let mut cmd = Command::new(kuberaft_bin());
+        cmd.args(["serve", "--config"]).arg(&r.config);
+        if self.options.insecure {
+            cmd.arg("--insecure");
+        }
+        let child = cmd
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -225,12 +280,103 @@ impl Cluster {
             .collect()
     }
 
-    /// A Kv client for replica `i`.
+    /// The URL scheme of the API port.
+    pub fn scheme(&self) -> &'static str {
+        if self.options.insecure {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
+    /// The base URL of replica `i`'s API port.
+    pub fn base_url(&self, i: usize) -> String {
+        format!("{}://{}", self.scheme(), self.replicas[i].api_addr)
+    }
+
+    /// The CA's certificate, PEM.
+    pub fn ca_pem(&self) -> String {
+        std::fs::read_to_string(self.pki.ca_cert()).expect("the CA certificate")
+    }
+
+    /// The certificate and key of `user` (made on first use, in `groups`), PEM.
+    pub fn user_pem(&self, user: &str, groups: &[&str]) -> (String, String) {
+        let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        self.pki
+            .ensure_user(user, &groups, false)
+            .expect("a user certificate");
+        let (cert, key) = self.pki.user(user);
+        (
+            std::fs::read_to_string(cert).expect("cert"),
+            std::fs::read_to_string(key).expect("key"),
+        )
+    }
+
+    /// A reqwest builder that trusts the cluster CA and presents no credentials.
+    pub fn http_builder(&self) -> reqwest::ClientBuilder {
+        let ca = reqwest::Certificate::from_pem(self.ca_pem().as_bytes()).expect("CA PEM");
+        reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(ca)
+    }
+
+    /// A reqwest builder that speaks as `user` in `groups` (a client certificate).
+    pub fn http_builder_as(&self, user: &str, groups: &[&str]) -> reqwest::ClientBuilder {
+        let (cert, key) = self.user_pem(user, groups);
+        let identity = reqwest::Identity::from_pem(format!("{cert}{key}").as_bytes()).expect("identity PEM");
+        self.http_builder().identity(identity)
+    }
+
+    /// An HTTP/1.1 client that speaks as the cluster's admin: one connection per request in
+    /// flight, so a watch the test does not read holds up nothing else (over HTTP/2 every
+    /// stream shares one connection's flow-control window; tests/watch.rs covers that).
+    pub fn http(&self) -> reqwest::Client {
+        self.http_builder_as(ADMIN, &["system:masters"])
+            .http1_only()
+            .build()
+            .expect("an HTTP client")
+    }
+
+    /// A raw TLS connection to replica `i`'s API port as the admin (for requests no HTTP
+    /// client would send), HTTP/1.1 only.
+    pub async fn tls_stream(&self, i: usize) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(self.ca_pem().as_bytes()).expect("CA PEM"))
+            .expect("a root");
+        let (cert, key) = self.user_pem(ADMIN, &["system:masters"]);
+        let chain = vec![CertificateDer::from_pem_slice(cert.as_bytes()).expect("cert PEM")];
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key PEM");
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("a client certificate");
+        let tcp = tokio::net::TcpStream::connect(&self.replicas[i].api_addr)
+            .await
+            .expect("connect");
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(ServerName::try_from("127.0.0.1").expect("a name"), tcp)
+            .await
+            .expect("a TLS handshake")
+    }
+
+    /// A Kv client for replica `i` (mutual TLS with the admin's certificate).
     pub async fn kv(&self, i: usize) -> KvClient<Channel> {
-        let ch = Channel::from_shared(format!("http://{}", self.replicas[i].peer_addr))
-            .expect("uri")
-            .connect_lazy();
-        KvClient::new(ch).max_decoding_message_size(64 << 20)
+        let mut endpoint =
+            Channel::from_shared(format!("{}://{}", self.scheme(), self.replicas[i].peer_addr)).expect("uri");
+        if !self.options.insecure {
+            let (cert, key) = self.user_pem(ADMIN, &["system:masters"]);
+            endpoint = endpoint
+                .tls_config(kuberaft::pki::tls::peer_client(&self.ca_pem(), &cert, &key))
+                .expect("peer TLS");
+        }
+        KvClient::new(endpoint.connect_lazy()).max_decoding_message_size(64 << 20)
     }
 
     /// Status of replica `i`, if it answers.
@@ -274,30 +420,50 @@ impl Cluster {
         }
     }
 
-    /// Waits until the leader has created the system namespaces (four writes), so a test that
-    /// counts revisions is the only writer afterwards.
+    /// Waits until the leader has created the system namespaces and the default RBAC policy
+    /// (and aggregated its ClusterRoles), and the store has been quiet for a moment, so a test
+    /// that counts revisions is the only writer afterwards.
     pub async fn wait_bootstrapped(&mut self, timeout: Duration) {
         let leader = self.wait_leader(timeout).await;
         let this = &*self;
         eventually(timeout, || async move {
             let mut kv = this.kv(leader).await;
-            let r = kv
-                .range(RangeRequest {
-                    key: b"/registry/core/namespaces/".to_vec(),
-                    prefix: true,
-                    count_only: true,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| e.to_string())?
-                .into_inner();
-            if r.count >= 4 {
-                Ok(())
-            } else {
-                Err(format!("{} namespaces", r.count))
+            for (prefix, want) in [
+                ("/registry/core/namespaces/", 4),
+                ("/registry/rbac.authorization.k8s.io/clusterrolebindings/", 1),
+            ] {
+                let r = kv
+                    .range(RangeRequest {
+                        key: prefix.as_bytes().to_vec(),
+                        prefix: true,
+                        count_only: true,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_inner();
+                if r.count < want {
+                    return Err(format!("{} objects under {prefix}", r.count));
+                }
             }
+            Ok(())
         })
         .await;
+        // Quiet: no new revision for a second (the policy's aggregation settles).
+        let mut last = -1;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let rev = self.status(leader, false).await.map_or(-1, |s| s.revision);
+            if rev == last && rev >= 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the store did not settle after bootstrap"
+            );
+            last = rev;
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+        }
     }
 
     /// Waits until every running replica reports the same revision and state hash.

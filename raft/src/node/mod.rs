@@ -85,6 +85,9 @@ pub struct NodeConfig {
     pub compaction_interval: Duration,
     /// How long a write or a read barrier may wait for a leader before it fails.
     pub request_timeout: Duration,
+    /// Mutual TLS towards peers (the cluster CA and this replica's peer certificate); `None`
+    /// speaks plaintext (development only).
+    pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl NodeConfig {
@@ -156,7 +159,7 @@ impl RaftNode {
             events.clone(),
         )?;
         let (fatal_tx, fatal_rx) = mpsc::unbounded_channel();
-        let peers = Peers::new(&config.cluster_name, fatal_tx);
+        let peers = Peers::new(&config.cluster_name, config.peer_tls.clone(), fatal_tx);
         let raft_config = openraft::Config {
             cluster_name: config.cluster_name.clone(),
             heartbeat_interval: config.heartbeat.as_millis() as u64,

@@ -26,23 +26,79 @@ use peer::PeerService;
 /// InvalidArgument from validation rather than a transport error).
 const MAX_KV_MESSAGE: usize = 8 * 1024 * 1024;
 
-/// Serves `Peer` and `Kv` for `node` on `listener` until `shutdown` resolves.
+/// Which service a caller asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// Raft, forwarding and read index: other replicas only.
+    Peer,
+    /// The admin/KV API: replicas and operators.
+    Admin,
+}
+
+/// Decides from a caller's client certificate (DER, already verified against the cluster CA
+/// by the TLS handshake) whether it may use a service; `Err` says why not.
+pub type CallerCheck = Arc<dyn Fn(&[u8], Service) -> Result<(), String> + Send + Sync>;
+
+/// Mutual TLS on the peer port: the server configuration and who may call which service.
+#[derive(Clone)]
+pub struct PeerTls {
+    /// The TLS server configuration (a client certificate of the cluster CA required).
+    pub config: tonic::transport::ServerTlsConfig,
+    /// Who may call which service.
+    pub callers: CallerCheck,
+}
+
+/// Refuses a call whose client certificate `callers` does not admit to `service` (no TLS: all
+/// are admitted).
+fn check_caller(callers: Option<&CallerCheck>, service: Service, req: &Request<()>) -> Result<(), Status> {
+    let Some(callers) = callers else {
+        return Ok(());
+    };
+    let certs = req.peer_certs().unwrap_or_default();
+    let Some(leaf) = certs.first() else {
+        return Err(Status::unauthenticated("a client certificate is required"));
+    };
+    callers(leaf, service).map_err(|why| {
+        tracing::warn!(?service, why, "refused a caller");
+        Status::permission_denied(why)
+    })
+}
+
+/// Serves `Peer` and `Kv` for `node` on `listener` until `shutdown` resolves, over mutual TLS
+/// when `tls` is given (a client without a certificate of the cluster CA fails the handshake,
+/// and `tls.callers` decides which service a certificate may use).
 pub async fn serve(
     node: Arc<RaftNode>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    tls: Option<PeerTls>,
 ) -> Result<(), tonic::transport::Error> {
     let cluster = node.config().cluster_name.clone();
+    let callers = tls.as_ref().map(|t| t.callers.clone());
+    let peer_callers = callers.clone();
     let peer = InterceptedService::new(
         PeerServer::new(PeerService::new(node.clone()))
             .max_decoding_message_size(MAX_PEER_MESSAGE)
             .max_encoding_message_size(MAX_PEER_MESSAGE),
-        move |req: Request<()>| check_cluster(&cluster, req),
+        move |req: Request<()>| {
+            check_caller(peer_callers.as_ref(), Service::Peer, &req)?;
+            check_cluster(&cluster, req)
+        },
     );
-    let kv = KvServer::new(KvService::new(node))
-        .max_decoding_message_size(MAX_KV_MESSAGE)
-        .max_encoding_message_size(MAX_PEER_MESSAGE);
-    tonic::transport::Server::builder()
+    let kv = InterceptedService::new(
+        KvServer::new(KvService::new(node))
+            .max_decoding_message_size(MAX_KV_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE),
+        move |req: Request<()>| {
+            check_caller(callers.as_ref(), Service::Admin, &req)?;
+            Ok(req)
+        },
+    );
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls.config)?;
+    }
+    server
         .tcp_nodelay(true)
         .add_service(peer)
         .add_service(kv)

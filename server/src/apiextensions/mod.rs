@@ -233,6 +233,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 categories: intern_list(&strings(&names["categories"])),
                 has_status: v["subresources"].get("status").is_some(),
                 has_scale: scale.is_some(),
+                review: false,
                 custom: Some(Arc::new(CustomType {
                     definition: definition.clone(),
                     storage_version: intern(storage),

@@ -1,8 +1,11 @@
 //! `kuberaft cluster up`: a local cluster of `serve` processes on loopback.
 //!
-//! Writes `DIR/node-<i>.yaml` (kept across runs, so a second `cluster up` on the same dir
-//! restarts the same cluster with its data), starts one process per node with its output in
-//! `DIR/node-<i>.log`, waits until every replica is ready, writes `DIR/kubeconfig` with one
+//! Makes the cluster's PKI in `DIR/pki` (the CA, each node's serving and peer certificates,
+//! the service-account key and the admin's client certificate, `CN=kuberaft-admin`,
+//! `O=system:masters`), writes `DIR/node-<i>.yaml` (both kept across runs, so a second
+//! `cluster up` on the same dir restarts the same cluster with its data and identity), starts
+//! one process per node with its output in `DIR/node-<i>.log`, waits until every replica is
+//! ready, writes `DIR/kubeconfig` (mode 0600, with the CA and the admin's credentials) with one
 //! context per node, and stops every node cleanly on Ctrl-C or SIGTERM.
 
 use std::collections::hash_map::RandomState;
@@ -13,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::cli::kubeconfig;
-use crate::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
+use crate::cli::kubeconfig::{self, ClientCredentials};
+use crate::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig};
+use crate::pki::check;
+use crate::pki::layout::{write_private, Layout};
 
 /// Options of `cluster up`.
 #[derive(Debug, Clone, clap::Args)]
@@ -41,6 +46,42 @@ pub struct UpArgs {
     /// `AllowUnsafeMalformedObjectDeletion=true`); passed to every replica.
     #[arg(long)]
     pub feature_gates: Option<String>,
+    /// Start the replicas with `serve --insecure`: plain HTTP, no authentication (development
+    /// only; the PKI is still made).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// The admin user `cluster up` makes a client certificate for.
+pub const ADMIN_USER: &str = "kuberaft-admin";
+/// The admin's group: all-powerful.
+pub const ADMIN_GROUP: &str = "system:masters";
+
+/// Makes what is missing of the PKI in `dir/pki` for `nodes` loopback replicas.
+fn ensure_pki(dir: &Path, nodes: u64) -> anyhow::Result<Layout> {
+    let pki = Layout::new(dir.join("pki"));
+    pki.ensure_ca("kuberaft-ca")?;
+    pki.ensure_sa_key()?;
+    for i in 1..=nodes {
+        pki.ensure_replica(&format!("node-{i}"), &["127.0.0.1".to_string()], false)?;
+    }
+    pki.ensure_user(ADMIN_USER, &[ADMIN_GROUP.to_string()], false)?;
+    Ok(pki)
+}
+
+/// The `security` section of node `id`'s config: paths relative to the config's directory.
+fn security(id: u64) -> SecurityConfig {
+    let rel = |p: &str| PathBuf::from("pki").join(p);
+    let node = format!("replicas/node-{id}");
+    SecurityConfig {
+        certificate_authority: rel("ca.crt"),
+        serving_certificate: rel(&format!("{node}/api.crt")),
+        serving_key: rel(&format!("{node}/api.key")),
+        peer_certificate: rel(&format!("{node}/peer.crt")),
+        peer_key: rel(&format!("{node}/peer.key")),
+        service_account_key: Some(rel("service-account.key")),
+        token_file: None,
+    }
 }
 
 fn random_suffix() -> String {
@@ -61,6 +102,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
     }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
     let dir = std::fs::canonicalize(&args.dir)?;
+    ensure_pki(&dir, args.nodes)?;
     let existing: Vec<PathBuf> = (1..=args.nodes)
         .map(|i| dir.join(format!("node-{i}.yaml")))
         .filter(|p| p.exists())
@@ -72,9 +114,18 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
                 dir.display()
             );
         }
+        // A cluster made before it had a PKI gets its `security` section now.
         return existing
             .into_iter()
-            .map(|p| Ok((p.clone(), ServeConfig::load(&p)?)))
+            .map(|p| {
+                let mut config = ServeConfig::load(&p)?;
+                if config.security.is_none() {
+                    config.security = Some(security(config.id));
+                    std::fs::write(&p, config.to_yaml()?)?;
+                    config = ServeConfig::load(&p)?;
+                }
+                Ok((p, config))
+            })
             .collect();
     }
     let port = |base: u16, i: u64| -> anyhow::Result<u16> {
@@ -107,15 +158,22 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
             watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
             feature_gates: FeatureGates::default(),
+            security: Some(security(m.id)),
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, config.to_yaml()?)?;
-        out.push((path, config));
+        out.push((path.clone(), ServeConfig::load(&path)?));
     }
     Ok(out)
 }
 
-fn start(exe: &Path, config_path: &Path, log_path: &Path, gates: Option<&str>) -> anyhow::Result<Child> {
+fn start(
+    exe: &Path,
+    config_path: &Path,
+    log_path: &Path,
+    gates: Option<&str>,
+    insecure: bool,
+) -> anyhow::Result<Child> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -125,6 +183,9 @@ fn start(exe: &Path, config_path: &Path, log_path: &Path, gates: Option<&str>) -
     cmd.arg("serve").arg("--config").arg(config_path);
     if let Some(g) = gates {
         cmd.arg("--feature-gates").arg(g);
+    }
+    if insecure {
+        cmd.arg("--insecure");
     }
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -169,10 +230,15 @@ fn stop_all(nodes: &mut [Node]) {
     }
 }
 
-async fn wait_ready(nodes: &mut [Node], timeout: Duration) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
+async fn wait_ready(nodes: &mut [Node], timeout: Duration, ca_pem: Option<&str>) -> anyhow::Result<()> {
+    let mut http = reqwest::Client::builder().timeout(Duration::from_secs(2));
+    if let Some(ca) = ca_pem {
+        http = http
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes())?);
+    }
+    let http = http.build()?;
+    let scheme = if ca_pem.is_some() { "https" } else { "http" };
     let deadline = Instant::now() + timeout;
     for n in nodes.iter_mut() {
         loop {
@@ -183,7 +249,7 @@ async fn wait_ready(nodes: &mut [Node], timeout: Duration) -> anyhow::Result<()>
                     tail(&n.log)
                 );
             }
-            let url = format!("http://{}/readyz", n.api);
+            let url = format!("{scheme}://{}/readyz", n.api);
             if let Ok(r) = http.get(&url).send().await {
                 if r.status().is_success() {
                     break;
@@ -216,7 +282,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut nodes = Vec::new();
     for (path, config) in &configs {
         let log = dir.join(format!("node-{}.log", config.id));
-        match start(&exe, path, &log, args.feature_gates.as_deref()) {
+        match start(&exe, path, &log, args.feature_gates.as_deref(), args.insecure) {
             Ok(child) => nodes.push(Node {
                 id: config.id,
                 child,
@@ -230,11 +296,25 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         }
     }
     let kubeconfig_path = dir.join("kubeconfig");
-    std::fs::write(
+    let pki = Layout::new(dir.join("pki"));
+    let (cert, key) = pki.user(ADMIN_USER);
+    let creds = ClientCredentials {
+        ca_pem: check::read(&pki.ca_cert())?,
+        user: ADMIN_USER.to_string(),
+        cert_pem: check::read(&cert)?,
+        key_pem: check::read(&key)?,
+    };
+    let creds = (!args.insecure).then_some(&creds);
+    write_private(
         &kubeconfig_path,
-        kubeconfig::render(&configs.iter().map(|(_, c)| c.clone()).collect::<Vec<_>>())?,
+        &kubeconfig::render(&configs.iter().map(|(_, c)| c.clone()).collect::<Vec<_>>(), creds)?,
     )?;
-    if let Err(e) = wait_ready(&mut nodes, Duration::from_secs(args.ready_timeout_seconds)).await {
+    let ready = wait_ready(
+        &mut nodes,
+        Duration::from_secs(args.ready_timeout_seconds),
+        creds.map(|c| c.ca_pem.as_str()),
+    );
+    if let Err(e) = ready.await {
         stop_all(&mut nodes);
         return Err(e);
     }
@@ -245,8 +325,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     );
     for (path, c) in &configs {
         println!(
-            "  node-{}  api http://{}  peer {}  config {}  data {}  log {}",
+            "  node-{}  api {}://{}  peer {}  config {}  data {}  log {}",
             c.id,
+            if args.insecure { "http" } else { "https" },
             c.me().api_addr,
             c.me().peer_addr,
             path.display(),

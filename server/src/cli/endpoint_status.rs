@@ -23,6 +23,9 @@ pub struct StatusArgs {
     /// Peer addresses (host:port, comma separated) to ask instead of the kubeconfig's.
     #[arg(long, value_delimiter = ',')]
     pub endpoints: Vec<String>,
+    /// Talk plaintext to replicas started with `serve --insecure`.
+    #[arg(long)]
+    pub insecure: bool,
     /// Also compute each replica's state hash (a full scan).
     #[arg(long)]
     pub hash: bool,
@@ -74,9 +77,18 @@ fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
-async fn ask(addr: &str, hash: bool) -> Result<StatusResponse, String> {
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| e.to_string())?
+async fn ask(
+    addr: &str,
+    hash: bool,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Result<StatusResponse, String> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint =
+        tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).map_err(|e| e.to_string())?;
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls.clone()).map_err(|e| e.to_string())?;
+    }
+    let endpoint = endpoint
         .connect_timeout(Duration::from_secs(1))
         .timeout(Duration::from_secs(if hash { 30 } else { 3 }));
     let channel = endpoint
@@ -105,14 +117,30 @@ fn default_kubeconfig() -> Option<PathBuf> {
 /// Collects every member's row.
 pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
     let mut targets: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let path = args
+        .kubeconfig
+        .clone()
+        .or_else(default_kubeconfig)
+        .context("no kubeconfig given and no $KUBECONFIG or $HOME")?;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()));
+    // The peer port takes the kubeconfig's client certificate (of the cluster CA); --insecure
+    // replicas are asked in plaintext.
+    let tls = match &text {
+        Ok(t) if !args.insecure => {
+            kubeconfig::credentials(t, path.parent().unwrap_or(std::path::Path::new(".")))
+                .with_context(|| format!("cannot parse {}", path.display()))?
+                .map(|c| crate::pki::tls::peer_client(&c.ca_pem, &c.cert_pem, &c.key_pem))
+        }
+        _ => None,
+    };
+    if tls.is_none() && !args.insecure {
+        anyhow::bail!(
+            "{} has no client certificate and CA for the current context; pass --insecure for replicas started with --insecure",
+            path.display()
+        );
+    }
     if args.endpoints.is_empty() {
-        let path = args
-            .kubeconfig
-            .clone()
-            .or_else(default_kubeconfig)
-            .context("no kubeconfig given and no $KUBECONFIG or $HOME")?;
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = text?;
         let found =
             kubeconfig::replicas(&text).with_context(|| format!("cannot parse {}", path.display()))?;
         if found.is_empty() {
@@ -136,7 +164,7 @@ pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
             continue;
         }
         let (id, api) = targets.get(&addr).cloned().unwrap_or_default();
-        let row = match ask(&addr, args.hash).await {
+        let row = match ask(&addr, args.hash, tls.as_ref()).await {
             Ok(s) => {
                 for m in &s.members {
                     targets

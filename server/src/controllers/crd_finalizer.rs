@@ -56,6 +56,7 @@ pub async fn reconcile(store: &Store) -> ApiResult<usize> {
                     name: meta_str(&object.obj, "name").map(str::to_string),
                     subresource: None,
                     watch_path: false,
+                    requester: None,
                 };
                 if let Err(e) = delete::delete(store, &req, &background).await {
                     if e.code != 404 {

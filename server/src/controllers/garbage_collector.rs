@@ -89,6 +89,7 @@ impl Obj<'_> {
             name: Some(self.name.clone()),
             subresource: None,
             watch_path: false,
+            requester: None,
         }
     }
 }

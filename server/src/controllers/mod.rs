@@ -7,6 +7,7 @@
 //! the moment it stops leading. The controllers keep no state of their own, so a new leader
 //! continues where the old one stopped.
 
+pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
 pub mod garbage_collector;
 pub mod namespace;

@@ -30,6 +30,7 @@ fn namespace_request(registry: &Registry, name: Option<&str>) -> Option<Resource
         name: name.map(str::to_string),
         subresource: None,
         watch_path: false,
+        requester: None,
     })
 }
 
@@ -93,6 +94,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
                 name: None,
                 subresource: None,
                 watch_path: false,
+                requester: None,
             };
             let (items, _) = store.list(&format!("{}{name}/", rt.key_prefix()), false).await?;
             for item in items {

@@ -9,6 +9,8 @@ pub mod negotiation;
 pub mod openapi;
 pub mod request_info;
 pub mod response;
+pub mod reviews;
+pub mod token_request;
 pub mod watch;
 
 use std::sync::Arc;
@@ -18,6 +20,8 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 
 use crate::apiextensions;
+use crate::authentication::{Authenticator, UserInfo};
+use crate::authorization::Authorizer;
 use crate::config::FeatureGates;
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -26,7 +30,7 @@ use crate::machinery::query::Query;
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::reply::Reply;
 use crate::registry::update::{self, PatchType};
-use crate::registry::{create, read, LiveRegistry, ResourceType};
+use crate::registry::{create, read, LiveRegistry, Requester, ResourceType};
 use crate::store::Store;
 use body::{content_type, read_body};
 use negotiation::{negotiate, Format, Offer};
@@ -42,6 +46,10 @@ pub struct Api {
     pub store: Store,
     /// The alpha behaviours the operator turned on.
     pub features: FeatureGates,
+    /// Who a request is from (TokenReview asks it).
+    pub authenticator: Arc<Authenticator>,
+    /// What a user may do (the access reviews ask it).
+    pub authorizer: Authorizer,
 }
 
 fn is_pretty(q: &Query) -> bool {
@@ -118,7 +126,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     // Objects, lists and Status answer in protobuf when asked; discovery, watch and tables
     // stay JSON.
     let wire = if format == Format::Protobuf { format } else { plain };
-    let req = match target {
+    let mut req = match target {
         Target::Resource(r) => r,
         discovery_target => {
             if parts.method != Method::GET {
@@ -156,6 +164,10 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             return Ok(render(200, &doc, format, pretty));
         }
     };
+    req.requester = parts.extensions.get::<Arc<UserInfo>>().map(|user| Requester {
+        user: user.clone(),
+        authorizer: api.authorizer.clone(),
+    });
     let store = &api.store;
     let Some(verb) = verb else {
         return Err(ApiError::internal("a resource request without a verb"));
@@ -171,6 +183,20 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
         Verb::List => read::list(store, &req, &q).await?,
         Verb::Get => read::get(store, &req, &q).await?,
+        Verb::Create if req.rt.review => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            let user = parts
+                .extensions
+                .get::<Arc<UserInfo>>()
+                .ok_or_else(|| ApiError::internal("no user: the authentication filter did not run"))?;
+            reviews::create(&api.authenticator, &api.authorizer, &req, user, obj.value)?
+        }
+        Verb::Create if req.subresource.as_deref() == Some("token") => {
+            let bytes = read_body(&parts.headers, body).await?;
+            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            token_request::create(&api.authenticator, store, &req, &q, obj.value).await?
+        }
         Verb::Create => {
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;

@@ -106,6 +106,8 @@ impl ResourceRequest {
             (&Method::GET, true) => Verb::Get,
             (&Method::GET, false) => Verb::List,
             (&Method::POST, false) => Verb::Create,
+            // A subresource that is created (a ServiceAccount's token).
+            (&Method::POST, true) if self.subresource.is_some() => Verb::Create,
             (&Method::PUT, true) => Verb::Update,
             (&Method::PATCH, true) => Verb::Patch,
             (&Method::DELETE, true) => Verb::Delete,
@@ -170,6 +172,7 @@ pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
                 name: name.map(str::to_string),
                 subresource: sub.map(str::to_string),
                 watch_path,
+                requester: None,
             }));
         }
     }
@@ -189,6 +192,7 @@ pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
         name: name.map(str::to_string),
         subresource: sub.map(str::to_string),
         watch_path,
+        requester: None,
     }))
 }
 

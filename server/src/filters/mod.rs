@@ -2,5 +2,8 @@
 //! in one ordered function, `server::router::router`.
 
 pub mod audit_id;
+pub mod authentication;
+pub mod authorization;
 pub mod compression;
+pub mod impersonation;
 pub mod request_info;

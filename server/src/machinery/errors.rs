@@ -53,6 +53,18 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// 401 Unauthorized: credentials were presented and are not valid, or none were and the
+    /// path is not open to anonymous requests.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden with the authorizer's message (no details, as kube-apiserver's
+    /// authorization filter answers).
+    pub fn forbidden_message(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
     /// 404 NotFound for `plural "name"`.
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
         let what = qualified(group, plural);
@@ -291,13 +303,99 @@ fn qualified(group: &str, plural: &str) -> String {
     }
 }
 
+/// The `Status` object with its fields in kube-apiserver's order (`kind`, `apiVersion`,
+/// `metadata`, `status`, `message`, `reason`, `details`, `code`; inside `details`: `name`,
+/// `group`, `kind`, `uid`, `causes`), which a `Value` (sorted keys) cannot keep.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusBody<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: StatusMeta<'a>,
+    status: &'static str,
+    message: &'a str,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<StatusDetails<'a>>,
+    code: u16,
+}
+
+#[derive(serde::Serialize)]
+struct StatusMeta<'a> {
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    continue_token: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusDetails<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    causes: Option<Vec<StatusCause<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<&'a Value>,
+}
+
+#[derive(serde::Serialize)]
+struct StatusCause<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a Value>,
+}
+
+impl ApiError {
+    /// The `Status` object as JSON text, fields in kube-apiserver's order.
+    pub fn body_json(&self) -> String {
+        let details = self.details.as_ref().map(|d| StatusDetails {
+            name: d.get("name"),
+            group: d.get("group"),
+            kind: d.get("kind"),
+            uid: d.get("uid"),
+            causes: d.get("causes").and_then(Value::as_array).map(|causes| {
+                causes
+                    .iter()
+                    .map(|c| StatusCause {
+                        reason: c.get("reason"),
+                        message: c.get("message"),
+                        field: c.get("field"),
+                    })
+                    .collect()
+            }),
+            retry_after_seconds: d.get("retryAfterSeconds"),
+        });
+        let body = StatusBody {
+            kind: "Status",
+            api_version: "v1",
+            metadata: StatusMeta {
+                continue_token: self.continue_token.as_deref(),
+            },
+            status: "Failure",
+            message: &self.message,
+            reason: self.reason,
+            details,
+            code: self.code,
+        };
+        serde_json::to_string(&body).unwrap_or_else(|_| self.body().to_string())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut resp = (
             code,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.body().to_string(),
+            self.body_json(),
         )
             .into_response();
         if let Some(s) = self.retry_after {
@@ -306,5 +404,22 @@ impl IntoResponse for ApiError {
             }
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::ApiError;
+
+    #[test]
+    fn status_fields_come_in_kube_apiservers_order() {
+        assert_eq!(
+            ApiError::unauthorized().body_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+        assert_eq!(
+            ApiError::not_found("apps", "deployments", "web").body_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" not found","reason":"NotFound","details":{"name":"web","group":"apps","kind":"deployments"},"code":404}"#
+        );
     }
 }

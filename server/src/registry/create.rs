@@ -1,7 +1,7 @@
 //! POST of the generic store: a new object through type checks, field validation, the type's
 //! strategy, managed fields and namespace admission, then one conditional write.
 
-use super::reply::{dry_run, key, with_rv, Reply};
+use super::reply::{check_grant, dry_run, key, with_rv, Reply};
 use super::update::manager;
 use crate::admission::{self, Attributes, Operation};
 use crate::kinds::strategy::{self};
@@ -46,6 +46,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     strategy::validate(&req.rt, None, &obj)?;
     managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
     admission::chain().validate(store, &attrs, &obj).await?;
+    check_grant(req, &obj, None)?;
     let key = key(req, &name);
     if dry {
         return match store.get(&key, true).await? {

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use k8s_openapi::{ClusterResourceScope, ListableResource, NamespaceResourceScope, Resource};
 
 use crate::apiextensions::CustomType;
+use crate::authentication::UserInfo;
+use crate::authorization::Authorizer;
 
 /// Whether a k8s-openapi scope marker is namespaced.
 pub trait ScopeInfo {
@@ -62,6 +64,9 @@ pub struct ResourceType {
     /// For a custom resource: what its CustomResourceDefinition declares (schema, printer
     /// columns, scale paths); `None` for built-in types.
     pub custom: Option<Arc<CustomType>>,
+    /// A review (TokenReview, SubjectAccessReview, ...): only `create`, answered from the
+    /// request and never stored, so it has no collection, list kind or OpenAPI list paths.
+    pub review: bool,
 }
 
 impl ResourceType {
@@ -89,6 +94,9 @@ impl ResourceType {
 
     /// The verbs served for this type.
     pub fn verbs(&self) -> &'static [&'static str] {
+        if self.review {
+            return &["create"];
+        }
         &[
             "create",
             "delete",
@@ -117,6 +125,13 @@ impl ResourceType {
                 name: "status",
                 kind: (self.group, self.version, self.kind),
                 verbs: SUBRESOURCE_VERBS,
+            });
+        }
+        if (self.group, self.plural) == ("", "serviceaccounts") {
+            out.push(Subresource {
+                name: "token",
+                kind: ("authentication.k8s.io", "v1", "TokenRequest"),
+                verbs: &["create"],
             });
         }
         out
@@ -180,6 +195,30 @@ where
         has_status: extra.status,
         has_scale: extra.scale,
         custom: None,
+        review: false,
+    }
+}
+
+/// A review type: created, answered and forgotten.
+fn review<T>() -> ResourceType
+where
+    T: Resource,
+    T::Scope: ScopeInfo,
+{
+    ResourceType {
+        group: T::GROUP,
+        version: T::VERSION,
+        kind: T::KIND,
+        list_kind: "",
+        plural: T::URL_PATH_SEGMENT,
+        singular: T::KIND.to_ascii_lowercase(),
+        namespaced: <T::Scope as ScopeInfo>::NAMESPACED,
+        short_names: &[],
+        categories: &[],
+        has_status: false,
+        has_scale: false,
+        custom: None,
+        review: true,
     }
 }
 
@@ -188,10 +227,10 @@ const ALL: &[&str] = &["all"];
 /// Every built-in type kuberaft serves.
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
-        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-        networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
-        storage::v1 as storage,
+        apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+        autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+        core::v1 as core, discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+        policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     let x = |short_names, categories, status, scale| Extra {
@@ -242,6 +281,12 @@ pub fn builtin() -> Vec<ResourceType> {
         entry::<storage::StorageClass>(x(&["sc"], &[], false, false)),
         entry::<scheduling::PriorityClass>(x(&["pc"], &[], false, false)),
         entry::<autoscaling::HorizontalPodAutoscaler>(x(&["hpa"], ALL, true, false)),
+        review::<authentication::TokenReview>(),
+        review::<authentication::SelfSubjectReview>(),
+        review::<authorization::SubjectAccessReview>(),
+        review::<authorization::LocalSubjectAccessReview>(),
+        review::<authorization::SelfSubjectAccessReview>(),
+        review::<authorization::SelfSubjectRulesReview>(),
     ]
 }
 
@@ -269,12 +314,13 @@ impl Registry {
         self.types.iter()
     }
 
-    /// One type per stored collection: every built-in type, and a custom resource in its
+    /// One type per stored collection: every built-in type but the reviews, and a custom resource in its
     /// storage version (or its first served one), so a pass over all objects meets each once.
     pub fn collections(&self) -> impl Iterator<Item = &ResourceType> {
         self.types
             .iter()
             .enumerate()
+            .filter(|(_, t)| !t.review)
             .filter(|(i, t)| match &t.custom {
                 None => true,
                 Some(c) => {
@@ -438,7 +484,13 @@ mod tests {
         assert_eq!(deploy.group_version(), "apps/v1");
         assert!(deploy.has_scale && deploy.has_status);
         assert!(r.lookup("apps", "v1", "configmaps").is_none());
-        assert_eq!(builtin().len(), 36);
+        assert_eq!(builtin().len(), 42);
+        assert_eq!(builtin().iter().filter(|t| t.review).count(), 6);
+        let ssar = r
+            .lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+            .unwrap();
+        assert_eq!(ssar.verbs(), ["create"]);
+        assert!(r.collections().all(|t| !t.review));
         assert!(r
             .groups()
             .iter()
@@ -459,4 +511,22 @@ pub struct ResourceRequest {
     pub subresource: Option<String>,
     /// The legacy `/watch/` path prefix was used.
     pub watch_path: bool,
+    /// Who asks (`None` for the server's own controllers, which may do anything).
+    pub requester: Option<Requester>,
+}
+
+/// Who makes a request, with the authorizer that knows what they hold: the registry refuses
+/// writes that would grant more than that (RBAC escalation prevention).
+#[derive(Debug, Clone)]
+pub struct Requester {
+    /// The request's user.
+    pub user: Arc<UserInfo>,
+    /// The replica's authorizer.
+    pub authorizer: Authorizer,
+}
+
+impl PartialEq for Requester {
+    fn eq(&self, other: &Self) -> bool {
+        self.user == other.user
+    }
 }

@@ -1,6 +1,7 @@
 //! What a verb of the generic store answers ([`Reply`]) and the small facts every verb
 //! shares: the object's key and name, its resourceVersion precondition, dry runs.
 
+use crate::authorization::escalation::RbacWrite;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::Query;
@@ -49,6 +50,25 @@ impl Reply {
         self.warnings.extend(warnings);
         self
     }
+}
+
+/// Refuses a write of a Role, ClusterRole, RoleBinding or ClusterRoleBinding that would grant
+/// permissions its requester does not hold (RBAC escalation prevention, dry runs included);
+/// every other write, and the server's own (no requester), passes.
+pub(crate) fn check_grant(req: &ResourceRequest, new: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let Some(r) = &req.requester else {
+        return Ok(());
+    };
+    r.authorizer.check_write(
+        &r.user,
+        &RbacWrite {
+            group: req.rt.group,
+            resource: req.rt.plural,
+            namespace: req.namespace.as_deref().unwrap_or_default(),
+            new,
+            old,
+        },
+    )
 }
 
 pub(crate) fn name_of(req: &ResourceRequest) -> ApiResult<&str> {

@@ -1,7 +1,9 @@
 //! PUT and PATCH of the generic store (JSON, merge, strategic merge and server-side apply),
 //! each a guaranteed update: read, transform, write if unchanged, retry on a lost race.
 
-use super::reply::{dry_run, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES};
+use super::reply::{
+    check_grant, dry_run, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
+};
 use crate::admission::{self, Attributes, Operation};
 use crate::kinds::strategy::{self, allow_create_on_update, take_status_only};
 use crate::machinery::decode::decode_body;
@@ -51,6 +53,7 @@ pub(super) async fn guaranteed_update(
                 if meta_str(&next, "deletionTimestamp").is_none() {
                     strategy::validate(rt, Some(&cur.obj), &next)?;
                 }
+                check_grant(req, &next, Some(&cur.obj))?;
                 if dry {
                     return Ok(Reply::object(200, with_rv(next, cur.rv)));
                 }
@@ -95,6 +98,7 @@ pub(super) async fn guaranteed_update(
                 admission::chain().admit(&attrs, &mut next)?;
                 strategy::validate(rt, None, &next)?;
                 admission::chain().validate(store, &attrs, &next).await?;
+                check_grant(req, &next, None)?;
                 if dry {
                     return Ok(Reply::object(201, next));
                 }

@@ -1,31 +1,104 @@
 //! `kuberaft serve`: runs one replica until SIGTERM/SIGINT or a fatal condition.
 
+pub mod listener;
 pub mod observability;
 pub mod router;
 
-use std::future::IntoFuture;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use axum::Router;
 use kuberaft_raft::RaftNode;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::authentication::{Authenticator, Authenticators, ServiceAccountTokens, TokenFile};
+use crate::authorization::Authorizer;
 use crate::config::ServeConfig;
 use crate::endpoints::Api;
+use crate::pki::credentials::Credentials;
+use crate::pki::issue::PEER_GROUP;
 use crate::registry::LiveRegistry;
 use crate::server::observability::{install_metrics, spawn_gauges};
 use crate::server::router::{router, HttpState};
+use crate::store::cacher::WatchCache;
 use crate::store::Store;
+use kuberaft_raft::service::{PeerTls, Service};
+
+/// How a replica secures its ports and names its clients.
+#[derive(Debug, Clone)]
+pub struct Security {
+    /// The checked certificates (`None` with `--insecure`).
+    pub credentials: Option<Credentials>,
+    /// The static token file, if configured.
+    pub tokens: Option<TokenFile>,
+    /// The ServiceAccount token issuer, if a signing key is configured.
+    pub service_accounts: Option<ServiceAccountTokens>,
+}
+
+impl Security {
+    /// Plain HTTP and plaintext peers; every request a superuser (development only).
+    pub fn insecure() -> Security {
+        Security {
+            credentials: None,
+            tokens: None,
+            service_accounts: None,
+        }
+    }
+
+    /// Loads and checks what the config's `security` section names; without one, refuses
+    /// to run unless `insecure`.
+    pub fn load(config: &ServeConfig, path: &Path, insecure: bool) -> anyhow::Result<Security> {
+        if insecure {
+            tracing::warn!(
+                "--insecure: the API is plain HTTP without authentication or authorization and peers \
+                 talk plaintext; anyone who reaches a port owns the cluster. Development only."
+            );
+            return Ok(Security::insecure());
+        }
+        let Some(security) = &config.security else {
+            anyhow::bail!(
+                "config {} has no `security` section: kuberaft serves only over TLS. Make the \
+                 certificates with `kuberaft certs` (or start with `kuberaft cluster up`), or pass \
+                 --insecure for a development replica without TLS or authentication",
+                path.display()
+            );
+        };
+        let credentials = Credentials::load(security)?;
+        let tokens = security.token_file.as_deref().map(TokenFile::load).transpose()?;
+        let service_accounts = security
+            .service_account_key
+            .as_deref()
+            .map(ServiceAccountTokens::load)
+            .transpose()?;
+        Ok(Security {
+            credentials: Some(credentials),
+            tokens,
+            service_accounts,
+        })
+    }
+
+    /// The authenticators these credentials make, reading ServiceAccounts from `cache`.
+    pub fn authenticator(&self, cache: &WatchCache) -> Authenticator {
+        match &self.credentials {
+            None => Authenticator::Insecure,
+            Some(c) => Authenticator::Secure(Box::new(Authenticators {
+                tls: c.api.clone(),
+                tokens: self.tokens.clone(),
+                service_accounts: self.service_accounts.clone(),
+                cache: cache.clone(),
+            })),
+        }
+    }
+}
 
 /// Runs the replica described by the config file at `path`, with `feature_gates`
-/// (`--feature-gates` text) applied over the file's.
-pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()> {
+/// (`--feature-gates` text) applied over the file's; `insecure` serves plain HTTP without
+/// authentication.
+pub async fn run(path: &Path, feature_gates: Option<&str>, insecure: bool) -> anyhow::Result<()> {
     let mut config = ServeConfig::load(path)?;
     if let Some(g) = feature_gates {
         config
@@ -33,6 +106,7 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
             .apply(g)
             .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?;
     }
+    let security = Security::load(&config, path, insecure)?;
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
     let metrics = install_metrics()?;
     // Bind both listeners first: a port conflict is reported before the data dir is touched.
@@ -46,7 +120,7 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
         node,
         router: app,
         mut fatal,
-    } = Replica::start(&config, metrics).await?;
+    } = Replica::start(&config, metrics, &security).await?;
     spawn_gauges(&node);
     // The API stops first and Raft last, so that requests in flight (also those other
     // replicas forward here) finish while this replica still takes part in the cluster.
@@ -55,27 +129,28 @@ pub async fn run(path: &Path, feature_gates: Option<&str>) -> anyhow::Result<()>
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let credentials = security.credentials.as_ref();
     let peer = tokio::spawn(kuberaft_raft::service::serve(
         node.clone(),
         peer_listener,
         stopped(peer_stopping),
+        credentials.map(|c| PeerTls {
+            config: c.peer_server.clone(),
+            callers: Arc::new(peer_callers),
+        }),
     ));
-    // Small API responses must not wait on Nagle's algorithm.
-    let api_listener = api_listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    let api = tokio::spawn(
-        axum::serve(api_listener, app)
-            .with_graceful_shutdown(stopped(api_stopping))
-            .into_future(),
-    );
+    let api = tokio::spawn(listener::serve(
+        api_listener,
+        app,
+        credentials.map(|c| c.api.server.clone()),
+        stopped(api_stopping),
+    ));
     tracing::info!(
         id = config.id,
         cluster = %config.cluster_name,
         api = config.api_listen(),
         peer = config.peer_listen(),
+        tls = credentials.is_some(),
         "replica started"
     );
     let outcome = tokio::select! {
@@ -111,28 +186,72 @@ impl Replica {
     /// Starts the Raft node, the store with its watch cache, the registry and the
     /// controllers of the replica `config` describes, and builds its router. The peer service
     /// is not started: a single-member cluster needs none, and [`run`] serves it for the rest.
-    pub async fn start(config: &ServeConfig, metrics: PrometheusHandle) -> anyhow::Result<Replica> {
-        let (node, fatal) = RaftNode::start(config.node_config())
+    pub async fn start(
+        config: &ServeConfig,
+        metrics: PrometheusHandle,
+        security: &Security,
+    ) -> anyhow::Result<Replica> {
+        let mut node_config = config.node_config();
+        node_config.peer_tls = security.credentials.as_ref().map(|c| c.peer_client.clone());
+        let (node, fatal) = RaftNode::start(node_config)
             .await
             .with_context(|| format!("cannot start replica {}", config.id))?;
+        let store = Store::new(node.clone(), config.watch_buffer.max(1));
+        let cache = store.cache().clone();
         let api = Api {
             registry: Arc::new(LiveRegistry::new()),
-            store: Store::new(node.clone(), config.watch_buffer.max(1)),
+            authorizer: Authorizer::start(store.cache().clone()),
+            store,
             features: config.feature_gates.clone(),
+            authenticator: Arc::new(security.authenticator(&cache)),
         };
         crate::controllers::namespace::spawn(api.store.clone(), api.registry.clone());
         crate::controllers::garbage_collector::spawn(api.store.clone(), api.registry.clone());
         crate::apiextensions::follow(api.store.cache().clone(), api.registry.clone());
         crate::controllers::crd_finalizer::spawn(api.store.clone());
+        crate::controllers::run_while_leader(
+            api.store.clone(),
+            "rbac-bootstrap",
+            crate::authorization::bootstrap::run,
+        );
+        crate::controllers::clusterrole_aggregation::spawn(api.store.clone());
         let router = router(
             HttpState {
                 node: node.clone(),
                 cache: api.store.cache().clone(),
                 metrics,
+                authorizer: api.authorizer.clone(),
             },
             api,
         );
         Ok(Replica { node, router, fatal })
+    }
+}
+
+/// Who may use the peer port's services: Raft only replicas (the peer certificates'
+/// organization), the admin/KV API replicas and `system:masters` too. The handshake has
+/// already verified the certificate against the cluster CA.
+fn peer_callers(leaf: &[u8], service: Service) -> Result<(), String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, cert) = X509Certificate::from_der(leaf).map_err(|e| format!("unreadable certificate: {e}"))?;
+    let facts = crate::pki::check::facts_of(&cert);
+    let is = |group: &str| facts.organizations.iter().any(|o| o == group);
+    let allowed = match service {
+        Service::Peer => is(PEER_GROUP),
+        Service::Admin => is(PEER_GROUP) || is(crate::authentication::user::SYSTEM_MASTERS),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?} may not use the {service:?} service: it takes a replica's peer certificate{}",
+            facts.common_name,
+            if service == Service::Admin {
+                " or one of system:masters"
+            } else {
+                ""
+            }
+        ))
     }
 }
 

@@ -13,8 +13,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::authentication::service_account;
+use crate::authorization::Authorizer;
 use crate::endpoints::{self, discovery, openapi, Api};
-use crate::filters::{audit_id, compression, request_info};
+use crate::filters::{audit_id, authentication, authorization, compression, impersonation, request_info};
 use crate::store::cacher::WatchCache;
 
 /// What the HTTP handlers share.
@@ -26,11 +28,17 @@ pub struct HttpState {
     pub cache: WatchCache,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// The authorizer (readiness waits until it has loaded the RBAC objects).
+    pub authorizer: Authorizer,
 }
 
 /// The HTTP routes of a replica (health, metrics, `/version`, OpenAPI and the Kubernetes API)
 /// behind the filter chain.
 pub fn router(state: HttpState, api: Api) -> Router {
+    let openid = Router::new()
+        .route("/.well-known/openid-configuration", get(openid_configuration))
+        .route("/openid/v1/jwks", get(jwks))
+        .with_state(api.clone());
     let openapi_v3 = Router::new()
         .route("/openapi/v3", get(openapi::v3_index))
         .route("/openapi/v3/{*group_version}", get(openapi::v3_group_version))
@@ -47,6 +55,7 @@ pub fn router(state: HttpState, api: Api) -> Router {
         .route("/openapi/v2", get(openapi::v2))
         .with_state(state)
         .merge(openapi_v3)
+        .merge(openid)
         .fallback_service(kube);
     with_filters(routes, api)
 }
@@ -61,13 +70,31 @@ fn with_filters(routes: Router, api: Api) -> Router {
         .layer(audit_id::set())
         .layer(audit_id::propagate())
         .layer(CatchPanicLayer::custom(panic_response))
-        // 2. Request info: the path parsed once into group, version, resource, namespace, name,
-        //    subresource and verb; `404`/`405` for what no endpoint serves.
-        .layer(middleware::from_fn_with_state(api, request_info::filter))
-        // 3. gzip for large complete responses.
-        .layer(compression::layer());
-    // 4. authentication, 5. audit, 6. impersonation, 7. in-flight limits, 8. authorization:
-    //    each a layer here, reading the request info that (2) stored.
+        // 2. gzip for large complete responses.
+        .layer(compression::layer())
+        // 3. Authentication: the user from the client certificate or bearer token, anonymous
+        //    on the public paths, `401` otherwise — before anything tells an unauthenticated
+        //    client which resources exist.
+        .layer(middleware::from_fn_with_state(
+            api.authenticator.clone(),
+            authentication::filter,
+        ))
+        // 4. Impersonation: `Impersonate-*` headers make the request another user's, if the
+        //    authenticated one may `impersonate` each part.
+        .layer(middleware::from_fn_with_state(
+            api.authorizer.clone(),
+            impersonation::filter,
+        ))
+        // 5. Request info: the path parsed once into group, version, resource, namespace,
+        //    name, subresource and verb; `404`/`405` for what no endpoint serves.
+        .layer(middleware::from_fn_with_state(api.clone(), request_info::filter))
+        // 6. audit, 7. in-flight limits: each a layer here, reading the user (3, 4) and the
+        //    request info (5) stored.
+        // 8. Authorization: RBAC from the watch cache; `403` with kube's message.
+        .layer(middleware::from_fn_with_state(
+            api.authorizer.clone(),
+            authorization::filter,
+        ));
     routes.layer(chain)
 }
 
@@ -79,6 +106,30 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         "This request caused apiserver to panic. Look in the logs for details.\n",
     )
         .into_response()
+}
+
+/// The ServiceAccount issuer's OpenID discovery document (404 without a signing key).
+async fn openid_configuration(State(api): State<Api>, headers: axum::http::HeaderMap) -> Response {
+    if api.authenticator.service_accounts().is_none() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("kubernetes.default.svc");
+    axum::Json(service_account::openid_configuration(host)).into_response()
+}
+
+/// The public key ServiceAccount tokens are signed with, as a JSON Web Key Set.
+async fn jwks(State(api): State<Api>) -> Response {
+    match api.authenticator.service_accounts() {
+        Some(sa) => (
+            [(header::CONTENT_TYPE, "application/jwk-set+json")],
+            sa.jwks().to_string(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn version() -> Response {
@@ -99,10 +150,12 @@ async fn livez(State(s): State<HttpState>) -> Response {
 
 async fn readyz(State(s): State<HttpState>) -> Response {
     let ready = s.node.ready().and_then(|()| {
-        if s.cache.synced() {
-            Ok(())
-        } else {
+        if !s.cache.synced() {
             Err("the watch cache has not loaded the store yet".into())
+        } else if !s.authorizer.synced() {
+            Err("the authorizer has not loaded the RBAC policy yet".into())
+        } else {
+            Ok(())
         }
     });
     match ready {

@@ -60,6 +60,11 @@ fn generate<T: JsonSchema>(g: &mut SchemaGenerator) -> String {
 }
 
 fn kind<T: Resource + ListableResource + JsonSchema>() -> KindSchema {
+    review_kind::<T>()
+}
+
+/// A kind without a list: the reviews.
+fn review_kind<T: Resource + JsonSchema>() -> KindSchema {
     KindSchema {
         group: T::GROUP,
         version: T::VERSION,
@@ -72,10 +77,10 @@ fn kind<T: Resource + ListableResource + JsonSchema>() -> KindSchema {
 /// kind cannot drift from k8s-openapi.
 fn kind_schemas() -> Vec<KindSchema> {
     use k8s_openapi::api::{
-        apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
-        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-        networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
-        storage::v1 as storage,
+        apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+        autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+        core::v1 as core, discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+        policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     vec![
@@ -115,6 +120,12 @@ fn kind_schemas() -> Vec<KindSchema> {
         kind::<storage::StorageClass>(),
         kind::<scheduling::PriorityClass>(),
         kind::<autoscaling::HorizontalPodAutoscaler>(),
+        review_kind::<authentication::TokenReview>(),
+        review_kind::<authentication::SelfSubjectReview>(),
+        review_kind::<authorization::SubjectAccessReview>(),
+        review_kind::<authorization::LocalSubjectAccessReview>(),
+        review_kind::<authorization::SelfSubjectAccessReview>(),
+        review_kind::<authorization::SelfSubjectRulesReview>(),
     ]
 }
 
@@ -164,7 +175,11 @@ pub fn build(registry: &Registry) -> Definitions {
             continue;
         };
         let name = (ks.generate)(&mut generator);
-        let list_name = list_name(&name, rt.list_kind);
+        let list_name = if rt.review {
+            String::new()
+        } else {
+            list_name(&name, rt.list_kind)
+        };
         kinds.push(ServedKind {
             rt: rt.clone(),
             name,
@@ -237,6 +252,9 @@ fn add_kind_extensions(schemas: &mut Map<String, Value>, k: &ServedKind) {
                 def.remove("required");
             }
         }
+    }
+    if rt.review {
+        return;
     }
     let property = |p: &str| def.get("properties").and_then(|props| props.get(p)).cloned();
     let api_version = property("apiVersion").unwrap_or_else(|| json!({"type": "string"}));

@@ -125,7 +125,9 @@ fn v3_values(defs: &definitions::Definitions) -> BTreeMap<String, Value> {
         ];
         for k in &kinds {
             roots.push(&k.name);
-            roots.push(&k.list_name);
+            if !k.rt.review {
+                roots.push(&k.list_name);
+            }
         }
         if kinds.iter().any(|k| k.rt.has_scale) {
             roots.push(definitions::SCALE);
@@ -497,12 +499,27 @@ mod tests {
                 })
             };
             assert!(with_gvk(t.kind), "{} has no schema", t.kind);
-            assert!(with_gvk(t.list_kind), "{} has no schema", t.list_kind);
             let prefix = if t.group.is_empty() {
                 format!("/api/{}", t.version)
             } else {
                 format!("/apis/{}/{}", t.group, t.version)
             };
+            if t.review {
+                let collection = if t.namespaced {
+                    format!("{prefix}/namespaces/{{namespace}}/{}", t.plural)
+                } else {
+                    format!("{prefix}/{}", t.plural)
+                };
+                let post = &doc["paths"][&collection]["post"];
+                assert_eq!(post["x-kubernetes-group-version-kind"], gvk, "{collection}");
+                assert_eq!(
+                    doc["paths"][&collection].as_object().map(|o| o.len()),
+                    Some(2),
+                    "{collection}: post and parameters only"
+                );
+                continue;
+            }
+            assert!(with_gvk(t.list_kind), "{} has no schema", t.list_kind);
             let object = if t.namespaced {
                 format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
             } else {

@@ -229,7 +229,7 @@ fn operation(
 }
 
 /// The paths of one served kind: collection, object, `status` and `scale`, and the
-/// all-namespaces list of a namespaced kind.
+/// all-namespaces list of a namespaced kind; for a review, only its create.
 fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
     let rt = &k.rt;
     let prefix = if rt.group.is_empty() {
@@ -295,6 +295,15 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
     delete_collection.query = DELETE_COLLECTION_PARAMS;
     delete_collection.body = Some((DELETE_OPTIONS.to_string(), &[]));
     delete_collection.responses = vec![(200, STATUS.to_string())];
+    if rt.review {
+        // A review is only created: one path, one operation.
+        out.push(PathItem {
+            path: collection,
+            params: with_pretty(scope),
+            ops: vec![create],
+        });
+        return out;
+    }
     out.push(PathItem {
         path: collection.clone(),
         params: with_pretty(scope.clone()),

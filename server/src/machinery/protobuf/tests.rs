@@ -285,7 +285,7 @@ fn decoding_hand_built_bytes_follows_go_semantics() {
 fn registry_kinds_all_have_messages() {
     let registry = Registry::new();
     let mut n = 0;
-    for rt in registry.all() {
+    for rt in registry.all().filter(|t| !t.review) {
         let gv = rt.group_version();
         assert!(message_for_kind(&gv, rt.kind).is_some(), "{gv} {}", rt.kind);
         assert!(

@@ -1,0 +1,64 @@
+//! The authorization filter: asks the authorizer (RBAC, from the replica's watch cache)
+//! whether the request's user may do the request's verb on its resource or path, and answers
+//! `403` with kube-apiserver's message when not. It runs after authentication and request
+//! info, which stored what it reads.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::authentication::UserInfo;
+use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
+use crate::endpoints::request_info::RequestInfo;
+use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::machinery::errors::ApiError;
+
+/// The authorization filter.
+pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next: Next) -> Response {
+    let protobuf = wants_protobuf(request.headers());
+    let (Some(user), Some(info)) = (
+        request.extensions().get::<Arc<UserInfo>>(),
+        request.extensions().get::<RequestInfo>(),
+    ) else {
+        return error_response(
+            ApiError::internal("authorization ran before authentication or request info"),
+            protobuf,
+        );
+    };
+    let method = request.method().as_str().to_ascii_lowercase();
+    let path = request.uri().path();
+    let attrs = match info {
+        RequestInfo::Resource { request: r, verb } => {
+            let name = r.name.as_deref().unwrap_or_default();
+            // A namespace is in itself, as kube-apiserver's request info has it: a RoleBinding
+            // in `shop` can grant `get namespaces/shop`.
+            let namespace = match (r.rt.group, r.rt.plural) {
+                ("", "namespaces") => name,
+                _ => r.namespace.as_deref().unwrap_or_default(),
+            };
+            Attributes::resource(
+                user,
+                verb.as_str(),
+                ResourceAttributes {
+                    api_group: r.rt.group,
+                    api_version: r.rt.version,
+                    resource: r.rt.plural,
+                    subresource: r.subresource.as_deref().unwrap_or_default(),
+                    namespace,
+                    name,
+                },
+            )
+        }
+        RequestInfo::Discovery(_) | RequestInfo::NonResource { .. } => {
+            Attributes::non_resource(user, &method, path)
+        }
+    };
+    let decision = authorizer.authorize(&attrs);
+    if decision.is_allowed() {
+        return next.run(request).await;
+    }
+    tracing::debug!(user = %user.name, path, reason = decision.reason(), "forbidden");
+    error_response(forbidden_error(&attrs, decision.reason()), protobuf)
+}

@@ -1,0 +1,58 @@
+//! A replica's credentials, loaded and checked from its config's `security` section before
+//! anything is bound: the CA, the serving and peer pairs (each present, readable, current,
+//! matching its key, issued by the CA), and the TLS configurations built from them.
+
+use std::path::Path;
+
+use crate::config::SecurityConfig;
+
+use super::check::{self, Facts};
+use super::tls::{self, ApiTls};
+use super::PkiError;
+
+/// What a secure replica serves with.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    /// The cluster CA, PEM.
+    pub ca_pem: String,
+    /// The API port's TLS.
+    pub api: ApiTls,
+    /// The peer port's server side.
+    pub peer_server: tonic::transport::ServerTlsConfig,
+    /// The peer port's client side (Raft, forwarding, read index).
+    pub peer_client: tonic::transport::ClientTlsConfig,
+    /// When the serving certificate expires.
+    pub serving: Facts,
+    /// When the peer certificate expires.
+    pub peer: Facts,
+}
+
+fn name(p: &Path) -> String {
+    p.display().to_string()
+}
+
+impl Credentials {
+    /// Loads and checks the files `security` names.
+    pub fn load(security: &SecurityConfig) -> Result<Credentials, PkiError> {
+        let ca_file = name(&security.certificate_authority);
+        let ca_pem = check::read(&security.certificate_authority)?;
+        let ca = check::parse_pem_cert(&ca_pem, &ca_file)?;
+        check::current(&check::facts(&ca_pem, &ca_file)?, &ca_file)?;
+        let pair = |cert: &Path, key: &Path| -> Result<(String, String, Facts), PkiError> {
+            let cert_pem = check::read(cert)?;
+            let key_pem = check::read(key)?;
+            let facts = check::pair(&cert_pem, &key_pem, &ca, &name(cert), &name(key))?;
+            Ok((cert_pem, key_pem, facts))
+        };
+        let (api_cert, api_key, serving) = pair(&security.serving_certificate, &security.serving_key)?;
+        let (peer_cert, peer_key, peer) = pair(&security.peer_certificate, &security.peer_key)?;
+        Ok(Credentials {
+            api: ApiTls::new(&ca_pem, &api_cert, &api_key)?,
+            peer_server: tls::peer_server(&ca_pem, &peer_cert, &peer_key),
+            peer_client: tls::peer_client(&ca_pem, &peer_cert, &peer_key),
+            ca_pem,
+            serving,
+            peer,
+        })
+    }
+}

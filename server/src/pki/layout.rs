@@ -1,0 +1,186 @@
+//! Where the cluster's keys and certificates live in a PKI directory, shared by `cluster up`
+//! and `kuberaft certs`, and how they are written (directories `0700`, files `0600`: readable
+//! only by their owner). Making a file that exists keeps it, so re-running a command reuses
+//! the cluster's identity; renewing is asked for explicitly.
+//!
+//! ```text
+//! ca.crt ca.key                         the cluster CA
+//! service-account.key .pub              the service-account token signing key
+//! replicas/NAME/api.crt api.key         NAME's serving certificate (the API port)
+//! replicas/NAME/peer.crt peer.key       NAME's peer certificate (mutual TLS between replicas)
+//! users/USER.crt USER.key               a user's client certificate
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::issue::{self, Authority, Pair};
+use super::{check, PkiError};
+
+/// A PKI directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The directory.
+    pub dir: PathBuf,
+}
+
+/// The files of one replica.
+#[derive(Debug, Clone)]
+pub struct ReplicaFiles {
+    /// Serving certificate of the API port.
+    pub api_cert: PathBuf,
+    /// Its key.
+    pub api_key: PathBuf,
+    /// Peer certificate (client and server side of mutual TLS).
+    pub peer_cert: PathBuf,
+    /// Its key.
+    pub peer_key: PathBuf,
+}
+
+/// Whether a command made a file or found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Newly written.
+    Made,
+    /// Already there, kept.
+    Kept,
+}
+
+impl Layout {
+    /// The PKI directory `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Layout {
+        Layout { dir: dir.into() }
+    }
+
+    /// The CA certificate.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    /// The CA key.
+    pub fn ca_key(&self) -> PathBuf {
+        self.dir.join("ca.key")
+    }
+
+    /// The service-account signing key.
+    pub fn sa_key(&self) -> PathBuf {
+        self.dir.join("service-account.key")
+    }
+
+    /// The service-account public key.
+    pub fn sa_pub(&self) -> PathBuf {
+        self.dir.join("service-account.pub")
+    }
+
+    /// The files of replica `name`.
+    pub fn replica(&self, name: &str) -> ReplicaFiles {
+        let d = self.dir.join("replicas").join(name);
+        ReplicaFiles {
+            api_cert: d.join("api.crt"),
+            api_key: d.join("api.key"),
+            peer_cert: d.join("peer.crt"),
+            peer_key: d.join("peer.key"),
+        }
+    }
+
+    /// The certificate and key of user `user`.
+    pub fn user(&self, user: &str) -> (PathBuf, PathBuf) {
+        let safe: String = user
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let d = self.dir.join("users");
+        (d.join(format!("{safe}.crt")), d.join(format!("{safe}.key")))
+    }
+
+    /// Makes the CA unless it exists.
+    pub fn ensure_ca(&self, name: &str) -> Result<Outcome, PkiError> {
+        if self.ca_cert().exists() && self.ca_key().exists() {
+            return Ok(Outcome::Kept);
+        }
+        let ca = issue::ca(name)?;
+        write_pair(&self.ca_cert(), &self.ca_key(), &ca)?;
+        Ok(Outcome::Made)
+    }
+
+    /// Makes the service-account signing key unless it exists.
+    pub fn ensure_sa_key(&self) -> Result<Outcome, PkiError> {
+        if self.sa_key().exists() && self.sa_pub().exists() {
+            return Ok(Outcome::Kept);
+        }
+        write_pair(&self.sa_pub(), &self.sa_key(), &issue::signing_key()?)?;
+        Ok(Outcome::Made)
+    }
+
+    /// The CA, loaded to sign.
+    pub fn authority(&self) -> Result<Authority, PkiError> {
+        Authority::from_pem(&check::read(&self.ca_cert())?, &check::read(&self.ca_key())?)
+    }
+
+    /// Issues replica `name`'s serving and peer certificates for `hosts`, unless they exist
+    /// (or always, with `renew`).
+    pub fn ensure_replica(&self, name: &str, hosts: &[String], renew: bool) -> Result<Outcome, PkiError> {
+        let f = self.replica(name);
+        let present = [&f.api_cert, &f.api_key, &f.peer_cert, &f.peer_key]
+            .iter()
+            .all(|p| p.exists());
+        if present && !renew {
+            return Ok(Outcome::Kept);
+        }
+        let ca = self.authority()?;
+        write_pair(&f.api_cert, &f.api_key, &ca.serving(name, hosts)?)?;
+        write_pair(&f.peer_cert, &f.peer_key, &ca.peer(name, hosts)?)?;
+        Ok(Outcome::Made)
+    }
+
+    /// Issues a client certificate for `user` in `groups`, unless one exists (or always, with
+    /// `renew`).
+    pub fn ensure_user(&self, user: &str, groups: &[String], renew: bool) -> Result<Outcome, PkiError> {
+        let (cert, key) = self.user(user);
+        if cert.exists() && key.exists() && !renew {
+            return Ok(Outcome::Kept);
+        }
+        write_pair(&cert, &key, &self.authority()?.client(user, groups)?)?;
+        Ok(Outcome::Made)
+    }
+}
+
+/// Writes a certificate and its key, each readable only by the owner.
+pub fn write_pair(cert: &Path, key: &Path, pair: &Pair) -> Result<(), PkiError> {
+    write_private(cert, &pair.cert_pem)?;
+    write_private(key, &pair.key_pem)
+}
+
+/// Writes `text` to `path` with mode `0600`, its directory made with `0700`; replaces the file
+/// atomically (written beside it, then renamed).
+pub fn write_private(path: &Path, text: &str) -> Result<(), PkiError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let err = |source| PkiError::Write {
+        file: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(err)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(text.as_bytes()).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}

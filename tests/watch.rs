@@ -1236,6 +1236,41 @@ async fn corrupt_objects_fail_reads_until_an_unsafe_delete_removes_them() {
     );
     assert_eq!(get(&k, 2, &format!("{base}/good")).await.0, 200);
 
+    // It takes the unsafe verb: a namespace admin who may delete configmaps may not do it.
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "rolebinding",
+            "ed-admin",
+            "--clusterrole=admin",
+            "--user=ed",
+            "-n",
+            "broken",
+        ],
+    );
+    let ed = k.cluster.http_builder_as("ed", &[]).http1_only().build().unwrap();
+    let unsafe_delete = format!("{base}/bad?ignoreStoreReadErrorWithClusterBreakingPotential=true");
+    support::eventually(T, || async {
+        let r = ed.delete(k.url(0, &unsafe_delete)).send().await.map_err(|e| e.to_string())?;
+        let code = r.status().as_u16();
+        let status: Value = r.json().await.map_err(|e| e.to_string())?;
+        if code == 403
+            && status["message"]
+                == r#"configmaps "bad" is forbidden: User "ed" cannot unsafe-delete-ignore-read-errors resource "configmaps" in API group "" in the namespace "broken""#
+        {
+            Ok(())
+        } else {
+            Err(format!("{code} {status}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        get(&k, 0, &format!("{base}/bad")).await.0,
+        500,
+        "still there, still corrupt"
+    );
+
     // The unsafe delete removes it although a finalizer was set.
     let (code, status) = one(2, "?ignoreStoreReadErrorWithClusterBreakingPotential=true").await;
     assert_eq!(code, 200, "{status}");

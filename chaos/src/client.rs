@@ -124,6 +124,17 @@ pub const WRITE_NAMESPACE: &str = "bench-writes";
 /// Keys under this prefix are preloaded entries (see `workload::preload_key`).
 pub const PRELOAD_PREFIX: &str = "/bench/preload/";
 
+/// The HTTP version the API benchmark's clients speak: client-go's default is HTTP/2 (one
+/// connection, multiplexed), kubectl's watch and older clients' HTTP/1.1 (a pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpVersion {
+    /// HTTP/1.1 with a keep-alive pool.
+    Http1,
+    /// HTTP/2: every request of a client over one connection.
+    Http2,
+}
+
 /// A Kubernetes API client of one replica: a keep-alive connection pool and the base URL.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
@@ -178,11 +189,16 @@ pub fn configmap_name(key: &[u8]) -> String {
 
 impl HttpClient {
     /// A client of the replica whose API listens at `addr` (`host:port`), over HTTPS as the
-    /// admin with `tls`.
-    pub fn new(addr: &str, tls: Option<&Tls>) -> anyhow::Result<Self> {
+    /// admin with `tls`, speaking `version`.
+    pub fn new(addr: &str, tls: Option<&Tls>, version: HttpVersion) -> anyhow::Result<Self> {
         let builder = match tls {
             Some(t) => t.http_builder()?,
             None => reqwest::Client::builder(),
+        };
+        let builder = match version {
+            HttpVersion::Http1 => builder.http1_only(),
+            // Over TLS, ALPN offers only h2; in plaintext, HTTP/2 with prior knowledge.
+            HttpVersion::Http2 => builder.http2_prior_knowledge(),
         };
         let http = builder
             .timeout(HTTP_TIMEOUT)
@@ -311,8 +327,8 @@ impl Client {
     }
 
     /// A Kubernetes API client of the kuberaft replica whose API listens at `addr`.
-    pub fn http(addr: &str, tls: Option<&Tls>) -> anyhow::Result<Self> {
-        Ok(Client::Http(HttpClient::new(addr, tls)?))
+    pub fn http(addr: &str, tls: Option<&Tls>, version: HttpVersion) -> anyhow::Result<Self> {
+        Ok(Client::Http(HttpClient::new(addr, tls, version)?))
     }
 
     /// Writes `value` at `key`.

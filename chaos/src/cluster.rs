@@ -529,20 +529,12 @@ impl KuberaftCluster {
         let dir = ScratchDir::new("kuberaft-bench-kuberaft-", keep_dir)?;
         eprintln!("starting kuberaft in {}", dir.path().display());
         let mut cmd = Command::new(bin);
-        // The benchmark clients speak plain HTTP and gRPC: the replicas run --insecure.
-        cmd.args([
-            "cluster",
-            "up",
-            "--insecure",
-            "--nodes",
-            &REPLICAS.to_string(),
-            "--dir",
-        ])
-        .arg(dir.path().join("cluster"))
-        .arg("--api-port")
-        .arg(ports.kuberaft_api().to_string())
-        .arg("--peer-port")
-        .arg(ports.kuberaft_peer().to_string());
+        cmd.args(["cluster", "up", "--nodes", &REPLICAS.to_string(), "--dir"])
+            .arg(dir.path().join("cluster"))
+            .arg("--api-port")
+            .arg(ports.kuberaft_api().to_string())
+            .arg("--peer-port")
+            .arg(ports.kuberaft_peer().to_string());
         if !secure {
             cmd.arg("--insecure");
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 
-use kuberaft_chaos::client::{self, Client, System, Tls};
+use kuberaft_chaos::client::{self, Client, HttpVersion, System, Tls};
 use kuberaft_chaos::cluster::{shutdown_signal, EtcdCluster, FloorServer, KuberaftCluster, Ports};
 use kuberaft_chaos::report::{self, CellResult};
 use kuberaft_chaos::watchbench;
@@ -340,6 +340,9 @@ pub struct KvArgs {
     /// (`cluster up --insecure`: plain HTTP and gRPC, no authentication or authorization).
     #[arg(long, value_enum, default_value = "secure")]
     pub kuberaft_security: Security,
+    /// The HTTP version of the API benchmark's clients (`api` only).
+    #[arg(long, value_enum, default_value = "http1")]
+    pub http: HttpVersion,
 }
 
 /// How the benchmarked kuberaft cluster is secured.
@@ -438,12 +441,16 @@ async fn connect_all(system: System, addrs: &[String], tls: Option<&Tls>) -> any
 const API_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One Kubernetes API client per replica, after creating the benchmark's namespaces.
-async fn connect_http(addrs: &[String], tls: Option<&Tls>) -> anyhow::Result<Vec<Client>> {
+async fn connect_http(
+    addrs: &[String],
+    tls: Option<&Tls>,
+    version: HttpVersion,
+) -> anyhow::Result<Vec<Client>> {
     let mut clients = Vec::new();
     for addr in addrs {
-        clients.push(Client::http(addr, tls)?);
+        clients.push(Client::http(addr, tls, version)?);
     }
-    let first = client::HttpClient::new(&addrs[0], tls)?;
+    let first = client::HttpClient::new(&addrs[0], tls, version)?;
     let deadline = std::time::Instant::now() + API_READY_TIMEOUT;
     loop {
         match first.ensure_namespaces().await {
@@ -522,7 +529,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
     if let Some(c) = &kuberaft {
         let clients = match mode {
             Mode::Kv => connect_all(System::Kuberaft, &c.addrs, c.tls.as_ref()).await?,
-            Mode::Api => connect_http(&c.api_addrs, c.tls.as_ref()).await?,
+            Mode::Api => connect_http(&c.api_addrs, c.tls.as_ref(), args.http).await?,
         };
         targets.push(Target {
             system: System::Kuberaft,

@@ -21,7 +21,7 @@ use axum::response::Response;
 
 use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
-use crate::authorization::Authorizer;
+use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
 use crate::config::FeatureGates;
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -30,7 +30,7 @@ use crate::machinery::query::Query;
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::reply::Reply;
 use crate::registry::update::{self, PatchType};
-use crate::registry::{create, read, LiveRegistry, Requester, ResourceType};
+use crate::registry::{create, read, LiveRegistry, Requester, ResourceRequest, ResourceType};
 use crate::store::Store;
 use body::{content_type, read_body};
 use negotiation::{negotiate, Format, Offer};
@@ -218,6 +218,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             let opts = DeleteOptions::parse(&bytes, &q)?;
             // Without the feature gate the option changes nothing, as in kube-apiserver.
             if opts.ignore_store_read_error && api.features.allow_unsafe_malformed_object_deletion {
+                authorize_unsafe_delete(&req)?;
                 delete::delete_corrupt(store, &req).await?
             } else {
                 delete::delete(store, &req, &opts).await?
@@ -241,6 +242,32 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
     }
     Ok(response)
+}
+
+/// The unsafe delete of a corrupt object also takes the `unsafe-delete-ignore-read-errors`
+/// verb on the resource, as in kube-apiserver (the server's own requests have no requester).
+fn authorize_unsafe_delete(req: &ResourceRequest) -> ApiResult<()> {
+    let Some(r) = &req.requester else {
+        return Ok(());
+    };
+    let attrs = Attributes::resource(
+        &r.user,
+        "unsafe-delete-ignore-read-errors",
+        ResourceAttributes {
+            api_group: req.rt.group,
+            api_version: req.rt.version,
+            resource: req.rt.plural,
+            subresource: "",
+            namespace: req.namespace.as_deref().unwrap_or_default(),
+            name: req.name.as_deref().unwrap_or_default(),
+        },
+    );
+    let decision = r.authorizer.authorize(&attrs);
+    if decision.is_allowed() {
+        Ok(())
+    } else {
+        Err(forbidden_error(&attrs, decision.reason()))
+    }
 }
 
 /// A custom resource's reply as read through the requested version: objects stored in another

@@ -474,6 +474,8 @@ pub(crate) struct Listing {
 pub(crate) trait Source: Send + 'static {
     /// The objects under `prefix` now, and the changes after them.
     fn list_and_watch(&self, prefix: &str) -> Listing;
+    /// Whether the source has loaded the store (a listing before that is incomplete).
+    fn synced(&self) -> bool;
 }
 
 impl Source for WatchCache {
@@ -486,11 +488,20 @@ impl Source for WatchCache {
             live,
         }
     }
+
+    fn synced(&self) -> bool {
+        WatchCache::synced(self)
+    }
 }
 
+/// How often a follower that listed an unsynced cache looks whether it has loaded since.
+const SYNC_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Keeps the authorizer's index equal to the cache's RBAC objects: lists them, then applies
-/// each batch of changes to them and swaps in a new index; lists again after a reset or when
-/// it fell behind. Ends when the authorizer is gone or the cache stops.
+/// each batch of changes to them and swaps in a new index; lists again after a reset, when it
+/// fell behind, and once a cache that was still loading when it listed has loaded (a replica
+/// restarted on a quiet cluster sees no change that would tell it). Ends when the authorizer
+/// is gone or the cache stops.
 async fn follow(source: impl Source, shared: Weak<Shared>) {
     let prefix = rbac_prefix();
     'list: loop {
@@ -509,7 +520,16 @@ async fn follow(source: impl Source, shared: Weak<Shared>) {
         Authorizer { shared: shared_now }.replace(Index::build(objects.values()), synced);
         loop {
             // One index per burst: every batch already waiting is applied before rebuilding.
-            let mut received = Some(live.recv().await);
+            let first = if synced {
+                live.recv().await
+            } else {
+                match tokio::time::timeout(SYNC_POLL, live.recv()).await {
+                    Ok(next) => next,
+                    Err(_) if source.synced() => continue 'list,
+                    Err(_) => continue,
+                }
+            };
+            let mut received = Some(first);
             let mut changed = false;
             while let Some(next) = received.take() {
                 match next {
@@ -798,6 +818,10 @@ mod tests {
                 synced: true,
                 live: self.publish.subscribe(),
             }
+        }
+
+        fn synced(&self) -> bool {
+            true
         }
     }
 

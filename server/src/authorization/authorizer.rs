@@ -26,7 +26,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::authentication::user::{UserInfo, SYSTEM_MASTERS};
 use crate::authorization::rbac::{self, SubjectKey, RBAC_GROUP};
-use crate::authorization::{quoted, Attributes, Decision};
+use crate::authorization::{forbidden_error, quoted, Attributes, Decision};
+use crate::machinery::errors::ApiResult;
 use crate::store::cacher::{CacheEvent, CachedObject, Change, Published, WatchCache};
 use crate::store::keys;
 
@@ -443,6 +444,17 @@ impl Authorizer {
     /// Whether `attrs` is allowed, and why.
     pub fn authorize(&self, attrs: &Attributes<'_>) -> Decision {
         self.index().authorize(attrs)
+    }
+
+    /// `Ok` when `attrs` is allowed, else kube-apiserver's `403` for it (with the
+    /// authorizer's reason).
+    pub fn check(&self, attrs: &Attributes<'_>) -> ApiResult<()> {
+        let decision = self.authorize(attrs);
+        if decision.is_allowed() {
+            Ok(())
+        } else {
+            Err(forbidden_error(attrs, decision.reason()))
+        }
     }
 
     /// Everything `user` may do in `namespace` (`""` for what it may do cluster-wide), for a

@@ -21,7 +21,7 @@ use axum::response::Response;
 
 use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
-use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
+use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
 use crate::config::FeatureGates;
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -262,12 +262,7 @@ fn authorize_unsafe_delete(req: &ResourceRequest) -> ApiResult<()> {
             name: req.name.as_deref().unwrap_or_default(),
         },
     );
-    let decision = r.authorizer.authorize(&attrs);
-    if decision.is_allowed() {
-        Ok(())
-    } else {
-        Err(forbidden_error(&attrs, decision.reason()))
-    }
+    r.authorizer.check(&attrs)
 }
 
 /// A custom resource's reply as read through the requested version: objects stored in another

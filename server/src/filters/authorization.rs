@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::authentication::UserInfo;
-use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
+use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
 use crate::endpoints::request_info::RequestInfo;
 use crate::endpoints::response::{error_response, wants_protobuf};
 use crate::machinery::errors::ApiError;
@@ -27,8 +27,8 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
             protobuf,
         );
     };
-    let method = request.method().as_str().to_ascii_lowercase();
     let path = request.uri().path();
+    let method: String;
     let attrs = match info {
         RequestInfo::Resource { request: r, verb } => {
             let name = r.name.as_deref().unwrap_or_default();
@@ -51,14 +51,18 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
                 },
             )
         }
-        RequestInfo::Discovery(_) | RequestInfo::NonResource { .. } => {
+        // The request info filter already spelled a path's verb; discovery's is the method.
+        RequestInfo::NonResource { verb, .. } => Attributes::non_resource(user, verb, path),
+        RequestInfo::Discovery(_) => {
+            method = request.method().as_str().to_ascii_lowercase();
             Attributes::non_resource(user, &method, path)
         }
     };
-    let decision = authorizer.authorize(&attrs);
-    if decision.is_allowed() {
-        return next.run(request).await;
+    match authorizer.check(&attrs) {
+        Ok(()) => next.run(request).await,
+        Err(e) => {
+            tracing::debug!(user = %user.name, path, message = %e.message, "forbidden");
+            error_response(e, protobuf)
+        }
     }
-    tracing::debug!(user = %user.name, path, reason = decision.reason(), "forbidden");
-    error_response(forbidden_error(&attrs, decision.reason()), protobuf)
 }

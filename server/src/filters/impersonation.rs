@@ -15,7 +15,7 @@ use axum::response::Response;
 
 use crate::authentication::user::{AUTHENTICATED, SERVICE_ACCOUNTS};
 use crate::authentication::UserInfo;
-use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
+use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
 use crate::endpoints::response::{error_response, wants_protobuf};
 use crate::machinery::errors::{ApiError, ApiResult};
 
@@ -100,12 +100,7 @@ fn impersonate(authorizer: &Authorizer, real: &UserInfo, headers: &HeaderMap) ->
                 name: object,
             },
         );
-        let decision = authorizer.authorize(&attrs);
-        if decision.is_allowed() {
-            Ok(())
-        } else {
-            Err(forbidden_error(&attrs, decision.reason()))
-        }
+        authorizer.check(&attrs)
     };
     match user.service_account() {
         Some((namespace, sa)) => {

@@ -199,11 +199,40 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
     );
     let ids: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, vec![1, 2, 3]);
-    // The table form has a header and one row per member.
-    let (ok, table, _) = run(&["endpoint", "status", "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    // Each member reports the certificates it serves with: the CA (10 years), its serving and
+    // peer certificates (1 year), none due for renewal.
+    for r in &rows {
+        let certs: Vec<(&str, i64)> = r["certificates"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|c| (c["name"].as_str().unwrap(), c["daysLeft"].as_i64().unwrap()))
+            .collect();
+        let names: Vec<&str> = certs.iter().map(|c| c.0).collect();
+        assert_eq!(names, ["ca", "api", "peer"], "{r}");
+        assert!(certs[0].1 > 3600, "{r}");
+        assert!(
+            (360..=366).contains(&certs[1].1) && (360..=366).contains(&certs[2].1),
+            "{r}"
+        );
+    }
+    // The table form has a header and one row per member, with the earliest expiry.
+    let (ok, table, warnings) = run(&["endpoint", "status", "--kubeconfig", kubeconfig.to_str().unwrap()]);
     assert!(ok);
     assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.lines().next().unwrap().ends_with("CERTIFICATES EXPIRE"),
+        "{table}"
+    );
     assert_eq!(table.lines().count(), 4, "{table}");
+    assert!(
+        table
+            .lines()
+            .skip(1)
+            .all(|l| l.contains(" in 36") && !l.contains("RENEW")),
+        "{table}"
+    );
+    assert!(!warnings.contains("warning:"), "{warnings}");
     // kubectl reads the kubeconfig (its kuberaft extensions included).
     let contexts = Command::new("kubectl")
         .args([

@@ -713,3 +713,199 @@ async fn service_account_tokens_work_until_their_account_or_pod_is_gone() {
     assert!(!good);
     assert!(err.contains(r#"serviceaccounts "robot" not found"#), "{err}");
 }
+
+/// Every file under `dir`, read whole.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.push((path, bytes));
+            }
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// Replaces the cluster's encryption config and restarts every replica, one at a time, each
+/// serving again before the next stops (a rolling restart).
+async fn roll_encryption_config(k: &mut Kube, yaml: &str) {
+    std::fs::write(k.cluster.pki.encryption_config(), yaml).unwrap();
+    for i in 0..k.cluster.replicas.len() {
+        k.cluster.stop(i);
+        k.cluster.restart(i);
+        let url = k.url(i, "/readyz");
+        let http = k.http.clone();
+        support::eventually(T, || async {
+            match http.get(&url).send().await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                Ok(r) => Err(format!("{url}: {}", r.status())),
+                Err(e) => Err(format!("{url}: {e}")),
+            }
+        })
+        .await;
+    }
+}
+
+fn aes_config(keys: &[(&str, &str)], identity: bool) -> String {
+    let keys: String = keys
+        .iter()
+        .map(|(name, secret)| format!("      - name: {name}\n        secret: {secret}\n"))
+        .collect();
+    let identity = if identity { "  - identity: {}\n" } else { "" };
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aesgcm:\n      keys:\n{keys}{identity}"
+    )
+}
+
+fn key_secret(config: &str, name: &str) -> String {
+    let marker = format!("name: {name}\n");
+    let after = &config[config.find(&marker).expect("the key is in the config") + marker.len()..];
+    after
+        .lines()
+        .next()
+        .and_then(|l| l.trim().strip_prefix("secret: "))
+        .expect("the key's secret")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_encrypted_at_rest_and_their_key_rotates() {
+    use base64::Engine;
+    let mut k = Kube::start().await;
+    const PLAIN: &str = "correct-horse-battery-staple";
+    const CONTROL: &str = "a-configmap-value-stored-in-plaintext";
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    ok(
+        &k,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "db",
+            &format!("--from-literal=password={PLAIN}"),
+        ],
+    );
+    ok(
+        &k,
+        &[
+            "create",
+            "configmap",
+            "control",
+            &format!("--from-literal=note={CONTROL}"),
+        ],
+    );
+    let password =
+        |k: &Kube, ctx: &str| k.ok(ctx, &["get", "secret", "db", "-o", "jsonpath={.data.password}"]);
+    for ctx in ["node-1", "node-2", "node-3"] {
+        assert_eq!(password(&k, ctx), b64(PLAIN), "{ctx} serves the Secret");
+    }
+
+    // The store holds ciphertext under kube's prefix for the key `cluster up` made; the
+    // ConfigMap, which the config does not cover, is plaintext.
+    let raw = |k: &Kube, key: &'static str| {
+        let cluster = &k.cluster;
+        async move {
+            let mut kv = cluster.kv(0).await;
+            support::get(&mut kv, key, 0, false)
+                .await
+                .unwrap()
+                .expect("the key is stored")
+        }
+    };
+    let secret_key = "/registry/core/secrets/default/db";
+    let stored = raw(&k, secret_key).await;
+    assert!(
+        stored.starts_with(b"k8s:enc:aesgcm:v1:key1:"),
+        "{}",
+        String::from_utf8_lossy(&stored)
+    );
+    assert!(!contains(&stored, PLAIN) && !contains(&stored, &b64(PLAIN)));
+    assert!(contains(
+        &raw(&k, "/registry/core/configmaps/default/control").await,
+        CONTROL
+    ));
+
+    // On disk (Raft log, state machine, snapshots, on every replica): the Secret's value is
+    // nowhere, the ConfigMap's is found (so the scan does read what the store writes).
+    k.cluster.wait_converged(T).await;
+    for r in &k.cluster.replicas {
+        let data = r.config.parent().unwrap().join(format!("node-{}", r.id));
+        let files = files_under(&data);
+        assert!(!files.is_empty(), "{} has files", data.display());
+        for (path, bytes) in &files {
+            assert!(
+                !contains(bytes, PLAIN) && !contains(bytes, &b64(PLAIN)),
+                "{} holds the Secret's plaintext",
+                path.display()
+            );
+        }
+        assert!(
+            files.iter().any(|(_, b)| contains(b, CONTROL)),
+            "no file of {} holds the ConfigMap's plaintext",
+            data.display()
+        );
+    }
+
+    // Rotation as kube documents it: the new key added second everywhere, then made first,
+    // then every Secret rewritten; the old key is removed last.
+    let config = std::fs::read_to_string(k.cluster.pki.encryption_config()).unwrap();
+    let key1 = key_secret(&config, "key1");
+    let key2 = kuberaft::store::encryption::new_key_secret().unwrap();
+    roll_encryption_config(&mut k, &aes_config(&[("key1", &key1), ("key2", &key2)], true)).await;
+    roll_encryption_config(&mut k, &aes_config(&[("key2", &key2), ("key1", &key1)], true)).await;
+    let all = ok(&k, &["get", "secrets", "-A", "-o", "json"]);
+    let listed = k.manifest("all-secrets.json", &all);
+    ok(&k, &["replace", "-f", &listed]);
+    let stored = raw(&k, secret_key).await;
+    assert!(
+        stored.starts_with(b"k8s:enc:aesgcm:v1:key2:"),
+        "{}",
+        String::from_utf8_lossy(&stored)
+    );
+    roll_encryption_config(&mut k, &aes_config(&[("key2", &key2)], false)).await;
+    for ctx in ["node-1", "node-2", "node-3"] {
+        assert_eq!(
+            password(&k, ctx),
+            b64(PLAIN),
+            "{ctx} serves the Secret after the rotation"
+        );
+    }
+
+    // A replica whose config lacks the key reads the Secret as a corrupt object, and says
+    // which key it would need; the value is untouched.
+    let key9 = kuberaft::store::encryption::new_key_secret().unwrap();
+    std::fs::write(
+        k.cluster.pki.encryption_config(),
+        aes_config(&[("key9", &key9)], false),
+    )
+    .unwrap();
+    k.cluster.stop(2);
+    k.cluster.restart(2);
+    let url = k.url(2, "/api/v1/namespaces/default/secrets/db");
+    let http = k.http.clone();
+    let body: Value = support::eventually(T, || async {
+        let r = http.get(&url).send().await.map_err(|e| e.to_string())?;
+        match r.status().as_u16() {
+            500 => r.json::<Value>().await.map_err(|e| e.to_string()),
+            other => Err(format!("{other}")),
+        }
+    })
+    .await;
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Internal error occurred: StorageError: corrupt object, Code: 7, Key: /registry/core/secrets/default/db")
+            && message.contains("\"key2\""),
+        "{message}"
+    );
+    assert_eq!(password(&k, "node-1"), b64(PLAIN));
+    assert!(raw(&k, secret_key).await.starts_with(b"k8s:enc:aesgcm:v1:key2:"));
+}

@@ -30,6 +30,7 @@ fn config(dir: &std::path::Path) -> NodeConfig {
         compaction_interval: Duration::from_secs(3_600),
         request_timeout: Duration::from_secs(5),
         peer_tls: None,
+        certificates: Vec::new(),
     }
 }
 

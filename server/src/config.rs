@@ -163,6 +163,10 @@ pub struct SecurityConfig {
     /// re-read when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_file: Option<PathBuf>,
+    /// kube's `EncryptionConfiguration`: which resources are encrypted at rest, and with which
+    /// keys (kube-apiserver's `--encryption-provider-config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_config: Option<PathBuf>,
 }
 
 impl SecurityConfig {
@@ -177,6 +181,7 @@ impl SecurityConfig {
             peer_key: abs(&self.peer_key),
             service_account_key: self.service_account_key.as_ref().map(abs),
             token_file: self.token_file.as_ref().map(abs),
+            encryption_config: self.encryption_config.as_ref().map(abs),
         }
     }
 }
@@ -375,6 +380,7 @@ impl ServeConfig {
             compaction_interval: Duration::from_secs(self.compaction.interval_seconds),
             request_timeout: Duration::from_secs(self.request_timeout_seconds),
             peer_tls: None,
+            certificates: Vec::new(),
         }
     }
 }

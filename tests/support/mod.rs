@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kuberaft::pki::layout::Layout;
+use kuberaft::store::encryption;
 use kuberaft_proto::kv_client::KvClient;
 use kuberaft_proto::{op, Op, PutOp, RangeRequest, StatusRequest, StatusResponse, TxnRequest};
 use tonic::transport::Channel;
@@ -115,6 +116,11 @@ pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
     }
     pki.ensure_user(ADMIN, &["system:masters".into()], false)
         .expect("the admin's certificate");
+    if !pki.encryption_config().exists() {
+        let secret = encryption::new_key_secret().expect("a random key");
+        std::fs::write(pki.encryption_config(), encryption::config_yaml("key1", &secret))
+            .expect("write the encryption config");
+    }
     pki
 }
 
@@ -171,6 +177,7 @@ pub fn config_yaml(
             peer_key: files.peer_key,
             service_account_key: Some(pki.sa_key()),
             token_file: o.token_file.as_ref().map(|_| pki.dir.join("tokens.csv")),
+            encryption_config: Some(pki.encryption_config()),
         }),
     };
     config.to_yaml().expect("a config renders as YAML")

@@ -88,6 +88,8 @@ pub struct NodeConfig {
     /// Mutual TLS towards peers (the cluster CA and this replica's peer certificate); `None`
     /// speaks plaintext (development only).
     pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// The certificates the replica serves with and when they expire, for its status.
+    pub certificates: Vec<kuberaft_proto::CertificateExpiry>,
 }
 
 impl NodeConfig {

@@ -50,6 +50,7 @@ impl RaftNode {
             members,
             last_log_index,
             snapshot_index: m.snapshot.map_or(0, |l| l.index),
+            certificates: self.config.certificates.clone(),
             ..Default::default()
         };
         if with_hash {

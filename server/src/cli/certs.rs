@@ -12,11 +12,13 @@ use time::OffsetDateTime;
 use crate::cli::kubeconfig::{self, ClientCredentials};
 use crate::pki::check;
 use crate::pki::layout::{write_private, Layout, Outcome};
+use crate::store::encryption;
 
 /// `kuberaft certs` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum CertsCmd {
-    /// Make the cluster CA and the service-account signing key (kept if they exist).
+    /// Make the cluster CA, the service-account signing key and the encryption-at-rest config
+    /// with a new key (each kept if it exists).
     Ca {
         /// The PKI directory.
         #[arg(long)]
@@ -89,6 +91,24 @@ fn said(outcome: Outcome, what: &str) {
     }
 }
 
+/// The name of the key a new encryption config encrypts Secrets with.
+pub const ENCRYPTION_KEY_NAME: &str = "key1";
+
+/// Writes an encryption config (Secrets sealed with a new AES-256 key, owner-only) unless the
+/// PKI has one.
+pub fn ensure_encryption_config(pki: &Layout) -> anyhow::Result<Outcome> {
+    if pki.encryption_config().exists() {
+        return Ok(Outcome::Kept);
+    }
+    let secret =
+        encryption::new_key_secret().map_err(|_| anyhow::anyhow!("cannot make an encryption key"))?;
+    write_private(
+        &pki.encryption_config(),
+        &encryption::config_yaml(ENCRYPTION_KEY_NAME, &secret),
+    )?;
+    Ok(Outcome::Made)
+}
+
 /// Runs a `certs` subcommand.
 pub fn run(cmd: CertsCmd) -> anyhow::Result<()> {
     match cmd {
@@ -96,6 +116,10 @@ pub fn run(cmd: CertsCmd) -> anyhow::Result<()> {
             let pki = Layout::new(dir);
             said(pki.ensure_ca(&name)?, &pki.ca_cert().display().to_string());
             said(pki.ensure_sa_key()?, &pki.sa_key().display().to_string());
+            said(
+                ensure_encryption_config(&pki)?,
+                &pki.encryption_config().display().to_string(),
+            );
         }
         CertsCmd::Replica {
             dir,

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::cli::certs;
 use crate::cli::kubeconfig::{self, ClientCredentials};
 use crate::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig};
 use crate::pki::check;
@@ -62,6 +63,7 @@ fn ensure_pki(dir: &Path, nodes: u64) -> anyhow::Result<Layout> {
     let pki = Layout::new(dir.join("pki"));
     pki.ensure_ca("kuberaft-ca")?;
     pki.ensure_sa_key()?;
+    certs::ensure_encryption_config(&pki)?;
     for i in 1..=nodes {
         pki.ensure_replica(&format!("node-{i}"), &["127.0.0.1".to_string()], false)?;
     }
@@ -81,6 +83,7 @@ fn security(id: u64) -> SecurityConfig {
         peer_key: rel(&format!("{node}/peer.key")),
         service_account_key: Some(rel("service-account.key")),
         token_file: None,
+        encryption_config: Some(rel("encryption-config.yaml")),
     }
 }
 
@@ -119,8 +122,17 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             .into_iter()
             .map(|p| {
                 let mut config = ServeConfig::load(&p)?;
-                if config.security.is_none() {
-                    config.security = Some(security(config.id));
+                let current = security(config.id);
+                let outdated = config
+                    .security
+                    .as_ref()
+                    .is_none_or(|s| s.encryption_config.is_none());
+                if outdated {
+                    // An older cluster: certificates first, then encryption at rest (existing
+                    // Secrets stay readable through the config's identity provider).
+                    let mut updated = config.security.take().unwrap_or(current.clone());
+                    updated.encryption_config = current.encryption_config;
+                    config.security = Some(updated);
                     std::fs::write(&p, config.to_yaml()?)?;
                     config = ServeConfig::load(&p)?;
                 }

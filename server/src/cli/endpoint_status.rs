@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kuberaft_proto::kv_client::KvClient;
-use kuberaft_proto::{StatusRequest, StatusResponse};
+use kuberaft_proto::{CertificateExpiry, StatusRequest, StatusResponse};
+use time::OffsetDateTime;
 
+use crate::cli::certs::RENEW_WITHIN_DAYS;
 use crate::cli::kubeconfig;
 
 /// Options of `endpoint status`.
@@ -71,6 +73,35 @@ struct StatusJson {
     state_hash: String,
     #[serde(skip_serializing_if = "is_zero")]
     hash_revision: i64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    certificates: Vec<CertificateJson>,
+}
+
+/// A certificate a replica serves with and when it expires.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CertificateJson {
+    name: String,
+    /// RFC 3339.
+    not_after: String,
+    days_left: i64,
+}
+
+impl CertificateJson {
+    fn new(c: &CertificateExpiry, now: OffsetDateTime) -> CertificateJson {
+        let at = OffsetDateTime::from_unix_timestamp(c.not_after).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        CertificateJson {
+            name: c.name.clone(),
+            not_after: at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+            days_left: (at - now).whole_days(),
+        }
+    }
+
+    fn due(&self) -> bool {
+        self.days_left <= RENEW_WITHIN_DAYS
+    }
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -191,6 +222,11 @@ pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
                         db_size_bytes: s.db_size_bytes,
                         state_hash: s.state_hash,
                         hash_revision: s.hash_revision,
+                        certificates: s
+                            .certificates
+                            .iter()
+                            .map(|c| CertificateJson::new(c, OffsetDateTime::now_utc()))
+                            .collect(),
                     }),
                     error: None,
                 }
@@ -237,6 +273,37 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// The earliest expiry of a replica's certificates, in days, flagged when due for renewal.
+fn first_expiry(certs: &[CertificateJson]) -> String {
+    match certs.iter().min_by_key(|c| c.days_left) {
+        None => "-".into(),
+        Some(c) if c.due() => format!("{} in {}d RENEW", c.name, c.days_left),
+        Some(c) => format!("{} in {}d", c.name, c.days_left),
+    }
+}
+
+/// One line per certificate due for renewal (expiring within [`RENEW_WITHIN_DAYS`] days),
+/// saying how to renew it.
+pub fn renewal_warnings(rows: &[Row]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rows {
+        for c in r.status.iter().flat_map(|s| &s.certificates).filter(|c| c.due()) {
+            let how = match c.name.as_str() {
+                "ca" => "make a new CA and reissue every certificate".to_string(),
+                _ => format!(
+                    "`kuberaft certs replica --name node-{} --host ... --renew`, then restart it",
+                    r.id
+                ),
+            };
+            out.push(format!(
+                "warning: member {}'s {} certificate expires {} ({} days): renew it with {how}",
+                r.id, c.name, c.not_after, c.days_left
+            ));
+        }
+    }
+    out
+}
+
 /// Renders rows as an aligned table.
 pub fn table(rows: &[Row], hash: bool) -> String {
     let mut lines = vec![{
@@ -252,6 +319,7 @@ pub fn table(rows: &[Row], hash: bool) -> String {
             "APPLIED INDEX",
             "LOG ENTRIES",
             "DB SIZE",
+            "CERTIFICATES EXPIRE",
         ];
         if hash {
             h.push("STATE HASH");
@@ -271,6 +339,7 @@ pub fn table(rows: &[Row], hash: bool) -> String {
                     s.applied_index.to_string(),
                     s.log_entries.to_string(),
                     human_bytes(s.db_size_bytes),
+                    first_expiry(&s.certificates),
                 ]);
                 if hash {
                     cells.push(format!(
@@ -321,8 +390,71 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
         Format::Table => println!("{}", table(&rows, args.hash)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
     }
+    for w in renewal_warnings(&rows) {
+        eprintln!("{w}");
+    }
     if rows.iter().all(|r| r.status.is_none()) {
         anyhow::bail!("no member answered");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: u64, certs: &[(&str, i64)], now: OffsetDateTime) -> Row {
+        Row {
+            id,
+            peer_addr: format!("10.0.0.{id}:7443"),
+            api_addr: format!("10.0.0.{id}:6443"),
+            status: Some(StatusJson {
+                role: "follower".into(),
+                term: 2,
+                leader_id: 1,
+                revision: 10,
+                compacted_revision: 0,
+                commit_index: 12,
+                applied_index: 12,
+                log_entries: 12,
+                db_size_bytes: 4096,
+                state_hash: String::new(),
+                hash_revision: 0,
+                certificates: certs
+                    .iter()
+                    .map(|(name, days)| {
+                        let c = CertificateExpiry {
+                            name: (*name).into(),
+                            not_after: (now + time::Duration::days(*days) + time::Duration::hours(1))
+                                .unix_timestamp(),
+                        };
+                        CertificateJson::new(&c, now)
+                    })
+                    .collect(),
+            }),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn certificates_within_thirty_days_are_flagged_with_how_to_renew_them() {
+        let now = OffsetDateTime::now_utc();
+        let rows = [
+            row(1, &[("ca", 3650), ("api", 300), ("peer", 300)], now),
+            row(2, &[("ca", 3650), ("api", 12), ("peer", 300)], now),
+        ];
+        let table = table(&rows, false);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].ends_with("api in 300d"), "{table}");
+        assert!(lines[2].ends_with("api in 12d RENEW"), "{table}");
+        let warnings = renewal_warnings(&rows);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("warning: member 2's api certificate expires ")
+                && warnings[0].contains("(12 days)")
+                && warnings[0].contains("kuberaft certs replica --name node-2"),
+            "{}",
+            warnings[0]
+        );
+    }
 }

@@ -21,6 +21,8 @@ pub struct Credentials {
     pub peer_server: tonic::transport::ServerTlsConfig,
     /// The peer port's client side (Raft, forwarding, read index).
     pub peer_client: tonic::transport::ClientTlsConfig,
+    /// The CA certificate's facts (its expiry).
+    pub ca: Facts,
     /// When the serving certificate expires.
     pub serving: Facts,
     /// When the peer certificate expires.
@@ -37,7 +39,8 @@ impl Credentials {
         let ca_file = name(&security.certificate_authority);
         let ca_pem = check::read(&security.certificate_authority)?;
         let ca = check::parse_pem_cert(&ca_pem, &ca_file)?;
-        check::current(&check::facts(&ca_pem, &ca_file)?, &ca_file)?;
+        let ca_facts = check::facts(&ca_pem, &ca_file)?;
+        check::current(&ca_facts, &ca_file)?;
         let pair = |cert: &Path, key: &Path| -> Result<(String, String, Facts), PkiError> {
             let cert_pem = check::read(cert)?;
             let key_pem = check::read(key)?;
@@ -51,6 +54,7 @@ impl Credentials {
             peer_server: tls::peer_server(&ca_pem, &peer_cert, &peer_key),
             peer_client: tls::peer_client(&ca_pem, &peer_cert, &peer_key),
             ca_pem,
+            ca: ca_facts,
             serving,
             peer,
         })

@@ -72,6 +72,12 @@ impl Layout {
         self.dir.join("service-account.pub")
     }
 
+    /// The encryption-at-rest config (kube's `EncryptionConfiguration`): a secret like the
+    /// keys, so it lives with them.
+    pub fn encryption_config(&self) -> PathBuf {
+        self.dir.join("encryption-config.yaml")
+    }
+
     /// The files of replica `name`.
     pub fn replica(&self, name: &str) -> ReplicaFiles {
         let d = self.dir.join("replicas").join(name);

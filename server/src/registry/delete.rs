@@ -11,7 +11,7 @@ use crate::machinery::query::Query;
 use crate::machinery::selector::Selectable;
 use crate::registry::ResourceRequest;
 use crate::registry::ResourceType;
-use crate::store::{decode_value, Cas, Store};
+use crate::store::{Cas, Store};
 use serde_json::{json, Value};
 
 /// How a deletion treats the object's dependents (`DeleteOptions.propagationPolicy`).
@@ -544,10 +544,7 @@ pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<R
     let rt = &req.rt;
     let key = key(req, &name);
     for _ in 0..MAX_CAS_RETRIES {
-        let corrupt = store
-            .get_raw(&key, true)
-            .await?
-            .filter(|kv| decode_value(&kv.value, kv.mod_revision).is_err());
+        let corrupt = store.get_raw(&key, true).await?.filter(|kv| !store.decodable(kv));
         let Some(kv) = corrupt else {
             return Err(ApiError::invalid(
                 rt.group,

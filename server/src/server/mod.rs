@@ -25,6 +25,7 @@ use crate::registry::LiveRegistry;
 use crate::server::observability::{install_metrics, spawn_gauges};
 use crate::server::router::{router, HttpState};
 use crate::store::cacher::WatchCache;
+use crate::store::encryption::Encryption;
 use crate::store::Store;
 use kuberaft_raft::service::{PeerTls, Service};
 
@@ -37,6 +38,8 @@ pub struct Security {
     pub tokens: Option<TokenFile>,
     /// The ServiceAccount token issuer, if a signing key is configured.
     pub service_accounts: Option<ServiceAccountTokens>,
+    /// What is encrypted at rest, and with which keys.
+    pub encryption: Arc<Encryption>,
 }
 
 impl Security {
@@ -46,18 +49,32 @@ impl Security {
             credentials: None,
             tokens: None,
             service_accounts: None,
+            encryption: Arc::new(Encryption::none()),
         }
     }
 
     /// Loads and checks what the config's `security` section names; without one, refuses
-    /// to run unless `insecure`.
+    /// to run unless `insecure`. The encryption config is honoured either way: data encrypted
+    /// at rest stays readable by a replica started `--insecure`.
     pub fn load(config: &ServeConfig, path: &Path, insecure: bool) -> anyhow::Result<Security> {
+        let encryption = match config
+            .security
+            .as_ref()
+            .and_then(|s| s.encryption_config.as_deref())
+        {
+            Some(file) => Encryption::load(file)?,
+            None => Encryption::none(),
+        };
+        let encryption = Arc::new(encryption);
         if insecure {
             tracing::warn!(
                 "--insecure: the API is plain HTTP without authentication or authorization and peers \
                  talk plaintext; anyone who reaches a port owns the cluster. Development only."
             );
-            return Ok(Security::insecure());
+            return Ok(Security {
+                encryption,
+                ..Security::insecure()
+            });
         }
         let Some(security) = &config.security else {
             anyhow::bail!(
@@ -78,6 +95,7 @@ impl Security {
             credentials: Some(credentials),
             tokens,
             service_accounts,
+            encryption,
         })
     }
 
@@ -193,10 +211,23 @@ impl Replica {
     ) -> anyhow::Result<Replica> {
         let mut node_config = config.node_config();
         node_config.peer_tls = security.credentials.as_ref().map(|c| c.peer_client.clone());
+        if let Some(c) = &security.credentials {
+            node_config.certificates = [("ca", &c.ca), ("api", &c.serving), ("peer", &c.peer)]
+                .into_iter()
+                .map(|(name, facts)| kuberaft_proto::CertificateExpiry {
+                    name: name.into(),
+                    not_after: facts.not_after.unix_timestamp(),
+                })
+                .collect();
+        }
         let (node, fatal) = RaftNode::start(node_config)
             .await
             .with_context(|| format!("cannot start replica {}", config.id))?;
-        let store = Store::new(node.clone(), config.watch_buffer.max(1));
+        let store = Store::new(
+            node.clone(),
+            config.watch_buffer.max(1),
+            security.encryption.clone(),
+        );
         let cache = store.cache().clone();
         let api = Api {
             registry: Arc::new(LiveRegistry::new()),

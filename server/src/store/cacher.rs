@@ -25,6 +25,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::machinery::selector::{field_text, selectable_paths, Selectable};
 use crate::store::decode_value;
+use crate::store::encryption::Encryption;
 use crate::store::keys::{INTERNAL_PREFIX, ROOT};
 
 /// Events kept in memory for resuming watches; older ones are read back from the store's MVCC
@@ -136,8 +137,8 @@ impl CachedObject {
 
     /// Decodes a stored value under `key`, setting its resourceVersion to `rv`; an error (why
     /// it cannot be decoded) when the stored object is corrupt.
-    pub fn from_kv(key: &str, value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
-        decode_value(value, rv)
+    pub fn from_kv(encryption: &Encryption, key: &str, value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
+        decode_value(encryption, key, value, rv)
             .map(|obj| Self::new(key, obj, rv))
             .map_err(Arc::from)
     }
@@ -372,11 +373,14 @@ pub struct WatchCache {
     publish: broadcast::Sender<Arc<Published>>,
     /// The latest published batches, whose shared encodings are kept.
     latest: Arc<Mutex<VecDeque<Arc<Published>>>>,
+    /// How stored values are decrypted.
+    encryption: Arc<Encryption>,
 }
 
 /// The cache event for one stored change; `None` for a key outside UTF-8 or under
 /// [`INTERNAL_PREFIX`], and for the deletion of a key that held no readable object.
 fn change_event(
+    encryption: &Encryption,
     rev: i64,
     change: &StoredChange,
     objects: &BTreeMap<String, Arc<CachedObject>>,
@@ -388,12 +392,12 @@ fn change_event(
         change
             .prev
             .as_ref()
-            .and_then(|p| CachedObject::from_kv(&key, &p.value, p.mod_revision).ok())
+            .and_then(|p| CachedObject::from_kv(encryption, &key, &p.value, p.mod_revision).ok())
     });
     let change = if change.is_delete() {
         Change::Deleted(prev.as_ref()?.at(&key, rev))
     } else {
-        match CachedObject::from_kv(&key, &change.kv.value, rev) {
+        match CachedObject::from_kv(encryption, &key, &change.kv.value, rev) {
             Ok(obj) => Change::Put(obj),
             Err(why) => Change::Corrupt(why),
         }
@@ -408,12 +412,15 @@ fn change_event(
 
 /// Turns MVCC history into cache events, keeping each key's last state as it goes so that a
 /// deletion carries the object it deleted.
-pub fn history_events(revisions: &[(i64, Vec<StoredChange>)]) -> Vec<Arc<CacheEvent>> {
+pub fn history_events(
+    encryption: &Encryption,
+    revisions: &[(i64, Vec<StoredChange>)],
+) -> Vec<Arc<CacheEvent>> {
     let mut last: BTreeMap<String, Arc<CachedObject>> = BTreeMap::new();
     let mut out = Vec::new();
     for (rev, changes) in revisions {
         for c in changes {
-            if let Some(e) = change_event(*rev, c, &last) {
+            if let Some(e) = change_event(encryption, *rev, c, &last) {
                 match &e.change {
                     Change::Put(obj) => {
                         last.insert(e.key.clone(), obj.clone());
@@ -430,10 +437,10 @@ pub fn history_events(revisions: &[(i64, Vec<StoredChange>)]) -> Vec<Arc<CacheEv
 }
 
 impl State {
-    fn apply(&mut self, rev: i64, changes: &[StoredChange]) -> Vec<Arc<CacheEvent>> {
+    fn apply(&mut self, encryption: &Encryption, rev: i64, changes: &[StoredChange]) -> Vec<Arc<CacheEvent>> {
         let mut out = Vec::with_capacity(changes.len());
         for c in changes {
-            let Some(e) = change_event(rev, c, &self.objects) else {
+            let Some(e) = change_event(encryption, rev, c, &self.objects) else {
                 // The deletion of a corrupt key: nobody could read it, so no watcher is told.
                 if let Ok(key) = std::str::from_utf8(&c.kv.key) {
                     self.corrupt.remove(key);
@@ -481,7 +488,7 @@ impl WatchCache {
     /// Starts the cache's feeder on `node`; the cache is synced once [`WatchCache::synced`].
     /// A watcher that falls more than `watcher_buffer` revision batches behind is closed
     /// cleanly and resumes from its last resourceVersion.
-    pub fn start(node: Arc<RaftNode>, watcher_buffer: usize) -> WatchCache {
+    pub fn start(node: Arc<RaftNode>, watcher_buffer: usize, encryption: Arc<Encryption>) -> WatchCache {
         let (rev_tx, revision) = watch::channel(None);
         let cache = WatchCache {
             state: Arc::new(RwLock::new(State {
@@ -496,6 +503,7 @@ impl WatchCache {
             revision,
             publish: broadcast::channel(watcher_buffer).0,
             latest: Arc::default(),
+            encryption,
         };
         tokio::spawn(feed(cache.clone(), rev_tx));
         cache
@@ -512,6 +520,12 @@ impl WatchCache {
     /// The replica the cache mirrors.
     pub fn node(&self) -> &Arc<RaftNode> {
         &self.node
+    }
+
+    /// Decodes a value read from the store under `key` at revision `rv` (why it cannot be
+    /// decoded when it is corrupt).
+    pub fn decode(&self, key: &str, value: &[u8], rv: i64) -> Result<Arc<CachedObject>, Arc<str>> {
+        CachedObject::from_kv(&self.encryption, key, value, rv)
     }
 
     /// Whether the cache has loaded the store (readiness waits for it).
@@ -599,7 +613,7 @@ impl WatchCache {
                 s.window_start
             };
             match self.node.changes(after, upto).await {
-                Ok(revisions) => backlog.extend(history_events(&revisions)),
+                Ok(revisions) => backlog.extend(history_events(&self.encryption, &revisions)),
                 Err(NodeError::Storage(StorageError::Compacted { compacted, .. })) => {
                     return Err(Unavailable::Compacted { compacted })
                 }
@@ -648,7 +662,7 @@ fn corrupt_in(
 }
 
 /// Loads the whole store into a fresh state.
-async fn load(node: &RaftNode) -> Result<State, String> {
+async fn load(node: &RaftNode, encryption: &Encryption) -> Result<State, String> {
     let (_, compacted) = node.revisions().await.map_err(|e| e.to_string())?;
     let resp = node
         .range(pb::RangeRequest {
@@ -667,7 +681,7 @@ async fn load(node: &RaftNode) -> Result<State, String> {
         if key.starts_with(INTERNAL_PREFIX) {
             continue;
         }
-        match CachedObject::from_kv(&key, &kv.value, kv.mod_revision) {
+        match CachedObject::from_kv(encryption, &key, &kv.value, kv.mod_revision) {
             Ok(obj) => objects.insert(key, obj).map(|_| ()),
             Err(why) => corrupt.insert(key, why).map(|_| ()),
         };
@@ -695,7 +709,7 @@ fn apply(
     s.compacted = s.compacted.max(compacted);
     let mut events = Vec::new();
     for (rev, changes) in revisions.iter().filter(|(r, _)| *r > before) {
-        events.extend(s.apply(*rev, changes));
+        events.extend(s.apply(&cache.encryption, *rev, changes));
     }
     s.trim();
     let revision = s.revision;
@@ -725,7 +739,7 @@ fn apply(
 /// Replaces the whole state (first load, or after a snapshot install).
 async fn reload(cache: &WatchCache, rev_tx: &watch::Sender<Option<i64>>) {
     loop {
-        match load(&cache.node).await {
+        match load(&cache.node, &cache.encryption).await {
             Ok(fresh) => {
                 let revision = fresh.revision;
                 *cache.write() = fresh;
@@ -901,7 +915,7 @@ mod tests {
         let mut objects: BTreeMap<String, Arc<CachedObject>> = BTreeMap::new();
         for (i, v) in values.iter().enumerate() {
             let key = format!("/registry/core/configmaps/default/cm-{i:06}");
-            let obj = CachedObject::from_kv(&key, v, i as i64 + 1).unwrap();
+            let obj = CachedObject::from_kv(&Encryption::none(), &key, v, i as i64 + 1).unwrap();
             objects.insert(key, obj);
         }
         let cost = (held() - before) as f64;

@@ -214,7 +214,7 @@ async fn from_history(
         let fetched = resp.kvs.len() as i64;
         for (i, kv) in resp.kvs.into_iter().enumerate() {
             let key = String::from_utf8_lossy(&kv.key).into_owned();
-            let obj = match CachedObject::from_kv(&key, &kv.value, kv.mod_revision) {
+            let obj = match cache.decode(&key, &kv.value, kv.mod_revision) {
                 Ok(obj) if keep(&obj) => obj,
                 Ok(_) => {
                     cursor = Some(kv.key);

@@ -7,6 +7,7 @@
 
 pub mod cacher;
 pub mod delegator;
+pub mod encryption;
 pub mod keys;
 pub mod plans;
 
@@ -19,6 +20,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::store::cacher::WatchCache;
+use crate::store::encryption::Encryption;
 
 /// An object read from the store, with its resourceVersion set.
 #[derive(Debug, Clone)]
@@ -44,41 +46,24 @@ pub enum Cas {
 pub struct Store {
     node: Arc<RaftNode>,
     cache: WatchCache,
+    encryption: Arc<Encryption>,
 }
 
-/// Decodes a stored value into an object whose resourceVersion is `rv`. An error means the
-/// object is corrupt: it is not a JSON object with `metadata` (kube-apiserver's "object not
-/// decodable"); the message says why.
-pub fn decode_value(value: &[u8], rv: i64) -> Result<Value, String> {
-    let mut obj: Value = serde_json::from_slice(value).map_err(|e| format!("object not decodable: {e}"))?;
+/// Decodes the value stored under `key` into an object whose resourceVersion is `rv`,
+/// decrypting it first if `encryption` covers the key. An error means the object is corrupt:
+/// no provider decrypts it, or it is not a JSON object with `metadata` (kube-apiserver's
+/// "object not decodable"); the message says why.
+pub fn decode_value(encryption: &Encryption, key: &str, value: &[u8], rv: i64) -> Result<Value, String> {
+    let plain = encryption
+        .open(key, value)
+        .map_err(|e| format!("object not decodable: {e}"))?;
+    let mut obj: Value = serde_json::from_slice(&plain).map_err(|e| format!("object not decodable: {e}"))?;
     let meta = obj
         .get_mut("metadata")
         .and_then(Value::as_object_mut)
         .ok_or_else(|| "object not decodable: it is not an object with metadata".to_string())?;
     meta.insert("resourceVersion".into(), json!(rv.to_string()));
     Ok(obj)
-}
-
-fn decode(kv: pb::KeyValue) -> ApiResult<Stored> {
-    let key = String::from_utf8_lossy(&kv.key);
-    let obj = if key.starts_with(keys::INTERNAL_PREFIX) {
-        serde_json::from_slice(&kv.value).map_err(|e| format!("record not decodable: {e}"))
-    } else {
-        decode_value(&kv.value, kv.mod_revision)
-    }
-    .map_err(|e| ApiError::corrupt_object(&key, &e))?;
-    Ok(Stored {
-        obj,
-        rv: kv.mod_revision,
-    })
-}
-
-fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
-    let mut obj = obj.clone();
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-    }
-    serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))
 }
 
 fn put(key: &str, value: Vec<u8>) -> pb::Op {
@@ -115,9 +100,47 @@ pub enum Written {
 impl Store {
     /// A store over `node`; starts the replica's watch cache, whose watchers may fall
     /// `watch_buffer` revision batches behind before they are closed.
-    pub fn new(node: Arc<RaftNode>, watch_buffer: usize) -> Self {
-        let cache = WatchCache::start(node.clone(), watch_buffer);
-        Store { node, cache }
+    pub fn new(node: Arc<RaftNode>, watch_buffer: usize, encryption: Arc<Encryption>) -> Self {
+        let cache = WatchCache::start(node.clone(), watch_buffer, encryption.clone());
+        Store {
+            node,
+            cache,
+            encryption,
+        }
+    }
+
+    /// Decodes a record read from the store (decrypting it if the encryption covers it).
+    fn decode(&self, kv: pb::KeyValue) -> ApiResult<Stored> {
+        let key = String::from_utf8_lossy(&kv.key);
+        let obj = if key.starts_with(keys::INTERNAL_PREFIX) {
+            serde_json::from_slice(&kv.value).map_err(|e| format!("record not decodable: {e}"))
+        } else {
+            decode_value(&self.encryption, &key, &kv.value, kv.mod_revision)
+        }
+        .map_err(|e| ApiError::corrupt_object(&key, &e))?;
+        Ok(Stored {
+            obj,
+            rv: kv.mod_revision,
+        })
+    }
+
+    /// Whether a record read as it is stored decodes into an object.
+    pub fn decodable(&self, kv: &pb::KeyValue) -> bool {
+        let key = String::from_utf8_lossy(&kv.key);
+        decode_value(&self.encryption, &key, &kv.value, kv.mod_revision).is_ok()
+    }
+
+    /// The bytes stored for `obj` under `key`: its JSON without resourceVersion, encrypted
+    /// if the encryption covers the key.
+    fn encode(&self, key: &str, obj: &Value) -> ApiResult<Vec<u8>> {
+        let mut obj = obj.clone();
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        let plain = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
+        self.encryption
+            .seal(key, plain)
+            .map_err(|e| ApiError::internal(e.to_string()))
     }
 
     /// The replica's watch cache (get, list and watch are served from it).
@@ -139,7 +162,10 @@ impl Store {
 
     /// Reads one object (linearizable when `consistent`).
     pub async fn get(&self, key: &str, consistent: bool) -> ApiResult<Option<Stored>> {
-        self.get_raw(key, consistent).await?.map(decode).transpose()
+        self.get_raw(key, consistent)
+            .await?
+            .map(|kv| self.decode(kv))
+            .transpose()
     }
 
     /// Reads one key's stored value as it is, decodable or not (linearizable when
@@ -169,7 +195,11 @@ impl Store {
                 consistent,
             )
             .await?;
-        let items = resp.kvs.into_iter().map(decode).collect::<ApiResult<Vec<_>>>()?;
+        let items = resp
+            .kvs
+            .into_iter()
+            .map(|kv| self.decode(kv))
+            .collect::<ApiResult<Vec<_>>>()?;
         Ok((items, resp.revision))
     }
 
@@ -187,9 +217,13 @@ impl Store {
         }
     }
 
-    fn failed(t: pb::TxnResponse) -> ApiResult<Cas> {
+    fn failed(&self, t: pb::TxnResponse) -> ApiResult<Cas> {
         Ok(Cas::Failed(
-            t.compared.into_iter().next().map(decode).transpose()?,
+            t.compared
+                .into_iter()
+                .next()
+                .map(|kv| self.decode(kv))
+                .transpose()?,
         ))
     }
 
@@ -201,14 +235,14 @@ impl Store {
                     key: key.as_bytes().to_vec(),
                     target: Some(pb::compare::Target::Exists(false)),
                 }],
-                success: vec![put(key, encode(obj)?)],
+                success: vec![put(key, self.encode(key, obj)?)],
                 failure: vec![],
             })
             .await?;
         if t.succeeded {
             Ok(Cas::Done(t.revision))
         } else {
-            Self::failed(t)
+            self.failed(t)
         }
     }
 
@@ -217,14 +251,14 @@ impl Store {
         let t = self
             .txn(pb::TxnRequest {
                 compares: vec![mod_rev_is(key, rev)],
-                success: vec![put(key, encode(obj)?)],
+                success: vec![put(key, self.encode(key, obj)?)],
                 failure: vec![],
             })
             .await?;
         if t.succeeded {
             Ok(Cas::Done(t.revision))
         } else {
-            Self::failed(t)
+            self.failed(t)
         }
     }
 
@@ -267,7 +301,7 @@ impl Store {
             .collect();
         let success = puts
             .iter()
-            .map(|(key, value)| Ok(put(key, encode(value)?)))
+            .map(|(key, value)| Ok(put(key, self.encode(key, value)?)))
             .collect::<ApiResult<Vec<_>>>()?;
         let t = self
             .txn(pb::TxnRequest {
@@ -326,7 +360,7 @@ impl Store {
         if t.succeeded {
             Ok(Cas::Done(t.revision))
         } else {
-            Self::failed(t)
+            self.failed(t)
         }
     }
 }

@@ -12,6 +12,10 @@ use support::*;
 
 const T: Duration = Duration::from_secs(30);
 
+/// kubectl's output format for `namespace/name` lines.
+const NAMESPACED_NAMES: &str =
+    "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}";
+
 const DEMO: &str = "apiVersion: v1
 kind: Namespace
 metadata:
@@ -43,6 +47,7 @@ async fn kubectl_creates_on_one_replica_and_reads_from_another() {
         out.contains("namespace/demo created") && out.contains("configmap/app created"),
         "{out}"
     );
+    k.wait_namespace_populated("demo").await;
     let yaml = k.ok("node-3", &["-n", "demo", "get", "configmap", "app", "-o", "json"]);
     let cm: Value = serde_json::from_str(&yaml).unwrap();
     assert_eq!(cm["data"]["a"], "1");
@@ -69,8 +74,16 @@ async fn kubectl_creates_on_one_replica_and_reads_from_another() {
     );
     let out = k.ok("node-2", &["get", "cm", "-A", "-l", "tier=web", "-o", "name"]);
     assert_eq!(out.trim(), "configmap/app");
-    let out = k.ok("node-2", &["get", "cm", "-A", "-l", "tier!=web", "-o", "name"]);
-    assert_eq!(out.trim(), "");
+    // Every other ConfigMap is the CA bundle each namespace gets.
+    let out = k.ok(
+        "node-2",
+        &["get", "cm", "-A", "-l", "tier!=web", "-o", NAMESPACED_NAMES],
+    );
+    assert_eq!(
+        out,
+        "default/kube-root-ca.crt\ndemo/kube-root-ca.crt\nkube-node-lease/kube-root-ca.crt\n\
+         kube-public/kube-root-ca.crt\nkube-system/kube-root-ca.crt\n"
+    );
     let out = k.ok(
         "node-1",
         &[
@@ -166,7 +179,12 @@ async fn finalizers_hold_an_object_and_namespace_deletion_cascades() {
         }
     })
     .await;
-    assert_eq!(k.ok("node-2", &["get", "cm", "-A", "-o", "name"]).trim(), "");
+    // Nothing of demo is left; the system namespaces keep their CA bundles.
+    assert_eq!(
+        k.ok("node-2", &["get", "cm", "-A", "-o", NAMESPACED_NAMES]),
+        "default/kube-root-ca.crt\nkube-node-lease/kube-root-ca.crt\nkube-public/kube-root-ca.crt\n\
+         kube-system/kube-root-ca.crt\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,7 +391,7 @@ async fn http_status_codes_and_status_bodies() {
         .iter()
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, vec!["c1"]);
+    assert_eq!(names, vec!["c1", "kube-root-ca.crt"]);
     // YAML out, 406 for what we cannot produce, merge patch, and a correct PUT.
     let r = k
         .http
@@ -563,7 +581,7 @@ async fn object_lifecycle_over_http() {
         .iter()
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["keep"]);
+    assert_eq!(names, ["keep", "kube-root-ca.crt"]);
 
     // Graceful deletion: a scheduled pod waits for its kubelet; grace 0 removes it; an
     // unscheduled pod goes at once.

@@ -240,6 +240,7 @@ spec:
     ] {
         assert!(out.contains(line), "{out}");
     }
+    k.wait_namespace_populated("meta").await;
     // Client-side apply records the manifest it applied, read back from another replica.
     let cm = k.json("node-3", &["-n", "meta", "get", "configmap", "settings"]);
     let last = cm["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
@@ -269,9 +270,19 @@ spec:
     assert_eq!(list["kind"], "PartialObjectMetadataList");
     assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
     assert!(list["metadata"]["resourceVersion"].is_string(), "{list}");
-    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
-    assert_eq!(list["items"][0]["metadata"]["labels"]["app"], "shop");
-    assert!(list["items"][0].get("data").is_none(), "{list}");
+    let items = list["items"].as_array().expect("items");
+    let names: Vec<&str> = items
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["kube-root-ca.crt", "settings"], "{list}");
+    assert!(
+        items
+            .iter()
+            .all(|i| i["kind"] == "PartialObjectMetadata" && i.get("data").is_none()),
+        "{list}"
+    );
+    assert_eq!(items[1]["metadata"]["labels"]["app"], "shop");
     let one: Value = k
         .http
         .get(k.url(2, "/apis/apps/v1/namespaces/meta/deployments/shop"))
@@ -315,7 +326,11 @@ spec:
         .read_to_string(&mut text)
         .expect("a gzip body");
     let list: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(list["items"].as_array().map(Vec::len), Some(13));
+    assert_eq!(
+        list["items"].as_array().map(Vec::len),
+        Some(14),
+        "12 big ones, settings and kube-root-ca.crt"
+    );
     assert!(
         compressed.len() * 10 < text.len(),
         "{} -> {}",
@@ -338,5 +353,5 @@ spec:
     );
     // kubectl accepts gzip and reads the same list.
     let names = k.ok("node-1", &["-n", "meta", "get", "cm", "-o", "name"]);
-    assert_eq!(names.lines().count(), 13, "{names}");
+    assert_eq!(names.lines().count(), 14, "{names}");
 }

@@ -25,6 +25,8 @@ fn rv_of(v: &Value) -> i64 {
         .unwrap()
 }
 
+/// Creates namespace `ns` and waits until it holds what every namespace gets (the `default`
+/// ServiceAccount, the `kube-root-ca.crt` ConfigMap), so those writes precede the test's own.
 async fn create_ns(k: &Kube, ns: &str) {
     let (code, body) = k
         .send(
@@ -35,7 +37,11 @@ async fn create_ns(k: &Kube, ns: &str) {
         )
         .await;
     assert_eq!(code, 201, "{body}");
+    k.wait_namespace_populated(ns).await;
 }
+
+/// The ConfigMap every namespace holds.
+const ROOT_CA: &str = "kube-root-ca.crt";
 
 /// Creates a ConfigMap through replica `node`; returns its resourceVersion.
 async fn create_cm(k: &Kube, node: usize, ns: &str, name: &str, labels: Value, data: Value) -> i64 {
@@ -251,7 +257,7 @@ async fn get_and_list_follow_the_resource_version_tables() {
     let (code, latest) = get(&k, 1, base).await;
     assert_eq!(code, 200);
     let now = rv_of(&latest);
-    assert_eq!(names(&latest).len(), 7);
+    assert_eq!(names(&latest).len(), 8, "7 written and {ROOT_CA}");
     let (_, any) = get(&k, 1, &format!("{base}?resourceVersion=0")).await;
     assert!(rv_of(&any) >= 1 && !names(&any).is_empty());
     let (_, nolder) = get(&k, 2, &format!("{base}?resourceVersion={rv2}")).await;
@@ -272,7 +278,7 @@ async fn get_and_list_follow_the_resource_version_tables() {
     assert_eq!(names(&zero).len(), 2);
     let (_, zero) = get(&k, 2, &format!("{base}?resourceVersion=0&limit=3")).await;
     assert_eq!(names(&zero).len(), 3);
-    assert_eq!(zero["metadata"]["remainingItemCount"], 4);
+    assert_eq!(zero["metadata"]["remainingItemCount"], 5);
     let (_, nolder) = get(
         &k,
         1,
@@ -297,7 +303,7 @@ async fn get_and_list_follow_the_resource_version_tables() {
         let (code, past) = get(&k, 2, &format!("{base}{q}")).await;
         assert_eq!(code, 200, "{q}: {past}");
         assert_eq!(rv_of(&past), rv1, "{q}");
-        assert_eq!(names(&past), vec!["a"], "{q}");
+        assert_eq!(names(&past), vec!["a", ROOT_CA], "{q}");
         assert_eq!(past["items"][0]["data"]["v"], "1", "{q}");
         assert_eq!(rv_of(&past["items"][0]), rv1);
     }
@@ -456,7 +462,7 @@ async fn pages_are_one_consistent_snapshot_while_writes_happen() {
     let (_, first) = get(&k, 2, &format!("{base}?limit=7")).await;
     let rev = rv_of(&first);
     assert_eq!(
-        first["metadata"]["remainingItemCount"], 23,
+        first["metadata"]["remainingItemCount"], 24,
         "{}",
         first["metadata"]
     );
@@ -488,11 +494,14 @@ async fn pages_are_one_consistent_snapshot_while_writes_happen() {
         seen.extend(names(&page));
         token = page["metadata"]["continue"].as_str().unwrap_or("").to_string();
         match page["metadata"].get("remainingItemCount") {
-            Some(n) => assert_eq!(n.as_i64().unwrap() as usize, 30 - seen.len()),
+            Some(n) => assert_eq!(n.as_i64().unwrap() as usize, 31 - seen.len()),
             None => assert!(token.is_empty(), "{}", page["metadata"]),
         }
     }
-    let expected: Vec<String> = (0..30).map(|i| format!("cm-{i:02}")).collect();
+    let expected: Vec<String> = (0..30)
+        .map(|i| format!("cm-{i:02}"))
+        .chain([ROOT_CA.to_string()])
+        .collect();
     assert_eq!(seen, expected);
     // The same snapshot read exactly.
     let (_, exact) = get(
@@ -512,7 +521,7 @@ async fn pages_are_one_consistent_snapshot_while_writes_happen() {
         "node-3",
         &["get", "cm", "-n", "pg", "--chunk-size=5", "-o", "name"],
     );
-    assert_eq!(out.lines().count(), 30 + writes);
+    assert_eq!(out.lines().count(), 31 + writes);
     let (ok, _, err) = k.kubectl("node-2", &["get", "cm", "-n", "pg", "--chunk-size=5", "-v=6"]);
     assert!(ok && err.matches("limit=5").count() >= 7, "{err}");
 }
@@ -578,7 +587,7 @@ async fn compacted_revisions_answer_410_gone() {
     let fresh = status["metadata"]["continue"].as_str().unwrap();
     let (code, rest) = get(&k, 1, &format!("{base}?limit=5&continue={fresh}")).await;
     assert_eq!(code, 200, "{rest}");
-    assert_eq!(names(&rest), vec!["b", "c"]);
+    assert_eq!(names(&rest), vec!["b", "c", ROOT_CA]);
     // A watch from a compacted revision: one ERROR event with a 410 Expired Status.
     let mut w = Watch::open(&k, 2, &format!("{base}?watch=1&resourceVersion={old}")).await;
     let e = w.event().await;
@@ -605,13 +614,15 @@ async fn watches_start_resume_bookmark_and_follow_selectors() {
     // Start unset (Most Recent) and "0" (Any): the state as ADDED, then changes.
     for q in ["", "&resourceVersion=0"] {
         let mut w = Watch::open(&k, 2, &format!("{base}?watch=1{q}")).await;
-        let e = w.event().await;
+        let state = w.events(2).await;
+        let added: Vec<(String, String)> = summary(&state).into_iter().map(|(t, n, _)| (t, n)).collect();
         assert_eq!(
-            (e["type"].as_str(), rv_of(&e["object"])),
-            (Some("ADDED"), r0),
+            added,
+            [("ADDED".into(), ROOT_CA.into()), ("ADDED".into(), "pre".into())],
             "{q}"
         );
-        assert_eq!(e["object"]["kind"], "ConfigMap");
+        assert_eq!(rv_of(&state[1]["object"]), r0, "{q}");
+        assert_eq!(state[1]["object"]["kind"], "ConfigMap");
     }
     // A watch from N: only the changes after N, on every replica, in order, with every type.
     let mut expected = Vec::new();
@@ -905,7 +916,7 @@ async fn streaming_lists_send_the_state_then_an_annotated_bookmark() {
             .collect();
         let streamed: Vec<Value> = added.iter().map(|o| o["metadata"].clone()).collect();
         assert_eq!(streamed, listed);
-        assert_eq!(added.len(), 5 + later);
+        assert_eq!(added.len(), 6 + later, "5 written, {ROOT_CA} and the later ones");
         // Then the stream continues after the bookmark.
         let next = create_cm(
             &k,
@@ -936,7 +947,7 @@ async fn streaming_lists_send_the_state_then_an_annotated_bookmark() {
         }
         n += 1;
     }
-    assert_eq!(n, 9);
+    assert_eq!(n, 10);
     // kube-apiserver's validation of the streaming-list options.
     let cases = [
         (
@@ -1106,7 +1117,7 @@ async fn kubectl_watches_with_tables_and_selectors() {
         .iter()
         .filter_map(|r| r.split_whitespace().next())
         .collect();
-    assert_eq!(names, BTreeSet::from(["before", "f1", "w1"]), "{text}");
+    assert_eq!(names, BTreeSet::from(["before", "f1", ROOT_CA, "w1"]), "{text}");
     let only = String::from_utf8_lossy(&only.stdout);
     assert_eq!(only.lines().collect::<Vec<_>>(), vec!["configmap/w1"], "{only}");
     let fields = String::from_utf8_lossy(&fields.stdout);
@@ -1281,7 +1292,7 @@ async fn corrupt_objects_fail_reads_until_an_unsafe_delete_removes_them() {
         assert_eq!(get(&k, node, &format!("{base}/bad")).await.0, 404);
         let (code, list) = get(&k, node, base).await;
         assert_eq!(code, 200, "{list}");
-        assert_eq!(names(&list), ["good"]);
+        assert_eq!(names(&list), ["good", ROOT_CA]);
     }
     // The same through kubectl, as an operator would do it.
     create_cm(&k, 0, "broken", "bad2", json!({}), json!({})).await;
@@ -1432,6 +1443,7 @@ async fn watches_multiplexed_over_one_http2_connection_each_get_their_events() {
         .unwrap();
     assert_eq!(created.version(), reqwest::Version::HTTP_2);
     assert_eq!(created.status(), 201);
+    k.wait_namespace_populated("h2").await;
     let path = "/api/v1/namespaces/h2/configmaps";
     let listed = h2.get(k.url(1, path)).send().await.unwrap();
     assert_eq!(listed.version(), reqwest::Version::HTTP_2);

@@ -44,8 +44,9 @@
 //! the type table; per-kind behaviour comes from `kinds`.
 //!
 //! **`admission`** — the ordered plugins every write passes before it is stored: mutating ones
-//! (`Priority`, `DefaultTolerationSeconds`), then validating ones (`NamespaceLifecycle`), run by
-//! the registry where kube-apiserver runs its admission chain. *Invariant:* a plugin sees the
+//! (`NamespaceLifecycle`, `ServiceAccount`, `Priority`, `DefaultTolerationSeconds`), then
+//! validating ones (`ServiceAccount`), in kube-apiserver's order, run by the registry where
+//! kube-apiserver runs its admission chain. *Invariant:* a plugin sees the
 //! request's attributes and the object, never HTTP or the registry; it reads the store, never
 //! writes it.
 //!
@@ -72,7 +73,8 @@
 //! conversion, and keeping the live registry current.
 //!
 //! **`controllers`** — leader-only reconcilers (namespace deletion, garbage collection,
-//! deleted definitions' objects) that act through the registry's verbs.
+//! deleted definitions' objects, ClusterRole aggregation, each namespace's `default`
+//! ServiceAccount and `kube-root-ca.crt`) that act through the registry's verbs.
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
 //! cache (`cacher`), the decision to serve a read from the cache or the store by its

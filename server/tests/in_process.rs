@@ -153,6 +153,13 @@ async fn admission_mutates_pods_and_refuses_content_in_a_missing_namespace() {
     )
     .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["serviceAccountName"], "default");
+    let token_volume = created["spec"]["volumes"][0]["name"].as_str().unwrap_or_default();
+    assert!(token_volume.starts_with("kube-api-access-"), "{created}");
+    assert_eq!(
+        created["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/var/run/secrets/kubernetes.io/serviceaccount"
+    );
     assert_eq!(created["spec"]["priority"], 0);
     assert_eq!(created["spec"]["preemptionPolicy"], "PreemptLowerPriority");
     let tolerated: Vec<&str> = created["spec"]["tolerations"]

@@ -58,7 +58,8 @@ pub struct Kube {
 }
 
 impl Kube {
-    /// Starts the cluster and waits until the leader has created the system namespaces.
+    /// Starts the cluster and waits until the leader has created the system namespaces and
+    /// what every namespace holds.
     pub async fn start() -> Kube {
         Kube::start_with(Options::default()).await
     }
@@ -99,7 +100,32 @@ impl Kube {
             }
         })
         .await;
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            k.wait_namespace_populated(ns).await;
+        }
         k
+    }
+
+    /// Waits until namespace `ns` holds what the leader's controllers give every namespace:
+    /// the `default` ServiceAccount and, on a cluster with a CA (not `--insecure`), the
+    /// `kube-root-ca.crt` ConfigMap — so that a test sees them from the start, not appearing
+    /// in the middle of what it checks.
+    pub async fn wait_namespace_populated(&self, ns: &str) {
+        let mut paths = vec![format!("/api/v1/namespaces/{ns}/serviceaccounts/default")];
+        if !self.cluster.options.insecure {
+            paths.push(format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"));
+        }
+        for path in paths {
+            let url = self.url(0, &path);
+            eventually(T, || async {
+                match self.http.get(&url).send().await {
+                    Ok(r) if r.status() == 200 => Ok(()),
+                    Ok(r) => Err(format!("{url}: {}", r.status())),
+                    Err(e) => Err(format!("{url}: {e}")),
+                }
+            })
+            .await;
+        }
     }
 
     /// Runs kubectl against one replica's context: (succeeded, stdout, stderr).

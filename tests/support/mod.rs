@@ -427,18 +427,25 @@ impl Cluster {
         }
     }
 
-    /// Waits until the leader has created the system namespaces and the default RBAC policy
-    /// (and aggregated its ClusterRoles), and the store has been quiet for a moment, so a test
-    /// that counts revisions is the only writer afterwards.
+    /// Waits until the leader has created the system namespaces with their `default`
+    /// ServiceAccounts and (with a CA) `kube-root-ca.crt` ConfigMaps, and the default RBAC
+    /// policy (and aggregated its ClusterRoles), and the store has been quiet for a moment, so
+    /// a test that counts revisions is the only writer afterwards.
     pub async fn wait_bootstrapped(&mut self, timeout: Duration) {
         let leader = self.wait_leader(timeout).await;
         let this = &*self;
+        let mut expected = vec![
+            ("/registry/core/namespaces/", 4),
+            ("/registry/core/serviceaccounts/", 4),
+            ("/registry/rbac.authorization.k8s.io/clusterrolebindings/", 1),
+        ];
+        if !self.options.insecure {
+            expected.push(("/registry/core/configmaps/", 4));
+        }
+        let expected = &expected;
         eventually(timeout, || async move {
             let mut kv = this.kv(leader).await;
-            for (prefix, want) in [
-                ("/registry/core/namespaces/", 4),
-                ("/registry/rbac.authorization.k8s.io/clusterrolebindings/", 1),
-            ] {
+            for &(prefix, want) in expected {
                 let r = kv
                     .range(RangeRequest {
                         key: prefix.as_bytes().to_vec(),

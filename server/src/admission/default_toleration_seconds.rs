@@ -1,10 +1,12 @@
 //! `DefaultTolerationSeconds`: a new pod tolerates `node.kubernetes.io/not-ready` and
 //! `node.kubernetes.io/unreachable` for 300 seconds unless it says otherwise.
 
+use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::{Attributes, Mutating, Operation};
 use crate::machinery::errors::ApiResult;
+use crate::store::Store;
 
 /// The plugin.
 pub struct DefaultTolerationSeconds;
@@ -14,14 +16,18 @@ impl Mutating for DefaultTolerationSeconds {
         "DefaultTolerationSeconds"
     }
 
-    fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
-        if attrs.operation != Operation::Create || (attrs.group, attrs.resource) != ("", "pods") {
-            return Ok(());
+    fn admit<'a>(
+        &'a self,
+        _store: &'a Store,
+        attrs: &'a Attributes<'a>,
+        obj: &'a mut Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        if attrs.operation == Operation::Create && (attrs.group, attrs.resource) == ("", "pods") {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                default_tolerations(spec);
+            }
         }
-        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-            default_tolerations(spec);
-        }
-        Ok(())
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 
@@ -44,5 +50,28 @@ fn default_tolerations(spec: &mut Map<String, Value>) {
                 json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_tolerate_unready_and_unreachable_nodes_for_five_minutes() {
+        let mut spec = Map::new();
+        default_tolerations(&mut spec);
+        assert_eq!(
+            Value::Object(spec),
+            json!({"tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ]})
+        );
+        let mut everything = json!({"tolerations": [{"operator": "Exists"}]});
+        if let Some(spec) = everything.as_object_mut() {
+            default_tolerations(spec);
+        }
+        assert_eq!(everything["tolerations"].as_array().map(Vec::len), Some(1));
     }
 }

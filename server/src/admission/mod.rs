@@ -1,7 +1,10 @@
 //! Admission: the ordered plugins every write passes after the object is prepared and before it
 //! is stored — mutating plugins first, then validating ones, as kube-apiserver's admission
-//! chain runs them. Today's plugins are the built-in ones a cluster without kubelets needs:
-//! `Priority` and `DefaultTolerationSeconds` (mutating) and `NamespaceLifecycle` (validating).
+//! chain runs them. Today's plugins are the built-in ones a cluster without kubelets needs, in
+//! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`, `ServiceAccount`,
+//! `Priority` and `DefaultTolerationSeconds` mutate (`NamespaceLifecycle` only refuses, but
+//! kube-apiserver runs it in the mutating phase too, so a pod in a missing namespace is a
+//! `404` before its ServiceAccount is looked up), and `ServiceAccount` validates again.
 //! Webhooks, policies and quota join the same lists.
 //!
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
@@ -10,6 +13,7 @@
 mod default_toleration_seconds;
 mod namespace_lifecycle;
 mod priority;
+mod service_account;
 
 use std::sync::OnceLock;
 
@@ -54,7 +58,12 @@ pub trait Mutating: Send + Sync {
     /// The plugin's name, as kube-apiserver's `--enable-admission-plugins` spells it.
     fn name(&self) -> &'static str;
     /// Changes `obj` as the plugin requires, or refuses the write.
-    fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()>;
+    fn admit<'a>(
+        &'a self,
+        store: &'a Store,
+        attrs: &'a Attributes<'a>,
+        obj: &'a mut Value,
+    ) -> BoxFuture<'a, ApiResult<()>>;
 }
 
 /// A plugin that accepts or refuses the object as it is.
@@ -81,22 +90,31 @@ impl Chain {
     pub fn builtin() -> Chain {
         Chain {
             mutating: vec![
+                Box::new(namespace_lifecycle::NamespaceLifecycle),
+                Box::new(service_account::ServiceAccount),
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
             ],
-            validating: vec![Box::new(namespace_lifecycle::NamespaceLifecycle)],
+            validating: vec![Box::new(service_account::ServiceAccount)],
         }
     }
 
-    /// The names of the plugins, mutating ones first.
-    pub fn names(&self) -> Vec<&'static str> {
-        let mutating = self.mutating.iter().map(|p| p.name());
-        mutating.chain(self.validating.iter().map(|p| p.name())).collect()
+    /// The names of the mutating plugins, in the order they run.
+    pub fn mutating_names(&self) -> Vec<&'static str> {
+        self.mutating.iter().map(|p| p.name()).collect()
+    }
+
+    /// The names of the validating plugins, in the order they run.
+    pub fn validating_names(&self) -> Vec<&'static str> {
+        self.validating.iter().map(|p| p.name()).collect()
     }
 
     /// Runs the mutating plugins in order; the first refusal stops the write.
-    pub fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
-        self.mutating.iter().try_for_each(|p| p.admit(attrs, obj))
+    pub async fn admit(&self, store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
+        for plugin in &self.mutating {
+            plugin.admit(store, attrs, obj).await?;
+        }
+        Ok(())
     }
 
     /// Runs the validating plugins in order; the first refusal stops the write.
@@ -118,11 +136,33 @@ pub fn chain() -> &'static Chain {
 mod tests {
     use super::*;
 
+    /// What the plugins see of a pod `p` created in namespace `ns`.
+    pub(super) fn pod_create() -> Attributes<'static> {
+        Attributes {
+            operation: Operation::Create,
+            group: "",
+            resource: "pods",
+            namespaced: true,
+            namespace: Some("ns"),
+            name: "p",
+            subresource: None,
+            dry_run: false,
+        }
+    }
+
+    /// kube-apiserver's `AllOrderedPlugins`, restricted to the plugins kuberaft has: each
+    /// phase runs its plugins in this order.
     #[test]
-    fn the_builtin_chain_runs_mutating_plugins_before_validating_ones() {
+    fn the_builtin_chain_runs_the_plugins_in_kube_apiservers_order() {
         assert_eq!(
-            chain().names(),
-            ["Priority", "DefaultTolerationSeconds", "NamespaceLifecycle"]
+            chain().mutating_names(),
+            [
+                "NamespaceLifecycle",
+                "ServiceAccount",
+                "Priority",
+                "DefaultTolerationSeconds"
+            ]
         );
+        assert_eq!(chain().validating_names(), ["ServiceAccount"]);
     }
 }

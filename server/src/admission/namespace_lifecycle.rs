@@ -1,4 +1,6 @@
 //! `NamespaceLifecycle`: no new content in a namespace that does not exist or is being deleted.
+//! It only refuses, but runs among the mutating plugins, first, as in kube-apiserver: a write
+//! into a missing namespace is a `404` before any other plugin looks at it.
 //!
 //! An active namespace in the replica's watch cache is taken as it is (as kube-apiserver's
 //! plugin trusts its informer); anything else — a namespace created a moment ago through
@@ -8,7 +10,7 @@
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{Attributes, Operation, Validating};
+use super::{Attributes, Mutating, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::store::{keys, Store};
@@ -16,16 +18,16 @@ use crate::store::{keys, Store};
 /// The plugin.
 pub struct NamespaceLifecycle;
 
-impl Validating for NamespaceLifecycle {
+impl Mutating for NamespaceLifecycle {
     fn name(&self) -> &'static str {
         "NamespaceLifecycle"
     }
 
-    fn validate<'a>(
+    fn admit<'a>(
         &'a self,
         store: &'a Store,
         attrs: &'a Attributes<'a>,
-        _obj: &'a Value,
+        _obj: &'a mut Value,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(check(store, attrs))
     }

@@ -1,6 +1,8 @@
 //! Controllers: leader-only reconcilers over the generic store, the part of
 //! kube-controller-manager that an API server needs to behave like a cluster — namespace
-//! deletion, garbage collection of dependents, and removal of a deleted definition's objects.
+//! deletion, garbage collection of dependents, removal of a deleted definition's objects,
+//! ClusterRole aggregation, and the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap
+//! of every namespace (one mechanism for both: `per_namespace`).
 //!
 //! Each runs through [`run_while_leader`], written once: its work starts when this replica
 //! becomes the leader (told by the Raft node's leader changes, not by polling) and is dropped
@@ -11,6 +13,9 @@ pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
 pub mod garbage_collector;
 pub mod namespace;
+pub mod per_namespace;
+pub mod root_ca_publisher;
+pub mod service_account;
 
 use std::future::Future;
 

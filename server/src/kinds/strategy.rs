@@ -215,8 +215,8 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     defaults::apply(rt, obj);
 }
 
-/// What a new pod starts with: its status (phase, QoS class). `Priority` and
-/// `DefaultTolerationSeconds` add the rest at admission.
+/// What a new pod starts with: its status (phase, QoS class). `ServiceAccount`, `Priority`
+/// and `DefaultTolerationSeconds` add the rest at admission.
 fn pod_on_create(pod: &mut Map<String, Value>) {
     let qos_class = qos::pod_qos(pod.get("spec").unwrap_or(&Value::Null));
     pod.insert(
@@ -448,29 +448,16 @@ pub fn take_status_only(old: &Value, new: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission;
     use crate::machinery::meta::{prepare_create, prepare_update};
     use crate::registry::Registry;
 
-    /// A new object as the generic store's create prepares it: metadata, the type's
-    /// strategy, then the mutating admission plugins.
+    /// A new object as the generic store's create prepares it: metadata, then the type's
+    /// strategy (admission, which needs the store, is tested with its plugins).
     fn created(group: &str, version: &str, plural: &str, mut obj: Value) -> Value {
         let r = Registry::new();
         let rt = r.lookup(group, version, plural).unwrap();
         prepare_create(rt, &mut obj, rt.namespaced.then_some("ns")).unwrap();
         prepare_for_create(rt, &mut obj);
-        let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-        let attrs = admission::Attributes {
-            operation: admission::Operation::Create,
-            group: rt.group,
-            resource: rt.plural,
-            namespaced: rt.namespaced,
-            namespace: rt.namespaced.then_some("ns"),
-            name: &name,
-            subresource: None,
-            dry_run: false,
-        };
-        admission::chain().admit(&attrs, &mut obj).unwrap();
         obj
     }
 
@@ -537,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn pods_start_pending_with_qos_priority_and_tolerations() {
+    fn pods_start_pending_with_their_qos_class() {
         let pod = created(
             "",
             "v1",
@@ -551,24 +538,14 @@ mod tests {
             json!({"phase": "Pending", "qosClass": "Guaranteed"})
         );
         assert_eq!(pod["metadata"]["generation"], 1);
-        let spec = &pod["spec"];
-        assert_eq!(spec["priority"], 0);
-        assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority");
-        assert_eq!(spec["enableServiceLinks"], true);
-        let tolerations = spec["tolerations"].as_array().unwrap();
-        assert_eq!(tolerations.len(), 2);
-        assert_eq!(tolerations[0]["key"], "node.kubernetes.io/not-ready");
-        assert_eq!(tolerations[1]["tolerationSeconds"], 300);
-        let critical = created(
+        assert_eq!(pod["spec"]["enableServiceLinks"], true);
+        let best_effort = created(
             "",
             "v1",
             "pods",
-            json!({"metadata": {"name": "q"}, "spec": {"priorityClassName": "system-node-critical",
-                "tolerations": [{"operator": "Exists"}], "containers": []}}),
+            json!({"metadata": {"name": "q"}, "spec": {"containers": []}}),
         );
-        assert_eq!(critical["spec"]["priority"], 2_000_001_000);
-        assert_eq!(critical["spec"]["tolerations"].as_array().unwrap().len(), 1);
-        assert_eq!(critical["status"]["qosClass"], "BestEffort");
+        assert_eq!(best_effort["status"]["qosClass"], "BestEffort");
     }
 
     #[test]

@@ -118,11 +118,16 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
-    /// 403 Forbidden.
+    /// 403 Forbidden for `plural "name"` (for `plural` alone when the request named none, a
+    /// create with `generateName`), as kube-apiserver words it.
     pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
         let what = qualified(group, plural);
-        Self::new(403, "Forbidden", format!("{what} \"{name}\" is forbidden: {why}"))
-            .with_details(group, plural, name)
+        let message = if name.is_empty() {
+            format!("{what} is forbidden: {why}")
+        } else {
+            format!("{what} \"{name}\" is forbidden: {why}")
+        };
+        Self::new(403, "Forbidden", message).with_details(group, plural, name)
     }
 
     /// 422 Invalid with field causes `(field, message)`.

@@ -1,5 +1,5 @@
 //! POST of the generic store: a new object through type checks, field validation, the type's
-//! strategy, managed fields and namespace admission, then one conditional write.
+//! strategy, managed fields and the admission chain, then one conditional write.
 
 use super::reply::{check_grant, dry_run, key, with_rv, Reply};
 use super::update::manager;
@@ -42,9 +42,13 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
         dry_run: dry,
     };
     strategy::prepare_for_create(&req.rt, &mut obj);
-    admission::chain().admit(&attrs, &mut obj)?;
-    strategy::validate(&req.rt, None, &obj)?;
+    // The writer owns what it sent (and the defaults), not what admission adds, as in
+    // kube-apiserver, whose field manager runs before the admission chain: a pod's
+    // ServiceAccount, token volume and tolerations belong to no manager, so an apply that
+    // sets them otherwise conflicts with nobody.
     managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
+    admission::chain().admit(store, &attrs, &mut obj).await?;
+    strategy::validate(&req.rt, None, &obj)?;
     admission::chain().validate(store, &attrs, &obj).await?;
     check_grant(req, &obj, None)?;
     let key = key(req, &name);

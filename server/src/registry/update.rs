@@ -95,7 +95,7 @@ pub(super) async fn guaranteed_update(
                     dry_run: dry,
                 };
                 strategy::prepare_for_create(rt, &mut next);
-                admission::chain().admit(&attrs, &mut next)?;
+                admission::chain().admit(store, &attrs, &mut next).await?;
                 strategy::validate(rt, None, &next)?;
                 admission::chain().validate(store, &attrs, &next).await?;
                 check_grant(req, &next, None)?;

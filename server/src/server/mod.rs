@@ -246,6 +246,15 @@ impl Replica {
             crate::authorization::bootstrap::run,
         );
         crate::controllers::clusterrole_aggregation::spawn(api.store.clone());
+        crate::controllers::service_account::spawn(api.store.clone(), api.registry.clone());
+        // kube-controller-manager publishes the root CA only when it has one.
+        if let Some(credentials) = &security.credentials {
+            crate::controllers::root_ca_publisher::spawn(
+                api.store.clone(),
+                api.registry.clone(),
+                credentials.ca_pem.clone(),
+            );
+        }
         let router = router(
             HttpState {
                 node: node.clone(),

@@ -193,6 +193,7 @@ impl ChaosCluster {
                 watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
                 feature_gates: FeatureGates::default(),
                 security: None,
+                audit: None,
             }
             .to_yaml()
             .map_err(|e| HarnessError::Config(e.to_string()))?;

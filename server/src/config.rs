@@ -186,6 +186,53 @@ impl SecurityConfig {
     }
 }
 
+/// Audit logging (kube-apiserver's `--audit-policy-file` and `--audit-log-*` flags). Relative
+/// paths are relative to the config file's directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The `audit.k8s.io/v1` `Policy` that decides what is logged.
+    pub policy_file: PathBuf,
+    /// The log file (`-`: standard output); backups are written next to it.
+    pub log_path: PathBuf,
+    /// Rotate the file before it exceeds this many megabytes (`--audit-log-maxsize`; 0 means
+    /// 100, as in kube).
+    #[serde(rename = "logMaxSizeMB", default = "default_log_max_size")]
+    pub log_max_size_mb: u64,
+    /// Keep at most this many rotated files (`--audit-log-maxbackup`; 0 keeps all).
+    #[serde(default)]
+    pub log_max_backups: usize,
+    /// Remove rotated files older than this many days, by the time in their name
+    /// (`--audit-log-maxage`; 0 keeps all).
+    #[serde(default)]
+    pub log_max_age_days: u64,
+}
+
+fn default_log_max_size() -> u64 {
+    AuditConfig::DEFAULT_LOG_MAX_SIZE_MB
+}
+
+impl AuditConfig {
+    /// `logMaxSizeMB` when the file does not set it.
+    pub const DEFAULT_LOG_MAX_SIZE_MB: u64 = 100;
+
+    /// The paths made absolute against `base` (the config file's directory); `-` stays.
+    pub fn resolved(&self, base: &Path) -> AuditConfig {
+        let abs = |p: &PathBuf| {
+            if p.is_absolute() || p.as_path() == Path::new("-") {
+                p.clone()
+            } else {
+                base.join(p)
+            }
+        };
+        AuditConfig {
+            policy_file: abs(&self.policy_file),
+            log_path: abs(&self.log_path),
+            ..self.clone()
+        }
+    }
+}
+
 /// The whole config file of one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -224,6 +271,9 @@ pub struct ServeConfig {
     /// `serve --insecure` (plain HTTP, no authentication: development only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<SecurityConfig>,
+    /// Audit logging; off without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditConfig>,
 }
 
 fn default_request_timeout() -> u64 {
@@ -262,6 +312,7 @@ impl ServeConfig {
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.security = config.security.map(|s| s.resolved(base));
+        config.audit = config.audit.map(|a| a.resolved(base));
         Ok(config)
     }
 
@@ -326,6 +377,14 @@ impl ServeConfig {
         }
         if self.request_timeout_seconds == 0 {
             return Err("requestTimeoutSeconds must be greater than 0".into());
+        }
+        if let Some(a) = &self.audit {
+            if a.policy_file.as_os_str().is_empty() {
+                return Err("audit.policyFile must not be empty".into());
+            }
+            if a.log_path.as_os_str().is_empty() {
+                return Err("audit.logPath must not be empty".into());
+            }
         }
         Ok(())
     }
@@ -454,6 +513,59 @@ members:
             .unwrap_err()
             .to_string();
         assert!(err.contains("not host:port"), "{err}");
+    }
+
+    #[test]
+    fn the_audit_section_has_kubes_defaults_and_paths_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.yaml");
+        std::fs::write(
+            &p,
+            format!(
+                "{}audit:\n  policyFile: audit-policy.yaml\n  logPath: logs/audit.log\n",
+                sample()
+            ),
+        )
+        .unwrap();
+        let c = ServeConfig::load(&p).unwrap();
+        assert_eq!(
+            c.audit,
+            Some(AuditConfig {
+                policy_file: dir.path().join("audit-policy.yaml"),
+                log_path: dir.path().join("logs/audit.log"),
+                log_max_size_mb: 100,
+                log_max_backups: 0,
+                log_max_age_days: 0,
+            })
+        );
+        std::fs::write(
+            &p,
+            format!(
+                "{}audit:\n  policyFile: /etc/p.yaml\n  logPath: \"-\"\n  logMaxSizeMB: 5\n  logMaxBackups: 3\n  logMaxAgeDays: 7\n",
+                sample()
+            ),
+        )
+        .unwrap();
+        let a = ServeConfig::load(&p).unwrap().audit.unwrap();
+        assert_eq!(
+            (a.policy_file.to_str(), a.log_path.to_str()),
+            (Some("/etc/p.yaml"), Some("-"))
+        );
+        assert_eq!(
+            (a.log_max_size_mb, a.log_max_backups, a.log_max_age_days),
+            (5, 3, 7)
+        );
+        assert!(load(&format!("{}audit:\n  policyFile: p.yaml\n", sample()))
+            .unwrap_err()
+            .to_string()
+            .contains("missing field `logPath`"));
+        assert!(load(&format!(
+            "{}audit:\n  policyFile: p.yaml\n  logPath: a.log\n  logMaxSize: 1\n",
+            sample()
+        ))
+        .unwrap_err()
+        .to_string()
+        .contains("unknown field `logMaxSize`"));
     }
 
     #[test]

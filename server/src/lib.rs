@@ -12,6 +12,7 @@
 //!                │           │           │   ▲
 //!                ▼           ▼           ▼   └─ controllers (run by server, act through registry)
 //!          authentication, authorization ──► store      admission, kinds, apiextensions ◄┘
+//! filters ──► audit ──► authentication
 //! pki: certificates for server and cli; machinery, config: used by all of the above
 //! ```
 //!
@@ -25,9 +26,10 @@
 //! that constructs and wires the others.
 //!
 //! **`filters`** — tower layers every request passes before an endpoint, in the order
-//! `server::router` lists them: request id and panic recovery, compression, authentication
+//! `server::router` lists them: request id and panic recovery, compression, audit (when
+//! configured; the filters inside it record into its per-request record), authentication
 //! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`, `404`/`405`
-//! for what nothing serves), authorization (`403`). Audit and in-flight limits go here.
+//! for what nothing serves), authorization (`403`). In-flight limits go here.
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
 //!
@@ -59,6 +61,12 @@
 //! index of the watch cache's RBAC objects, escalation prevention for RBAC writes, the default
 //! policy (data) and its reconcile, kube's `403` messages. *Invariant:* no HTTP, no registry;
 //! a decision never waits on the store.
+//!
+//! **`audit`** — audit logging as kube-apiserver does it: the `audit.k8s.io/v1` policy and its
+//! rules, each request's record (filled in by the filters, written per stage), the `Event`
+//! JSON lines, the bounded buffer and its writer thread, the size-rotated log file.
+//! *Invariant:* a request never waits on the disk, only (when the buffer is full) on the
+//! writer; knows users, never the registry, the store or an endpoint.
 //!
 //! **`pki`** — the cluster's certificates: making them (`rcgen`), checking them before a
 //! replica serves, the rustls and tonic TLS configurations, the on-disk layout.
@@ -94,6 +102,7 @@
 
 pub mod admission;
 pub mod apiextensions;
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 pub mod cli;

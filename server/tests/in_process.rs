@@ -38,6 +38,7 @@ async fn replica(dir: &Path) -> Replica {
         watch_buffer: 64,
         feature_gates: Default::default(),
         security: None,
+        audit: None,
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
     let replica = Replica::start(&config, metrics, &Security::insecure())

@@ -78,6 +78,8 @@ pub struct Options {
     pub insecure: bool,
     /// The text of a static token file every replica reads (`token,user,uid,"groups"`).
     pub token_file: Option<String>,
+    /// An audit policy file every replica logs by, each to its own [`audit_log_path`].
+    pub audit_policy: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -92,6 +94,7 @@ impl Default for Options {
             feature_gates: Vec::new(),
             insecure: false,
             token_file: None,
+            audit_policy: None,
         }
     }
 }
@@ -124,6 +127,11 @@ pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
     pki
 }
 
+/// Where replica `id` of a cluster in `dir` writes its audit log (with `Options::audit_policy`).
+pub fn audit_log_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("audit-node-{id}")).join("audit.log")
+}
+
 /// Renders a replica config file from the server's own config types; `pki` gives its
 /// `security` section.
 pub fn config_yaml(
@@ -134,7 +142,7 @@ pub fn config_yaml(
     pki: &Layout,
 ) -> String {
     use kuberaft::config::{
-        CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig,
+        AuditConfig, CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig,
     };
     let files = pki.replica(&format!("node-{id}"));
     let mut feature_gates = FeatureGates::default();
@@ -178,6 +186,13 @@ pub fn config_yaml(
             service_account_key: Some(pki.sa_key()),
             token_file: o.token_file.as_ref().map(|_| pki.dir.join("tokens.csv")),
             encryption_config: Some(pki.encryption_config()),
+        }),
+        audit: o.audit_policy.as_ref().map(|policy| AuditConfig {
+            policy_file: policy.clone(),
+            log_path: audit_log_path(data_dir.parent().unwrap_or(data_dir), id),
+            log_max_size_mb: AuditConfig::DEFAULT_LOG_MAX_SIZE_MB,
+            log_max_backups: 0,
+            log_max_age_days: 0,
         }),
     };
     config.to_yaml().expect("a config renders as YAML")
@@ -265,6 +280,11 @@ impl Cluster {
             libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
         }
         c.wait().expect("wait")
+    }
+
+    /// The audit log of replica `i` so far (empty without `Options::audit_policy`).
+    pub fn audit_log(&self, i: usize) -> String {
+        std::fs::read_to_string(audit_log_path(self.dir.path(), self.replicas[i].id)).unwrap_or_default()
     }
 
     /// The replica's log so far (for assertion messages).

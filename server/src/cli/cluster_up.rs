@@ -171,6 +171,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
             feature_gates: FeatureGates::default(),
             security: Some(security(m.id)),
+            audit: None,
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, config.to_yaml()?)?;

@@ -12,7 +12,7 @@ use super::discovery;
 use axum::http::HeaderMap;
 
 use super::negotiation::{negotiate, Format, Offer};
-use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::errors::{ApiError, ApiResult, ResponseStatus};
 use crate::machinery::meta;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
@@ -122,7 +122,14 @@ pub fn respond(
             Ok((status, [(header::CONTENT_TYPE, "application/json")], obj.json()).into_response())
         }
         (None, Some(obj)) => Ok(render(reply.code, &obj.value(), wire, pretty)),
-        (None, None) => Ok(render(reply.code, &reply.body, wire, pretty)),
+        (None, None) => {
+            let mut response = render(reply.code, &reply.body, wire, pretty);
+            // A delete's success Status, for the audit log (errors carry theirs already).
+            if let Some(status) = ResponseStatus::of(&reply.body) {
+                response.extensions_mut().insert(status);
+            }
+            Ok(response)
+        }
     }
 }
 

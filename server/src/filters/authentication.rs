@@ -1,7 +1,8 @@
 //! The authentication filter: names the request's user (`authentication::Authenticator`) and
 //! stores it in the request's extensions as an `Arc<UserInfo>`, or answers `401` with kube's
 //! `Status` body. The `Authorization` header is removed once read, as kube-apiserver does, so
-//! that nothing downstream (a log, a proxied request) sees the credential.
+//! that nothing downstream (a log, a proxied request) sees the credential. The user, or the
+//! failure, goes to the audit record, whose policy is decided by it.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use axum::response::Response;
 
 use crate::authentication::{Authenticator, ClientConnection};
 use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::filters::audit;
 use crate::machinery::errors::ApiError;
 
 /// The authentication filter.
@@ -24,11 +26,13 @@ pub async fn filter(State(auth): State<Arc<Authenticator>>, mut request: Request
     match verdict {
         Ok(user) => {
             request.headers_mut().remove(header::AUTHORIZATION);
+            audit::authenticated(&mut request, Some(&user)).await;
             request.extensions_mut().insert(Arc::new(user));
             next.run(request).await
         }
         Err(why) => {
             tracing::debug!(path = %request.uri().path(), why, "unauthorized");
+            audit::authenticated(&mut request, None).await;
             error_response(ApiError::unauthorized(), wants_protobuf(request.headers()))
         }
     }

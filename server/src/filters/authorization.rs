@@ -1,7 +1,8 @@
 //! The authorization filter: asks the authorizer (RBAC, from the replica's watch cache)
 //! whether the request's user may do the request's verb on its resource or path, and answers
 //! `403` with kube-apiserver's message when not. It runs after authentication and request
-//! info, which stored what it reads.
+//! info, which stored what it reads. The decision and its reason are annotated on the audit
+//! record (`authorization.k8s.io/decision`, `authorization.k8s.io/reason`).
 
 use std::sync::Arc;
 
@@ -10,9 +11,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::authentication::UserInfo;
-use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
+use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
 use crate::endpoints::request_info::RequestInfo;
 use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::filters::audit;
 use crate::machinery::errors::ApiError;
 
 /// The authorization filter.
@@ -58,11 +60,12 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
             Attributes::non_resource(user, &method, path)
         }
     };
-    match authorizer.check(&attrs) {
-        Ok(()) => next.run(request).await,
-        Err(e) => {
-            tracing::debug!(user = %user.name, path, message = %e.message, "forbidden");
-            error_response(e, protobuf)
-        }
+    let decision = authorizer.authorize(&attrs);
+    audit::authorized(&request, &decision);
+    if decision.is_allowed() {
+        return next.run(request).await;
     }
+    let e = forbidden_error(&attrs, decision.reason());
+    tracing::debug!(user = %user.name, path, message = %e.message, "forbidden");
+    error_response(e, protobuf)
 }

@@ -3,7 +3,8 @@
 //! that user, once the authorizer allows the real user the `impersonate` verb on each part —
 //! `users`, `groups`, `uids` and `userextras/<key>` as kube-apiserver checks them (a
 //! ServiceAccount user as `serviceaccounts` in its namespace). `kubectl --as` and `--as-group`
-//! send these headers.
+//! send these headers. The audit record notes the user the request is served as
+//! (`impersonatedUser`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::authentication::user::{AUTHENTICATED, SERVICE_ACCOUNTS};
 use crate::authentication::UserInfo;
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
 use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::filters::audit;
 use crate::machinery::errors::{ApiError, ApiResult};
 
 const USER: &str = "impersonate-user";
@@ -54,6 +56,7 @@ pub async fn filter(State(authorizer): State<Authorizer>, mut request: Request, 
             for name in names {
                 headers.remove(name);
             }
+            audit::impersonated(&request, &user);
             request.extensions_mut().insert(Arc::new(user));
             next.run(request).await
         }

@@ -1,6 +1,9 @@
 //! Filters: tower layers that every request passes before it reaches an endpoint, assembled
-//! in one ordered function, `server::router::router`.
+//! in one ordered function, `server::router::router`. The audit filter's record is filled in
+//! by the filters inside it (`audit::authenticated`, `audit::impersonated`,
+//! `audit::authorized`).
 
+pub mod audit;
 pub mod audit_id;
 pub mod authentication;
 pub mod authorization;

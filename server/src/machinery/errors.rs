@@ -348,20 +348,9 @@ struct StatusDetails<'a> {
     retry_after_seconds: Option<&'a Value>,
 }
 
-#[derive(serde::Serialize)]
-struct StatusCause<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'a Value>,
-}
-
-impl ApiError {
-    /// The `Status` object as JSON text, fields in kube-apiserver's order.
-    pub fn body_json(&self) -> String {
-        let details = self.details.as_ref().map(|d| StatusDetails {
+impl<'a> StatusDetails<'a> {
+    fn of(d: &'a Value) -> StatusDetails<'a> {
+        StatusDetails {
             name: d.get("name"),
             group: d.get("group"),
             kind: d.get("kind"),
@@ -377,7 +366,24 @@ impl ApiError {
                     .collect()
             }),
             retry_after_seconds: d.get("retryAfterSeconds"),
-        });
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct StatusCause<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a Value>,
+}
+
+impl ApiError {
+    /// The `Status` object as JSON text, fields in kube-apiserver's order.
+    pub fn body_json(&self) -> String {
+        let details = self.details.as_ref().map(StatusDetails::of);
         let body = StatusBody {
             kind: "Status",
             api_version: "v1",
@@ -408,13 +414,69 @@ impl IntoResponse for ApiError {
                 resp.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
             }
         }
+        resp.extensions_mut().insert(ResponseStatus::from(self));
         resp
+    }
+}
+
+/// The `Status` a response is — an error's, or the success a delete answers with — kept in
+/// the response's extensions so that a layer outside the endpoints (the audit log's
+/// `responseStatus`) has it without decoding the body, whatever its encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseStatus {
+    /// `Success` or `Failure`.
+    pub status: String,
+    /// The human-readable message (may be empty).
+    pub message: String,
+    /// The machine-readable reason (may be empty).
+    pub reason: String,
+    /// `details`, when the Status has them.
+    pub details: Option<Value>,
+}
+
+impl ResponseStatus {
+    /// The Status `body` is, when it is one (`kind: Status`).
+    pub fn of(body: &Value) -> Option<ResponseStatus> {
+        if body.get("kind").and_then(Value::as_str) != Some("Status") {
+            return None;
+        }
+        let text = |field: &str| {
+            body.get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Some(ResponseStatus {
+            status: text("status"),
+            message: text("message"),
+            reason: text("reason"),
+            details: body.get("details").cloned(),
+        })
+    }
+
+    /// `details` as JSON with kube's field order (`name`, `group`, `kind`, `uid`, `causes`,
+    /// `retryAfterSeconds`).
+    pub fn details_json(&self) -> Option<String> {
+        let details = self.details.as_ref()?;
+        serde_json::to_string(&StatusDetails::of(details)).ok()
+    }
+}
+
+impl From<ApiError> for ResponseStatus {
+    fn from(e: ApiError) -> ResponseStatus {
+        ResponseStatus {
+            status: "Failure".into(),
+            message: e.message,
+            reason: e.reason.into(),
+            details: e.details,
+        }
     }
 }
 
 #[cfg(test)]
 mod status_tests {
-    use super::ApiError;
+    use super::{ApiError, ResponseStatus};
+    use axum::response::IntoResponse;
 
     #[test]
     fn status_fields_come_in_kube_apiservers_order() {
@@ -425,6 +487,31 @@ mod status_tests {
         assert_eq!(
             ApiError::not_found("apps", "deployments", "web").body_json(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" not found","reason":"NotFound","details":{"name":"web","group":"apps","kind":"deployments"},"code":404}"#
+        );
+    }
+
+    #[test]
+    fn a_responses_status_is_kept_for_the_audit_log() {
+        let response = ApiError::not_found("apps", "deployments", "web").into_response();
+        let status = response.extensions().get::<ResponseStatus>().cloned().unwrap();
+        assert_eq!(
+            (
+                status.status.as_str(),
+                status.reason.as_str(),
+                status.message.as_str()
+            ),
+            ("Failure", "NotFound", "deployments.apps \"web\" not found")
+        );
+        assert_eq!(
+            status.details_json().unwrap(),
+            r#"{"name":"web","group":"apps","kind":"deployments"}"#
+        );
+        let deleted = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": "a", "kind": "configmaps"}});
+        let status = ResponseStatus::of(&deleted).unwrap();
+        assert_eq!((status.status.as_str(), status.message.as_str()), ("Success", ""));
+        assert_eq!(
+            ResponseStatus::of(&serde_json::json!({"kind": "ConfigMap"})),
+            None
         );
     }
 }

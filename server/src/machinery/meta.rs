@@ -25,7 +25,9 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
+/// Whether `s` is a lowercase RFC 1123 subdomain (`example.com`), as kube validates names and
+/// API groups.
+pub fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 

@@ -1,11 +1,14 @@
 //! The API port's accept loop: TLS (HTTP/2 and HTTP/1.1 by ALPN) or, with `--insecure`, plain
-//! TCP; the client's certificate chain attached to every request of its connection (the x509
-//! authenticator verifies it); hyper serving the router; a graceful drain on shutdown.
+//! TCP; the client's certificate chain and address attached to every request of its connection
+//! (the x509 authenticator verifies the chain, the audit log records the address); hyper
+//! serving the router; a graceful drain on shutdown.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -31,9 +34,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "cannot accept an API connection");
@@ -57,12 +60,14 @@ pub async fn serve(
                     let Some((stream, conn)) = handshake(&acceptor, tcp).await else {
                         return;
                     };
-                    let conn = builder.serve_connection(TokioIo::new(stream), service(app, conn));
+                    let conn = builder.serve_connection(TokioIo::new(stream), service(app, conn, remote));
                     let _ = watcher.watch(conn).await;
                 }
                 None => {
-                    let conn = builder
-                        .serve_connection(TokioIo::new(tcp), service(app, ClientConnection::default()));
+                    let conn = builder.serve_connection(
+                        TokioIo::new(tcp),
+                        service(app, ClientConnection::default(), remote),
+                    );
                     let _ = watcher.watch(conn).await;
                 }
             }
@@ -93,10 +98,12 @@ async fn handshake(
     }
 }
 
-/// The router as a hyper service that tags each request with its connection.
+/// The router as a hyper service that tags each request with its connection and the client's
+/// address.
 fn service(
     app: Router,
     conn: ClientConnection,
+    remote: SocketAddr,
 ) -> impl hyper::service::Service<
     hyper::Request<hyper::body::Incoming>,
     Response = axum::response::Response,
@@ -105,6 +112,7 @@ fn service(
 > + Clone {
     hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(conn.clone());
+        req.extensions_mut().insert(ConnectInfo(remote));
         tower::ServiceExt::oneshot(app.clone(), req)
     })
 }

@@ -15,6 +15,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::audit::Auditor;
 use crate::authentication::{Authenticator, Authenticators, ServiceAccountTokens, TokenFile};
 use crate::authorization::Authorizer;
 use crate::config::ServeConfig;
@@ -202,13 +203,17 @@ pub struct Replica {
 
 impl Replica {
     /// Starts the Raft node, the store with its watch cache, the registry and the
-    /// controllers of the replica `config` describes, and builds its router. The peer service
-    /// is not started: a single-member cluster needs none, and [`run`] serves it for the rest.
+    /// controllers of the replica `config` describes, and builds its router (with audit
+    /// logging when the config has an `audit` section: an unreadable or invalid policy, or a
+    /// log that cannot be opened, stops the start before the data dir is touched). The peer
+    /// service is not started: a single-member cluster needs none, and [`run`] serves it for
+    /// the rest.
     pub async fn start(
         config: &ServeConfig,
         metrics: PrometheusHandle,
         security: &Security,
     ) -> anyhow::Result<Replica> {
+        let auditor = config.audit.as_ref().map(Auditor::load).transpose()?;
         let mut node_config = config.node_config();
         node_config.peer_tls = security.credentials.as_ref().map(|c| c.peer_client.clone());
         if let Some(c) = &security.credentials {
@@ -263,6 +268,7 @@ impl Replica {
                 authorizer: api.authorizer.clone(),
             },
             api,
+            auditor,
         );
         Ok(Replica { node, router, fatal })
     }

@@ -13,10 +13,13 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::audit::Auditor;
 use crate::authentication::service_account;
 use crate::authorization::Authorizer;
 use crate::endpoints::{self, discovery, openapi, Api};
-use crate::filters::{audit_id, authentication, authorization, compression, impersonation, request_info};
+use crate::filters::{
+    audit, audit_id, authentication, authorization, compression, impersonation, request_info,
+};
 use crate::store::cacher::WatchCache;
 
 /// What the HTTP handlers share.
@@ -33,8 +36,8 @@ pub struct HttpState {
 }
 
 /// The HTTP routes of a replica (health, metrics, `/version`, OpenAPI and the Kubernetes API)
-/// behind the filter chain.
-pub fn router(state: HttpState, api: Api) -> Router {
+/// behind the filter chain; `auditor` when audit logging is on.
+pub fn router(state: HttpState, api: Api, auditor: Option<Auditor>) -> Router {
     let openid = Router::new()
         .route("/.well-known/openid-configuration", get(openid_configuration))
         .route("/openid/v1/jwks", get(jwks))
@@ -57,12 +60,12 @@ pub fn router(state: HttpState, api: Api) -> Router {
         .merge(openapi_v3)
         .merge(openid)
         .fallback_service(kube);
-    with_filters(routes, api)
+    with_filters(routes, api, auditor)
 }
 
 /// The filter chain, in the order a request passes it (outermost first). Adding a filter is
 /// adding one line here, at its place in this order.
-fn with_filters(routes: Router, api: Api) -> Router {
+fn with_filters(routes: Router, api: Api, auditor: Option<Auditor>) -> Router {
     let chain = ServiceBuilder::new()
         // 1. Every response carries the request's `Audit-Id` (the client's, or a new UUID), as
         //    kube-apiserver's; a panic in anything below answers 500 instead of dropping the
@@ -72,24 +75,27 @@ fn with_filters(routes: Router, api: Api) -> Router {
         .layer(CatchPanicLayer::custom(panic_response))
         // 2. gzip for large complete responses.
         .layer(compression::layer())
-        // 3. Authentication: the user from the client certificate or bearer token, anonymous
+        // 3. Audit (only when configured): outside authentication, so that a `401` is audited
+        //    too, and inside compression, so that a recorded response body is the object, not
+        //    its gzip. The filters below record the user, impersonation and decision into it.
+        .option_layer(auditor.map(|a| middleware::from_fn_with_state(a, audit::filter)))
+        // 4. Authentication: the user from the client certificate or bearer token, anonymous
         //    on the public paths, `401` otherwise — before anything tells an unauthenticated
         //    client which resources exist.
         .layer(middleware::from_fn_with_state(
             api.authenticator.clone(),
             authentication::filter,
         ))
-        // 4. Impersonation: `Impersonate-*` headers make the request another user's, if the
+        // 5. Impersonation: `Impersonate-*` headers make the request another user's, if the
         //    authenticated one may `impersonate` each part.
         .layer(middleware::from_fn_with_state(
             api.authorizer.clone(),
             impersonation::filter,
         ))
-        // 5. Request info: the path parsed once into group, version, resource, namespace,
+        // 6. Request info: the path parsed once into group, version, resource, namespace,
         //    name, subresource and verb; `404`/`405` for what no endpoint serves.
         .layer(middleware::from_fn_with_state(api.clone(), request_info::filter))
-        // 6. audit, 7. in-flight limits: each a layer here, reading the user (3, 4) and the
-        //    request info (5) stored.
+        // 7. In-flight limits go here, reading the user (4, 5) and the request info (6).
         // 8. Authorization: RBAC from the watch cache; `403` with kube's message.
         .layer(middleware::from_fn_with_state(
             api.authorizer.clone(),

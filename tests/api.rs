@@ -515,7 +515,17 @@ async fn object_lifecycle_over_http() {
     let t = table("v1beta1", "None").await;
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1beta1");
-    assert_eq!(t["rows"].as_array().map(Vec::len), Some(3));
+    // The three created here and the namespace's `kube-root-ca.crt`, in name order.
+    let names: Vec<&str> = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cells"][0].as_str().unwrap())
+        .collect();
+    let mut expected: Vec<&str> = generated.iter().map(String::as_str).collect();
+    expected.push("kube-root-ca.crt");
+    expected.sort_unstable();
+    assert_eq!(names, expected, "{t}");
     assert!(t["rows"][0]["object"].is_null(), "{t}");
     let t = table("v1", "Metadata").await;
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");

@@ -714,6 +714,15 @@ async fn service_account_tokens_work_until_their_account_or_pod_is_gone() {
     assert!(err.contains(r#"serviceaccounts "robot" not found"#), "{err}");
 }
 
+/// The value stored under `key`, as replica 0's store holds it.
+async fn raw(k: &Kube, key: &str) -> Vec<u8> {
+    let mut kv = k.cluster.kv(0).await;
+    support::get(&mut kv, key, 0, false)
+        .await
+        .unwrap()
+        .expect("the key is stored")
+}
+
 /// Every file under `dir`, read whole.
 fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
@@ -811,16 +820,6 @@ async fn secrets_are_encrypted_at_rest_and_their_key_rotates() {
 
     // The store holds ciphertext under kube's prefix for the key `cluster up` made; the
     // ConfigMap, which the config does not cover, is plaintext.
-    let raw = |k: &Kube, key: &'static str| {
-        let cluster = &k.cluster;
-        async move {
-            let mut kv = cluster.kv(0).await;
-            support::get(&mut kv, key, 0, false)
-                .await
-                .unwrap()
-                .expect("the key is stored")
-        }
-    };
     let secret_key = "/registry/core/secrets/default/db";
     let stored = raw(&k, secret_key).await;
     assert!(

@@ -86,7 +86,9 @@
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
 //! cache (`cacher`), the decision to serve a read from the cache or the store by its
-//! resourceVersion (`delegator`), and the typed read plans (`plans`).
+//! resourceVersion (`delegator`), the typed read plans (`plans`), and encryption at rest
+//! (`encryption`: values sealed where they are encoded for a write, opened where they are
+//! decoded, so nothing above the store ever sees ciphertext and apply never encrypts).
 //! *Invariant:* the only module that imports `kuberaft_raft` and `kuberaft_proto`.
 //!
 //! **`machinery`** — pure functions over objects as `serde_json::Value`: metadata, field sets

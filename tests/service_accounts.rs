@@ -536,3 +536,188 @@ async fn without_a_ca_no_root_ca_configmap_is_published() {
         assert_eq!((code, &list["items"]), (200, &json!([])), "{path}: {list}");
     }
 }
+
+/// A request as the bearer of `token` (no client certificate): the status and body.
+async fn as_bearer(
+    k: &Kube,
+    node: usize,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let http = k.cluster.http_builder().build().unwrap();
+    let mut req = http.request(method, k.url(node, path)).bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    let resp = req.send().await.unwrap();
+    let code = resp.status().as_u16();
+    (code, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits until the Secret `ops/name` is gone, as kubectl on `context` sees it.
+async fn secret_deleted(k: &Kube, context: &str, name: &str) {
+    eventually(T, || async {
+        let (ok, out, err) = k.kubectl(context, &["-n", "ops", "get", "secret", name, "-o", "name"]);
+        if !ok && err.contains("NotFound") {
+            Ok(())
+        } else {
+            Err(format!("{out}{err}"))
+        }
+    })
+    .await;
+}
+
+/// The status of a list of `ops`'s ConfigMaps through replica `node` as the bearer of `token`.
+async fn ops_configmaps_as(k: &Kube, node: usize, token: &str) -> (u16, Value) {
+    as_bearer(
+        k,
+        node,
+        Method::GET,
+        "/api/v1/namespaces/ops/configmaps",
+        token,
+        None,
+    )
+    .await
+}
+
+fn decoded(data: &Value) -> String {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.as_str().unwrap_or_else(|| panic!("not base64 text: {data}")))
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_token_secrets_are_filled_in_and_work_while_secret_and_account_exist() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "ops"]);
+    k.wait_namespace_populated("ops").await;
+    k.ok("node-1", &["-n", "ops", "create", "serviceaccount", "robot"]);
+    k.ok(
+        "node-1",
+        &[
+            "-n",
+            "ops",
+            "create",
+            "rolebinding",
+            "robot-view",
+            "--clusterrole=view",
+            "--serviceaccount=ops:robot",
+        ],
+    );
+    let manifest = k.manifest(
+        "robot-token.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: robot-token\n  namespace: ops\n  annotations:\n    kubernetes.io/service-account.name: robot\ntype: kubernetes.io/service-account-token\n",
+    );
+    k.ok("node-1", &["apply", "-f", &manifest]);
+
+    // The leader's tokens controller fills the Secret in, as kube-controller-manager does.
+    let filled = || async {
+        let s = k.json("node-2", &["-n", "ops", "get", "secret", "robot-token"]);
+        if s["data"]["token"].is_string() {
+            Ok(s)
+        } else {
+            Err(s.to_string())
+        }
+    };
+    let secret = eventually(T, filled).await;
+    let account = k.json("node-1", &["-n", "ops", "get", "serviceaccount", "robot"]);
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
+        account["metadata"]["uid"]
+    );
+    assert_eq!(decoded(&secret["data"]["ca.crt"]), k.cluster.ca_pem());
+    assert_eq!(decoded(&secret["data"]["namespace"]), "ops");
+    let token = decoded(&secret["data"]["token"]);
+    let claims: Value = {
+        use base64::Engine;
+        let payload = token.split('.').nth(1).expect("a JWT");
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        claims,
+        json!({
+            "iss": "kubernetes/serviceaccount",
+            "kubernetes.io/serviceaccount/namespace": "ops",
+            "kubernetes.io/serviceaccount/secret.name": "robot-token",
+            "kubernetes.io/serviceaccount/service-account.name": "robot",
+            "kubernetes.io/serviceaccount/service-account.uid": account["metadata"]["uid"],
+            "sub": "system:serviceaccount:ops:robot",
+        })
+    );
+
+    // The token authenticates as the ServiceAccount, on every replica, with what RBAC grants it.
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    for node in 0..3 {
+        let (code, me) = as_bearer(
+            &k,
+            node,
+            Method::POST,
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &token,
+            Some(&review),
+        )
+        .await;
+        assert_eq!(code, 201, "{me}");
+        assert_eq!(
+            me["status"]["userInfo"],
+            json!({
+                "username": "system:serviceaccount:ops:robot",
+                "uid": account["metadata"]["uid"],
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:ops", "system:authenticated"],
+            })
+        );
+        let (code, list) = ops_configmaps_as(&k, node, &token).await;
+        assert_eq!((code, &list["kind"]), (200, &json!("ConfigMapList")), "{list}");
+    }
+    let (code, denied) = as_bearer(
+        &k,
+        0,
+        Method::GET,
+        "/api/v1/namespaces/default/configmaps",
+        &token,
+        None,
+    )
+    .await;
+    assert_eq!(code, 403, "{denied}");
+
+    // A token the Secret no longer holds is refused: deleting the Secret ends it.
+    k.ok("node-1", &["-n", "ops", "delete", "secret", "robot-token"]);
+    for node in 0..3 {
+        eventually(T, || async {
+            match ops_configmaps_as(&k, node, &token).await {
+                (401, _) => Ok(()),
+                (code, body) => Err(format!("{code} {body}")),
+            }
+        })
+        .await;
+    }
+
+    // Recreated, it gets a new token; deleting the ServiceAccount deletes the Secret with it.
+    k.ok("node-1", &["apply", "-f", &manifest]);
+    let again = eventually(T, filled).await;
+    let second = decoded(&again["data"]["token"]);
+    assert_ne!(second, token);
+    let (code, _) = ops_configmaps_as(&k, 1, &second).await;
+    assert_eq!(code, 200);
+    k.ok("node-1", &["-n", "ops", "delete", "serviceaccount", "robot"]);
+    secret_deleted(&k, "node-3", "robot-token").await;
+    let (code, body) = ops_configmaps_as(&k, 2, &second).await;
+    assert_eq!(code, 401, "{body}");
+
+    // A Secret naming a ServiceAccount that does not exist is deleted, as kube does.
+    let orphan = k.manifest(
+        "orphan-token.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: nobody-token\n  namespace: ops\n  annotations:\n    kubernetes.io/service-account.name: nobody\ntype: kubernetes.io/service-account-token\n",
+    );
+    k.ok("node-1", &["apply", "-f", &orphan]);
+    secret_deleted(&k, "node-1", "nobody-token").await;
+}

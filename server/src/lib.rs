@@ -82,7 +82,8 @@
 //!
 //! **`controllers`** — leader-only reconcilers (namespace deletion, garbage collection,
 //! deleted definitions' objects, ClusterRole aggregation, each namespace's `default`
-//! ServiceAccount and `kube-root-ca.crt`) that act through the registry's verbs.
+//! ServiceAccount and `kube-root-ca.crt`, legacy ServiceAccount token Secrets) that act
+//! through the registry's verbs.
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
 //! cache (`cacher`), the decision to serve a read from the cache or the store by its

@@ -19,6 +19,10 @@ use crate::store::keys;
 
 /// The issuer (and default audience) of every token, as a kubeadm cluster names itself.
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+/// The issuer of legacy tokens, those kept in `kubernetes.io/service-account-token` Secrets.
+pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
+/// The Secret type that holds a legacy token.
+pub const LEGACY_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
 /// The shortest lifetime a TokenRequest may ask for (kube's ten minutes).
 pub const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// The longest (kube's 2^32 seconds).
@@ -75,6 +79,22 @@ struct Claims {
     sub: String,
     #[serde(rename = "kubernetes.io")]
     kubernetes: KubeClaims,
+}
+
+/// The claims of a legacy token: no audience and no expiry; good while its Secret holds it and
+/// its ServiceAccount exists.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LegacyClaims {
+    iss: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/namespace")]
+    namespace: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/secret.name")]
+    secret_name: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.name")]
+    service_account_name: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.uid")]
+    service_account_uid: String,
+    sub: String,
 }
 
 /// What a TokenRequest asks for.
@@ -196,12 +216,37 @@ impl ServiceAccountTokens {
         Ok((token, exp))
     }
 
+    /// A legacy token for the ServiceAccount `namespace/name` (uid `uid`), to be kept in the
+    /// Secret `secret_name`, as kube-controller-manager's tokens controller signs them.
+    pub fn issue_legacy(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        secret_name: &str,
+    ) -> Result<String, String> {
+        let claims = LegacyClaims {
+            iss: LEGACY_ISSUER.to_string(),
+            namespace: namespace.to_string(),
+            secret_name: secret_name.to_string(),
+            service_account_name: name.to_string(),
+            service_account_uid: uid.to_string(),
+            sub: format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}"),
+        };
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.encoding).map_err(|e| e.to_string())
+    }
+
     /// The user a token names: `None` when it is not one of ours (another authenticator may
     /// know it), `Some(Err)` when it is ours and no longer good.
     pub fn verify(&self, token: &str, cache: &WatchCache) -> Option<Result<UserInfo, String>> {
         let header = jsonwebtoken::decode_header(token).ok()?;
         if header.kid.as_deref().is_some_and(|k| k != self.kid) {
             return None;
+        }
+        if issuer(token).as_deref() == Some(LEGACY_ISSUER) {
+            return Some(self.verify_legacy(token, cache));
         }
         let mut validation = Validation::new(Algorithm::ES256);
         validation.set_issuer(&[ISSUER]);
@@ -212,6 +257,58 @@ impl ServiceAccountTokens {
             Err(e) => return Some(Err(format!("service account token: {e}"))),
         };
         Some(self.still_bound(&claims, cache))
+    }
+
+    /// A legacy token is good while it is signed by our key, its Secret (not being deleted)
+    /// still holds exactly it, and its ServiceAccount exists with the uid it names.
+    fn verify_legacy(&self, token: &str, cache: &WatchCache) -> Result<UserInfo, String> {
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_issuer(&[LEGACY_ISSUER]);
+        validation.validate_aud = false;
+        validation.validate_exp = false;
+        validation.required_spec_claims.clear();
+        let claims = jsonwebtoken::decode::<LegacyClaims>(token, &self.decoding, &validation)
+            .map_err(|e| format!("service account token: {e}"))?
+            .claims;
+        let ns = claims.namespace.as_str();
+        let read = |plural: &str, name: &str| -> Result<Value, String> {
+            cache
+                .get(&keys::object("", plural, Some(ns), name))
+                .map_err(|e| e.to_string())?
+                .map(|o| o.value())
+                .ok_or_else(|| format!("{plural} {ns}/{name} has been deleted"))
+        };
+        let secret = read("secrets", &claims.secret_name)?;
+        if secret["metadata"].get("deletionTimestamp").is_some() {
+            return Err("Token has been invalidated".into());
+        }
+        let held = secret["data"]["token"]
+            .as_str()
+            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok());
+        if held.as_deref() != Some(token.as_bytes()) {
+            return Err("Token does not match server's copy".into());
+        }
+        let account = read("serviceaccounts", &claims.service_account_name)?;
+        if account["metadata"]["uid"].as_str() != Some(claims.service_account_uid.as_str()) {
+            return Err(format!(
+                "ServiceAccount UID ({}) does not match claim ({})",
+                account["metadata"]["uid"].as_str().unwrap_or_default(),
+                claims.service_account_uid
+            ));
+        }
+        if account["metadata"].get("deletionTimestamp").is_some() {
+            return Err("Token has been invalidated".into());
+        }
+        Ok(UserInfo {
+            name: claims.sub,
+            uid: claims.service_account_uid,
+            groups: vec![
+                SERVICE_ACCOUNTS.to_string(),
+                format!("{SERVICE_ACCOUNTS}:{ns}"),
+                AUTHENTICATED.to_string(),
+            ],
+            extra: BTreeMap::new(),
+        })
     }
 
     fn still_bound(&self, claims: &Claims, cache: &WatchCache) -> Result<UserInfo, String> {
@@ -267,6 +364,16 @@ impl ServiceAccountTokens {
             extra,
         })
     }
+}
+
+/// The `iss` claim of a JWT, read without checking it (only to choose how to check it).
+fn issuer(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&bytes).ok()?;
+    claims["iss"].as_str().map(str::to_string)
 }
 
 /// The OpenID discovery document (`/.well-known/openid-configuration`); `host` is the

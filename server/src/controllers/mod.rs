@@ -1,8 +1,9 @@
 //! Controllers: leader-only reconcilers over the generic store, the part of
 //! kube-controller-manager that an API server needs to behave like a cluster — namespace
 //! deletion, garbage collection of dependents, removal of a deleted definition's objects,
-//! ClusterRole aggregation, and the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap
-//! of every namespace (one mechanism for both: `per_namespace`).
+//! ClusterRole aggregation, the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of
+//! every namespace (one mechanism for both: `per_namespace`), and the legacy token Secrets of
+//! ServiceAccounts (`service_account_token`).
 //!
 //! Each runs through [`run_while_leader`], written once: its work starts when this replica
 //! becomes the leader (told by the Raft node's leader changes, not by polling) and is dropped
@@ -16,12 +17,88 @@ pub mod namespace;
 pub mod per_namespace;
 pub mod root_ca_publisher;
 pub mod service_account;
+pub mod service_account_token;
 
 use std::future::Future;
+use std::time::Duration;
 
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::registry::{Registry, ResourceRequest};
+use crate::store::cacher::Published;
 use crate::store::Store;
+
+/// How long a level-triggered controller waits for a relevant change before it looks again
+/// anyway.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// The first wait after a failed pass (doubled while passes keep failing, up to [`RESYNC`]).
+pub const RETRY: Duration = Duration::from_secs(1);
+
+/// A controller's request for a core-group resource in `namespace` (one object when `name`
+/// is given, the collection otherwise), with no requester: controllers act as the system.
+pub fn core_request(
+    registry: &Registry,
+    plural: &str,
+    namespace: &str,
+    name: Option<&str>,
+) -> ApiResult<ResourceRequest> {
+    let rt = registry
+        .lookup("", "v1", plural)
+        .ok_or_else(|| ApiError::internal(format!("the type table has no {plural}")))?;
+    Ok(ResourceRequest {
+        rt: rt.clone(),
+        namespace: Some(namespace.to_string()),
+        name: name.map(str::to_string),
+        subresource: None,
+        watch_path: false,
+        requester: None,
+    })
+}
+
+/// The loop of a level-triggered controller: runs `pass` at once, then after every batch of
+/// the watch cache's changes that touches a key `relevant` picks (or after the cache was
+/// reloaded, or the loop fell behind), and every [`RESYNC`] in any case. A failed pass is
+/// retried after [`RETRY`], later and later while it keeps failing — never at once. Returns
+/// when the replica stops.
+pub async fn run_passes<F, Fut>(
+    store: &Store,
+    controller: &'static str,
+    relevant: impl Fn(&str) -> bool,
+    mut pass: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ApiResult<()>>,
+{
+    // Subscribing through an empty prefix copies nothing: only the changes are wanted.
+    let mut changes = store.cache().list_and_watch("\u{0}").1;
+    let mut backoff = RETRY;
+    loop {
+        if let Err(e) = pass().await {
+            tracing::warn!(controller, error = %e.message, retry = ?backoff, "pass failed");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(RESYNC);
+            continue;
+        }
+        backoff = RETRY;
+        let resync = tokio::time::sleep(RESYNC);
+        tokio::pin!(resync);
+        loop {
+            tokio::select! {
+                () = &mut resync => break,
+                batch = changes.recv() => match batch {
+                    Ok(batch) => match &*batch {
+                        Published::Changes { events, .. } if !events.iter().any(|e| relevant(&e.key)) => {}
+                        _ => break,
+                    },
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    }
+}
 
 /// Runs `work` while this replica leads, for as long as the node lives: started when it
 /// becomes the leader (at once if it is), cancelled when it stops leading, started afresh when

@@ -9,29 +9,21 @@
 //! ones that must change, through the registry's verbs (so they are admitted, defaulted and
 //! recorded in `managedFields` as kube-controller-manager's writes are). Namespaces that are
 //! being deleted are left alone. A pass runs when this replica starts leading, after every
-//! change to a namespace or to one of the objects (deleted, edited), and every [`RESYNC`] in
-//! any case; a failed pass is retried after [`RETRY`], and later and later while it keeps
+//! change to a namespace or to one of the objects (deleted, edited), and every [`super::RESYNC`] in
+//! any case; a failed pass is retried after [`super::RETRY`], and later and later while it keeps
 //! failing — never at once. The controller keeps no state, so a new leader simply continues.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 
-use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::errors::ApiResult;
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::Query;
-use crate::registry::{create, update, LiveRegistry, Registry, ResourceRequest};
-use crate::store::cacher::Published;
+use crate::registry::{create, update, LiveRegistry, Registry};
 use crate::store::{keys, Store};
 
-/// How long a failed pass waits before the next; each failure in a row doubles it, up to
-/// [`RESYNC`].
-const RETRY: Duration = Duration::from_secs(1);
-/// How long the controller waits for a relevant change before it looks again anyway.
-const RESYNC: Duration = Duration::from_secs(30);
 /// Whose writes these are, in `managedFields`: kube's controllers write as this.
 const FIELD_MANAGER: &str = "kube-controller-manager";
 
@@ -82,25 +74,6 @@ fn relevant(ensured: &dyn Ensured, key: &str) -> bool {
             .is_some_and(|(_, name)| name == ensured.name())
 }
 
-fn request(
-    registry: &Registry,
-    plural: &str,
-    namespace: &str,
-    name: Option<&str>,
-) -> ApiResult<ResourceRequest> {
-    let rt = registry
-        .lookup("", "v1", plural)
-        .ok_or_else(|| ApiError::internal(format!("the type table has no {plural}")))?;
-    Ok(ResourceRequest {
-        rt: rt.clone(),
-        namespace: Some(namespace.to_string()),
-        name: name.map(str::to_string),
-        subresource: None,
-        watch_path: false,
-        requester: None,
-    })
-}
-
 /// Carries out `action` in `namespace`. A write that lost a race (the namespace went or is
 /// terminating, the object appeared, changed or went meanwhile) is no failure: the change
 /// that won brings another pass.
@@ -114,7 +87,7 @@ async fn act(
     let query = Query::from([("fieldManager".to_string(), FIELD_MANAGER.to_string())]);
     let (verb, outcome) = match action {
         Action::Create(value) => {
-            let req = request(registry, ensured.plural(), namespace, None)?;
+            let req = super::core_request(registry, ensured.plural(), namespace, None)?;
             let body = Decoded {
                 value,
                 duplicates: Vec::new(),
@@ -122,7 +95,7 @@ async fn act(
             ("created", create::create(store, &req, &query, body).await)
         }
         Action::Update(value) => {
-            let req = request(registry, ensured.plural(), namespace, Some(ensured.name()))?;
+            let req = super::core_request(registry, ensured.plural(), namespace, Some(ensured.name()))?;
             let body = Decoded {
                 value,
                 duplicates: Vec::new(),
@@ -183,40 +156,14 @@ pub async fn reconcile(store: &Store, registry: &Registry, ensured: &dyn Ensured
     }
 }
 
-/// Runs passes: one at once, then one after every batch of changes that touches a namespace
-/// or an ensured object (or after the cache was reloaded, or this controller fell behind),
-/// and one every [`RESYNC`].
 async fn run(store: Store, live: Arc<LiveRegistry>, ensured: Arc<dyn Ensured>) {
-    let mut changes = store
-        .cache()
-        .list_and_watch(&keys::type_prefix("", "namespaces"))
-        .1;
-    let mut backoff = RETRY;
-    loop {
-        if let Err(e) = reconcile(&store, &live.current(), &*ensured).await {
-            tracing::warn!(controller = ensured.controller(), error = %e.message, retry = ?backoff, "pass failed");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(RESYNC);
-            continue;
-        }
-        backoff = RETRY;
-        let resync = tokio::time::sleep(RESYNC);
-        tokio::pin!(resync);
-        loop {
-            tokio::select! {
-                () = &mut resync => break,
-                batch = changes.recv() => match batch {
-                    Ok(batch) => match &*batch {
-                        Published::Changes { events, .. }
-                            if !events.iter().any(|e| relevant(&*ensured, &e.key)) => {}
-                        _ => break,
-                    },
-                    Err(RecvError::Lagged(_)) => break,
-                    Err(RecvError::Closed) => return,
-                },
-            }
-        }
-    }
+    super::run_passes(
+        &store,
+        ensured.controller(),
+        |key| relevant(&*ensured, key),
+        || async { reconcile(&store, &live.current(), &*ensured).await.map(|_| ()) },
+    )
+    .await;
 }
 
 /// Runs the controller for `ensured` while this replica leads.

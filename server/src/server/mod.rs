@@ -252,6 +252,14 @@ impl Replica {
         );
         crate::controllers::clusterrole_aggregation::spawn(api.store.clone());
         crate::controllers::service_account::spawn(api.store.clone(), api.registry.clone());
+        if let Some(issuer) = &security.service_accounts {
+            crate::controllers::service_account_token::spawn(
+                api.store.clone(),
+                api.registry.clone(),
+                issuer.clone(),
+                security.credentials.as_ref().map(|c| c.ca_pem.clone()),
+            );
+        }
         // kube-controller-manager publishes the root CA only when it has one.
         if let Some(credentials) = &security.credentials {
             crate::controllers::root_ca_publisher::spawn(

@@ -1,11 +1,13 @@
-//! The chaos workloads' Kubernetes API client: plain HTTP/JSON against one replica, with every
-//! failure classified by whether the request may have taken effect, because the checkers must
-//! treat "certainly not applied" and "unknown outcome" differently.
+//! The chaos workloads' Kubernetes API client: HTTPS/JSON as the admin against one replica,
+//! with every failure classified by whether the request may have taken effect, because the
+//! checkers must treat "certainly not applied" and "unknown outcome" differently.
 
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
+
+use crate::client::Tls;
 
 /// The namespace every chaos object lives in.
 pub const NAMESPACE: &str = "chaos";
@@ -135,9 +137,12 @@ pub struct ListPage {
 }
 
 impl ApiClient {
-    /// A client of replica `replica`, whose API listens at `addr`, with `timeout` per request.
-    pub fn new(replica: usize, addr: &str, timeout: Duration) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
+    /// A client of replica `replica`, whose API listens at `addr` (HTTPS, as the holder of
+    /// `tls`), with `timeout` per request.
+    pub fn new(replica: usize, addr: &str, timeout: Duration, tls: &Tls) -> Result<Self, ApiError> {
+        let http = tls
+            .http_builder()
+            .map_err(|e| ApiError::Connect(format!("{e:#}")))?
             .timeout(timeout)
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
@@ -146,7 +151,7 @@ impl ApiClient {
             .map_err(|e| ApiError::Connect(e.to_string()))?;
         Ok(Self {
             http,
-            base: format!("http://{addr}"),
+            base: format!("https://{addr}"),
             replica,
         })
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::client::{Client, System};
+use crate::client::{Client, System, Tls};
 use crate::cluster::EtcdCluster;
 use crate::harness::ChaosCluster;
 
@@ -51,6 +51,14 @@ impl Subject {
         }
     }
 
+    /// The credentials its KV service wants (kuberaft's admin; etcd runs without TLS).
+    fn tls(&self) -> Option<Tls> {
+        match self {
+            Subject::Etcd(_) => None,
+            Subject::Kuberaft(c) => Some(c.tls().clone()),
+        }
+    }
+
     fn kv_addrs(&self) -> Vec<String> {
         match self {
             Subject::Etcd(c) => c.addrs.clone(),
@@ -84,11 +92,17 @@ impl Subject {
 type Successes = Arc<Mutex<Vec<(Instant, Instant)>>>;
 
 /// Puts through `addr` until `stop`, recording every success.
-async fn writer(system: System, addr: String, ok: Successes, mut stop: watch::Receiver<bool>) {
+async fn writer(
+    system: System,
+    addr: String,
+    tls: Option<Tls>,
+    ok: Successes,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut n = 0u64;
     while !*stop.borrow() {
         let Ok(Ok(mut client)) =
-            tokio::time::timeout(PUT_TIMEOUT, Client::connect(system, &addr, None)).await
+            tokio::time::timeout(PUT_TIMEOUT, Client::connect(system, &addr, tls.as_ref())).await
         else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
@@ -120,7 +134,13 @@ pub async fn measure(subject: &mut Subject, kills: usize) -> Result<Vec<f64>, Fa
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut writers = JoinSet::new();
     for addr in subject.kv_addrs() {
-        writers.spawn(writer(subject.system(), addr, ok.clone(), stop_rx.clone()));
+        writers.spawn(writer(
+            subject.system(),
+            addr,
+            subject.tls(),
+            ok.clone(),
+            stop_rx.clone(),
+        ));
     }
     let mut outages = Vec::new();
     for k in 0..kills {

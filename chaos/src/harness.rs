@@ -6,8 +6,17 @@
 //! advertises the proxy at `base + 20 + i` as its peer address, so every replica reaches every
 //! other one only through the proxy. The harness itself talks to the real peer port (the `Kv`
 //! `Status` RPC), so its probes are never cut.
+//!
+//! The cluster is secure, as a user's is: `DIR/pki` holds a CA, each replica's serving and peer
+//! certificates, the service-account key, the encryption config and the admin's certificate,
+//! with which the harness and the workloads speak HTTPS and mutual-TLS gRPC.
 
-use kuberaft::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
+use kuberaft::cli::certs::ensure_encryption_config;
+use kuberaft::cli::cluster_up::{ADMIN_GROUP, ADMIN_USER};
+use kuberaft::config::{
+    CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig,
+};
+use kuberaft::pki::layout::Layout;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -16,6 +25,7 @@ use std::time::{Duration, Instant};
 use kuberaft_proto::kv_client::KvClient;
 use kuberaft_proto::{StatusRequest, StatusResponse};
 
+use crate::client::{self, Tls};
 use crate::cluster::{tail, Process};
 use crate::proxy::{self, Links};
 
@@ -61,6 +71,25 @@ pub enum HarnessError {
     /// Bad parameters.
     #[error("{0}")]
     Config(String),
+}
+
+/// Makes (or keeps) the cluster's PKI in `DIR/pki`, as `cluster up` does for loopback
+/// replicas, and reads the admin's credentials from it.
+fn make_pki(spec: &ClusterSpec) -> Result<(Layout, Tls), HarnessError> {
+    let pki = Layout::new(spec.dir.join("pki"));
+    let fail = |e: String| HarnessError::Config(format!("cannot make the PKI in {}: {e}", pki.dir.display()));
+    pki.ensure_ca("kuberaft-chaos-ca")
+        .map_err(|e| fail(e.to_string()))?;
+    pki.ensure_sa_key().map_err(|e| fail(e.to_string()))?;
+    ensure_encryption_config(&pki).map_err(|e| fail(format!("{e:#}")))?;
+    for i in 1..=spec.nodes {
+        pki.ensure_replica(&format!("node-{i}"), &["127.0.0.1".to_string()], false)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    pki.ensure_user(ADMIN_USER, &[ADMIN_GROUP.to_string()], false)
+        .map_err(|e| fail(e.to_string()))?;
+    let tls = Tls::from_pki(&pki.dir).map_err(|e| fail(format!("{e:#}")))?;
+    Ok((pki, tls))
 }
 
 /// Where the cluster runs and how it is configured.
@@ -141,6 +170,7 @@ pub struct ChaosCluster {
     /// The peer links, for the fault injector.
     pub links: Arc<Links>,
     proxies: Vec<tokio::task::JoinHandle<()>>,
+    tls: Tls,
 }
 
 impl ChaosCluster {
@@ -172,6 +202,7 @@ impl ChaosCluster {
             election_timeout_max_millis: t.election_max_ms,
             ..RaftConfig::default()
         });
+        let (pki, tls) = make_pki(&spec)?;
         let links = Links::new(spec.nodes);
         let mut replicas = Vec::new();
         let mut proxies = Vec::new();
@@ -192,7 +223,19 @@ impl ChaosCluster {
                 request_timeout_seconds: 3,
                 watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
                 feature_gates: FeatureGates::default(),
-                security: None,
+                security: Some({
+                    let files = pki.replica(&format!("node-{}", i + 1));
+                    SecurityConfig {
+                        certificate_authority: pki.ca_cert(),
+                        serving_certificate: files.api_cert,
+                        serving_key: files.api_key,
+                        peer_certificate: files.peer_cert,
+                        peer_key: files.peer_key,
+                        service_account_key: Some(pki.sa_key()),
+                        token_file: None,
+                        encryption_config: Some(pki.encryption_config()),
+                    }
+                }),
                 audit: None,
             }
             .to_yaml()
@@ -213,12 +256,18 @@ impl ChaosCluster {
             replicas,
             links,
             proxies,
+            tls,
         };
         for i in 0..cluster.replicas.len() {
             cluster.spawn(i)?;
         }
         cluster.wait_serving(ready_timeout).await?;
         Ok(cluster)
+    }
+
+    /// The admin's credentials (the cluster CA and client certificate).
+    pub fn tls(&self) -> &Tls {
+        &self.tls
     }
 
     /// Number of replicas.
@@ -244,8 +293,7 @@ impl ChaosCluster {
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let r = &mut self.replicas[i];
         let mut cmd = Command::new(&self.spec.bin);
-        // The harness's clients speak plain HTTP and gRPC: the replicas run --insecure.
-        cmd.arg("serve").arg("--config").arg(&r.config).arg("--insecure");
+        cmd.arg("serve").arg("--config").arg(&r.config);
         let p = Process::spawn(format!("replica {}", i + 1), cmd, r.log.clone()).map_err(|e| {
             HarnessError::Spawn {
                 replica: i + 1,
@@ -302,9 +350,11 @@ impl ChaosCluster {
 
     /// Replica `i`'s status through the `Kv` service on its real peer port.
     pub async fn status(&self, i: usize, hash: bool) -> Option<StatusResponse> {
-        let addr = format!("http://{}", self.replicas[i].peer);
         let probe = async {
-            let mut c = KvClient::connect(addr).await.ok()?;
+            let channel = client::connect(&self.replicas[i].peer, Some(&self.tls))
+                .await
+                .ok()?;
+            let mut c = KvClient::new(channel);
             c.status(StatusRequest { with_hash: hash })
                 .await
                 .ok()

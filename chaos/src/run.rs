@@ -154,7 +154,7 @@ pub async fn run(cfg: RunConfig) -> Result<Verdict, RunError> {
 /// The part of a run that needs the cluster up.
 async fn drive(cfg: &RunConfig, cluster: &mut ChaosCluster) -> Result<Verdict, RunError> {
     let clients: Vec<ApiClient> = (0..cluster.len())
-        .map(|i| ApiClient::new(i, cluster.api_addr(i), REQUEST_TIMEOUT))
+        .map(|i| ApiClient::new(i, cluster.api_addr(i), REQUEST_TIMEOUT, cluster.tls()))
         .collect::<Result<_, _>>()?;
     let first = clients[0].clone();
     retry(SETTLE_TIMEOUT, || first.ensure_namespace()).await?;

@@ -908,3 +908,90 @@ async fn secrets_are_encrypted_at_rest_and_their_key_rotates() {
     assert_eq!(password(&k, "node-1"), b64(PLAIN));
     assert!(raw(&k, secret_key).await.starts_with(b"k8s:enc:aesgcm:v1:key2:"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_restarted_with_another_clusters_certificates_is_refused_and_learns_nothing() {
+    let mut k = Kube::start().await;
+    ok(&k, &["create", "configmap", "before", "--from-literal=a=1"]);
+    k.cluster.wait_converged(T).await;
+
+    // Replica 3 restarted with its data but another cluster's CA and certificates (issued for
+    // the same names and addresses).
+    let other = support::make_pki(&k.cluster.dir.path().join("other-pki"), 3);
+    k.cluster.stop(2);
+    let path = k.cluster.replicas[2].config.clone();
+    let mut config = kuberaft::config::ServeConfig::load(&path).unwrap();
+    let files = other.replica("node-3");
+    let security = config.security.as_mut().expect("a secure config");
+    security.certificate_authority = other.ca_cert();
+    security.serving_certificate = files.api_cert;
+    security.serving_key = files.api_key;
+    security.peer_certificate = files.peer_cert;
+    security.peer_key = files.peer_key;
+    std::fs::write(&path, config.to_yaml().unwrap()).unwrap();
+    k.cluster.restart(2);
+
+    // The cluster goes on without it: writes succeed through the other two.
+    ok(&k, &["create", "configmap", "after", "--from-literal=a=2"]);
+    let cluster_revision = k
+        .cluster
+        .status(0, false)
+        .await
+        .expect("replica 1 answers")
+        .revision;
+
+    // Its peers refuse it at the handshake and it refuses them: asked with its own CA's admin
+    // certificate, it answers, but it neither receives the new write nor commits anything on
+    // its own. (A replica that led before the restart still calls itself leader of its old
+    // term, as openraft restores it; with no quorum it cannot commit, and linearizable reads
+    // need a quorum too.)
+    let (cert, key) = other.user(support::ADMIN);
+    let tls = kuberaft::pki::tls::peer_client(
+        &std::fs::read_to_string(other.ca_cert()).unwrap(),
+        &std::fs::read_to_string(cert).unwrap(),
+        &std::fs::read_to_string(key).unwrap(),
+    );
+    let stranger = kv_over(&k.cluster.replicas[2].peer_addr, tls);
+    let ask = || {
+        let mut stranger = stranger.clone();
+        async move {
+            stranger
+                .status(kuberaft_proto::StatusRequest { with_hash: false })
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let first = support::eventually(T, ask).await;
+    // Long enough for several election timeouts and heartbeats.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = support::eventually(T, ask).await;
+    assert!(
+        later.revision < cluster_revision,
+        "the stranger received writes: {} >= {cluster_revision}",
+        later.revision
+    );
+    assert_eq!(
+        (later.commit_index, later.revision),
+        (first.commit_index, first.revision),
+        "the stranger committed on its own"
+    );
+    let cluster = k.cluster.status(0, false).await.expect("replica 1 answers");
+    assert!(
+        cluster.has_leader && cluster.leader_id != 3,
+        "the others lead themselves: {cluster:?} / stranger {later:?}"
+    );
+    // The cluster's own admin cannot reach it either: its CA is not the cluster's.
+    let mut kv = k.cluster.kv(2).await;
+    assert!(
+        kv.status(kuberaft_proto::StatusRequest { with_hash: false })
+            .await
+            .is_err(),
+        "the replica of another CA served the cluster's admin"
+    );
+    // And the rest of the cluster still has one leader and both objects.
+    for node in ["node-1", "node-2"] {
+        let names = k.ok(node, &["get", "configmap", "before", "after", "-o", "name"]);
+        assert_eq!(names, "configmap/before\nconfigmap/after\n", "{node}");
+    }
+}

@@ -959,3 +959,75 @@ async fn every_verb_against_every_subresource() {
         assert_eq!(code, 200, "{body}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boolean_options_are_read_as_kube_reads_them() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "configmap", "flags", "--from-literal=a=1"]);
+    let cms = k.url(0, "/api/v1/namespaces/default/configmaps");
+
+    // The Python client's `watch=True` (and `allowWatchBookmarks=True`) is a watch, not a list.
+    let mut watch = k
+        .http
+        .get(format!(
+            "{cms}?watch=True&allowWatchBookmarks=True&fieldSelector=metadata.name%3Dflags"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(watch.status(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(10), watch.chunk())
+        .await
+        .expect("an event within 10 s")
+        .unwrap()
+        .expect("a chunk");
+    let event: Value = serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (&event["type"], &event["object"]["metadata"]["name"]),
+        (&json!("ADDED"), &json!("flags"))
+    );
+    // `watch=False` is the list.
+    let (code, list) = call(
+        &k.http,
+        reqwest::Method::GET,
+        &format!("{cms}?watch=False"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!((code, &list["kind"]), (200, &json!("ConfigMapList")));
+
+    // `pretty=True` indents.
+    let pretty = k.text(&format!("{cms}/flags?pretty=True")).await;
+    assert!(pretty.contains("\n  \"metadata\": {"), "{pretty}");
+
+    // `force=True` is force for an apply, and refused for any other patch.
+    let apply = |force: &str, content_type: &'static str, body: &'static str| {
+        let url = format!("{cms}/flags?fieldManager=robot&force={force}");
+        let http = k.http.clone();
+        async move {
+            let r = http
+                .patch(url)
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let code = r.status().as_u16();
+            (code, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (code, applied) = apply(
+        "True",
+        "application/apply-patch+yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\ndata:\n  a: taken\n",
+    )
+    .await;
+    assert_eq!((code, &applied["data"]["a"]), (200, &json!("taken")), "{applied}");
+    let (code, refused) = apply("True", "application/merge-patch+json", r#"{"data":{"a":"x"}}"#).await;
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "force: Forbidden: may not be specified for non-apply patch"
+    );
+}

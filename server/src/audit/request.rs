@@ -79,17 +79,6 @@ fn lower_method(method: &Method) -> Cow<'static, str> {
     }
 }
 
-/// kube's reading of the `watch` option on a collection GET: any first value but `false` or
-/// `0` asks for a watch.
-fn watch_option(query: Option<&str>) -> Option<bool> {
-    let value = query?.split('&').find_map(|pair| match pair.split_once('=') {
-        Some(("watch", v)) => Some(v),
-        None if pair == "watch" => Some(""),
-        _ => None,
-    })?;
-    Some(!(value.eq_ignore_ascii_case("false") || value == "0"))
-}
-
 impl<'a> RequestInfo<'a> {
     /// Parses a request as kube-apiserver's request info factory does.
     pub fn parse(method: &Method, path: &'a str, query: Option<&str>) -> RequestInfo<'a> {
@@ -156,7 +145,7 @@ impl<'a> RequestInfo<'a> {
         }
         attrs.resource = rest[0];
         let verb = match verb {
-            "get" if attrs.name.is_empty() => match watch_option(query) {
+            "get" if attrs.name.is_empty() => match crate::machinery::query::watch_requested(query) {
                 Some(true) => "watch",
                 _ => "list",
             },

@@ -26,7 +26,7 @@ use crate::config::FeatureGates;
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::protobuf;
-use crate::machinery::query::Query;
+use crate::machinery::query::{parse_bool, Query};
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::reply::Reply;
 use crate::registry::update::{self, PatchType};
@@ -53,7 +53,7 @@ pub struct Api {
 }
 
 fn is_pretty(q: &Query) -> bool {
-    q.get("pretty").is_some_and(|v| v == "true" || v == "1")
+    q.get("pretty").and_then(|v| parse_bool(v)).unwrap_or(false)
 }
 
 fn parse_query(raw: Option<&str>) -> ApiResult<Query> {

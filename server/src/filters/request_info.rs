@@ -13,6 +13,7 @@ use crate::endpoints::request_info::{parse_path, RequestInfo, Target};
 use crate::endpoints::response::{error_response, wants_protobuf};
 use crate::endpoints::Api;
 use crate::machinery::errors::ApiResult;
+use crate::machinery::query::watch_requested;
 
 /// The request info filter: parses the request into a [`RequestInfo`] and stores it in the
 /// request's extensions, or answers `404`/`405` itself so that no endpoint sees a path that
@@ -51,7 +52,7 @@ async fn resolve(api: &Api, method: &Method, uri: &Uri) -> ApiResult<RequestInfo
     };
     match target {
         Target::Resource(resource) => {
-            let verb = resource.verb(method, watch_option(uri.query()))?;
+            let verb = resource.verb(method, watch_requested(uri.query()).unwrap_or(false))?;
             Ok(RequestInfo::Resource {
                 request: resource,
                 verb,
@@ -59,12 +60,4 @@ async fn resolve(api: &Api, method: &Method, uri: &Uri) -> ApiResult<RequestInfo
         }
         other => Ok(RequestInfo::Discovery(other)),
     }
-}
-
-/// Whether the query asks for a watch (`watch=true` or `watch=1`; neither needs decoding).
-fn watch_option(query: Option<&str>) -> bool {
-    query
-        .unwrap_or("")
-        .split('&')
-        .any(|pair| matches!(pair.split_once('='), Some(("watch", "true" | "1"))))
 }

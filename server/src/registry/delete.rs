@@ -7,7 +7,7 @@ use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_
 use crate::kinds::strategy::{self};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, now_rfc3339};
-use crate::machinery::query::Query;
+use crate::machinery::query::{flag, Query};
 use crate::machinery::selector::Selectable;
 use crate::registry::ResourceRequest;
 use crate::registry::ResourceType;
@@ -80,18 +80,6 @@ struct RawDeleteOptions {
 /// The option that asks for the unsafe deletion of a corrupt object.
 const IGNORE_STORE_READ_ERROR: &str = "ignoreStoreReadErrorWithClusterBreakingPotential";
 
-/// A boolean query parameter as kube-apiserver's query decoding reads it.
-fn query_bool(q: &Query, name: &str) -> ApiResult<Option<bool>> {
-    match q.get(name).map(String::as_str) {
-        None => Ok(None),
-        Some("true") => Ok(Some(true)),
-        Some("false") => Ok(Some(false)),
-        Some(o) => Err(ApiError::bad_request(format!(
-            "invalid {name} {o:?}: must be true or false"
-        ))),
-    }
-}
-
 fn bad_field(field: &str, want: &str) -> ApiError {
     ApiError::bad_request(format!(
         "the body of the request could not be decoded as DeleteOptions: {field} must be {want}"
@@ -111,8 +99,8 @@ impl RawDeleteOptions {
                     .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
             ),
         };
-        let orphan_dependents = query_bool(q, "orphanDependents")?;
-        let ignore_store_read_error = query_bool(q, IGNORE_STORE_READ_ERROR)?;
+        let orphan_dependents = flag(q, "orphanDependents");
+        let ignore_store_read_error = flag(q, IGNORE_STORE_READ_ERROR);
         Ok(RawDeleteOptions {
             grace_period_seconds,
             dry_run: q

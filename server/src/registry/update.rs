@@ -11,7 +11,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{self, Decoded, Directive};
 use crate::machinery::managed::{self, Part};
 use crate::machinery::meta::{check_type, meta_str, prepare_create, prepare_update};
-use crate::machinery::query::Query;
+use crate::machinery::query::{flag, Query};
 use crate::machinery::schema::{schemas, Node};
 use crate::machinery::strategic_merge;
 use crate::registry::ResourceRequest;
@@ -218,13 +218,11 @@ pub(crate) fn manager(q: &Query) -> ApiResult<String> {
 
 /// `force`, which only an apply may set.
 fn force(q: &Query, applying: bool) -> ApiResult<bool> {
-    match q.get("force").map(String::as_str) {
-        None | Some("") | Some("false") => Ok(false),
-        Some("true") if applying => Ok(true),
-        Some("true") => Err(ApiError::bad_request(
+    match flag(q, "force") {
+        Some(true) if !applying => Err(ApiError::bad_request(
             "force: Forbidden: may not be specified for non-apply patch",
         )),
-        Some(other) => Err(ApiError::bad_request(format!("invalid force {other:?}"))),
+        set => Ok(set.unwrap_or(false)),
     }
 }
 
@@ -560,7 +558,8 @@ mod patch_tests {
         let q = |v: &str| Query::from([("force".to_string(), v.to_string())]);
         assert!(force(&q("true"), true).unwrap());
         assert_eq!(force(&q("true"), false).unwrap_err().code, 400);
-        assert_eq!(force(&q("maybe"), true).unwrap_err().code, 400);
+        assert!(force(&q("True"), true).unwrap());
+        assert!(!force(&q("False"), false).unwrap());
         assert_eq!(
             PatchType::from_content_type(APPLY_PATCH).unwrap(),
             PatchType::Apply

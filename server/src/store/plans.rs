@@ -9,7 +9,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::query::Query;
+use crate::machinery::query::{flag, Query};
 
 /// The version tag inside continue tokens (kube-apiserver's).
 const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -166,17 +166,6 @@ fn limit(q: &Query) -> ApiResult<Option<usize>> {
     }
 }
 
-fn bool_param(q: &Query, name: &str) -> ApiResult<Option<bool>> {
-    match param(q, name) {
-        None => Ok(None),
-        Some("true") | Some("1") => Ok(Some(true)),
-        Some("false") | Some("0") | Some("") => Ok(Some(false)),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "{name}: Invalid value: {other:?}: must be a boolean"
-        ))),
-    }
-}
-
 /// The read class of a get: unset → Most Recent, "0" → Any, N → Not older than N.
 pub fn get_plan(q: &Query) -> ApiResult<ReadAt> {
     Ok(match resource_version(q) {
@@ -268,7 +257,7 @@ pub fn list_plan(q: &Query) -> ApiResult<ListPlan> {
 pub fn watch_plan(q: &Query) -> ApiResult<WatchPlan> {
     let rv = resource_version(q);
     let matching = param(q, "resourceVersionMatch").filter(|m| !m.is_empty());
-    let initial = bool_param(q, "sendInitialEvents")?;
+    let initial = flag(q, "sendInitialEvents");
     let mut errs = Vec::new();
     if initial.is_some() && matching != Some("NotOlderThan") {
         errs.push(forbidden(
@@ -296,7 +285,7 @@ pub fn watch_plan(q: &Query) -> ApiResult<WatchPlan> {
     if !errs.is_empty() {
         return Err(ApiError::invalid_list_options(&errs));
     }
-    let bookmarks = bool_param(q, "allowWatchBookmarks")?.unwrap_or(false);
+    let bookmarks = flag(q, "allowWatchBookmarks").unwrap_or(false);
     // 0, like no value, means the server's default.
     let timeout = match param(q, "timeoutSeconds").filter(|t| !t.is_empty()) {
         None => None,

@@ -1031,3 +1031,57 @@ async fn boolean_options_are_read_as_kube_reads_them() {
         "force: Forbidden: may not be specified for non-apply patch"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn immortal_namespaces_cannot_be_deleted() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "scratch"]);
+    k.ok("node-1", &["create", "configmap", "keep", "--from-literal=a=1"]);
+    // kube-apiserver's exact refusal, over plain HTTP.
+    let (code, status) = k
+        .send(reqwest::Method::DELETE, 1, "/api/v1/namespaces/kube-public", None)
+        .await;
+    let message = "namespaces \"kube-public\" is forbidden: this namespace may not be deleted";
+    assert_eq!(
+        (code, status),
+        (403, forbidden_status("namespaces", "kube-public", message))
+    );
+    // `kubectl delete namespace --all` deletes the others and reports the three it may not.
+    let (ok, out, err) = k.kubectl("node-1", &["delete", "namespace", "--all", "--wait=false"]);
+    assert!(!ok, "{out}{err}");
+    for ns in ["default", "kube-system", "kube-public"] {
+        assert!(
+            err.contains(&format!(
+                "namespaces \"{ns}\" is forbidden: this namespace may not be deleted"
+            )),
+            "{err}"
+        );
+    }
+    assert!(out.contains("namespace \"scratch\" deleted"), "{out}");
+    // Nothing of theirs was touched.
+    let names = k.ok(
+        "node-2",
+        &[
+            "get",
+            "namespace",
+            "default",
+            "kube-system",
+            "kube-public",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(
+        names,
+        "namespace/default\nnamespace/kube-system\nnamespace/kube-public\n"
+    );
+    let default = k.json("node-2", &["get", "namespace", "default"]);
+    assert!(
+        default["metadata"].get("deletionTimestamp").is_none(),
+        "{default}"
+    );
+    assert_eq!(
+        k.ok("node-3", &["get", "configmap", "keep", "-o", "name"]),
+        "configmap/keep\n"
+    );
+}

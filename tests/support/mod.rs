@@ -591,3 +591,9 @@ where
         }
     }
 }
+
+/// kube-apiserver's `403 Forbidden` Status body for the object `kind "name"`, saying `message`.
+pub fn forbidden_status(kind: &str, name: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "Forbidden", "details": {"name": name, "kind": kind}, "code": 403})
+}

@@ -30,6 +30,8 @@ pub enum Operation {
     Create,
     /// A change of an existing object.
     Update,
+    /// The deletion of an object (the object is not given to the plugins).
+    Delete,
 }
 
 /// What a plugin knows of the request besides the object.

@@ -33,7 +33,20 @@ impl Mutating for NamespaceLifecycle {
     }
 }
 
+/// The namespaces no one may delete, as kube-apiserver's plugin keeps them.
+const IMMORTAL: [&str; 3] = ["default", "kube-system", "kube-public"];
+
 async fn check(store: &Store, attrs: &Attributes<'_>) -> ApiResult<()> {
+    let deletes_namespace =
+        attrs.operation == Operation::Delete && (attrs.group, attrs.resource) == ("", "namespaces");
+    if deletes_namespace && IMMORTAL.contains(&attrs.name) {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            attrs.name,
+            "this namespace may not be deleted",
+        ));
+    }
     if attrs.operation != Operation::Create {
         return Ok(());
     }

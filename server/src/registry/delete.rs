@@ -4,6 +4,7 @@
 
 use super::read::select;
 use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_RETRIES};
+use crate::admission::{self, Attributes, Operation};
 use crate::kinds::strategy::{self};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, now_rfc3339};
@@ -416,6 +417,18 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     let rt = &req.rt;
     let key = key(req, &name);
     let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    // Admission sees the delete before the object is read, as kube-apiserver's handler runs it.
+    let attrs = Attributes {
+        operation: Operation::Delete,
+        group: rt.group,
+        resource: rt.plural,
+        namespaced: rt.namespaced,
+        namespace: req.namespace.as_deref(),
+        name: &name,
+        subresource: None,
+        dry_run: opts.dry_run,
+    };
+    admission::chain().admit(store, &attrs, &mut Value::Null).await?;
     // A delete that asked for orphanDependents=false and did not remove the object at once is
     // answered 202 Accepted, as kube-apiserver does.
     let kept_code = if opts.orphan_dependents == Some(false) {

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::{AggregationRule, ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::Metadata;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -114,6 +115,33 @@ fn merge_meta(into: &mut ObjectMeta, expected: &ObjectMeta) {
     into.labels = merge(&expected.labels, &into.labels);
 }
 
+/// What every reconciliation starts with: `Err` with the outcome when nothing exists (create
+/// `expected`) or the object is protected; otherwise the existing object and a copy with
+/// `expected`'s labels and annotations merged in, for the caller to complete.
+fn reconcile_start<'a, T>(existing: Option<&'a T>, expected: &T) -> Result<(&'a T, T), Reconcile<T>>
+where
+    T: Clone + Metadata<Ty = ObjectMeta>,
+{
+    let Some(existing) = existing else {
+        return Err(Reconcile::Create(expected.clone()));
+    };
+    if protected(existing.metadata()) {
+        return Err(Reconcile::Protected);
+    }
+    let mut result = existing.clone();
+    merge_meta(result.metadata_mut(), expected.metadata());
+    Ok((existing, result))
+}
+
+/// An update to `result`, or nothing when it is what exists.
+fn settled<T: PartialEq>(result: T, existing: &T) -> Reconcile<T> {
+    if &result == existing {
+        Reconcile::None
+    } else {
+        Reconcile::Update(result)
+    }
+}
+
 /// How the ClusterRole `existing` must change to grant at least `expected`'s rules (kube's
 /// union reconciliation: missing rules, selectors, labels and annotations are added; nothing
 /// is removed, except an aggregation rule on a role that should have none).
@@ -121,14 +149,10 @@ pub fn reconcile_cluster_role(
     existing: Option<&ClusterRole>,
     expected: &ClusterRole,
 ) -> Reconcile<ClusterRole> {
-    let Some(existing) = existing else {
-        return Reconcile::Create(expected.clone());
+    let (existing, mut result) = match reconcile_start(existing, expected) {
+        Ok(started) => started,
+        Err(done) => return done,
     };
-    if protected(&existing.metadata) {
-        return Reconcile::Protected;
-    }
-    let mut result = existing.clone();
-    merge_meta(&mut result.metadata, &expected.metadata);
     match (&expected.aggregation_rule, &existing.aggregation_rule) {
         (None, Some(_)) => result.aggregation_rule = None,
         (Some(want), have) => {
@@ -160,11 +184,7 @@ pub fn reconcile_cluster_role(
     if !missing.is_empty() {
         result.rules.get_or_insert_with(Vec::new).extend(missing);
     }
-    if &result == existing {
-        Reconcile::None
-    } else {
-        Reconcile::Update(result)
-    }
+    settled(result, existing)
 }
 
 /// How the ClusterRoleBinding `existing` must change to bind at least `expected`'s subjects to
@@ -173,14 +193,10 @@ pub fn reconcile_cluster_role_binding(
     existing: Option<&ClusterRoleBinding>,
     expected: &ClusterRoleBinding,
 ) -> Reconcile<ClusterRoleBinding> {
-    let Some(existing) = existing else {
-        return Reconcile::Create(expected.clone());
+    let (existing, mut result) = match reconcile_start(existing, expected) {
+        Ok(started) => started,
+        Err(done) => return done,
     };
-    if protected(&existing.metadata) {
-        return Reconcile::Protected;
-    }
-    let mut result = existing.clone();
-    merge_meta(&mut result.metadata, &expected.metadata);
     let have = existing.subjects.clone().unwrap_or_default();
     let missing: Vec<_> = expected
         .subjects
@@ -196,11 +212,7 @@ pub fn reconcile_cluster_role_binding(
         result.role_ref = expected.role_ref.clone();
         return Reconcile::Recreate(result);
     }
-    if &result == existing {
-        Reconcile::None
-    } else {
-        Reconcile::Update(result)
-    }
+    settled(result, existing)
 }
 
 fn to_value<T: Serialize>(obj: &T) -> ApiResult<Value> {

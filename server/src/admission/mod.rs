@@ -5,7 +5,9 @@
 //! `Priority` and `DefaultTolerationSeconds` mutate (`NamespaceLifecycle` only refuses, but
 //! kube-apiserver runs it in the mutating phase too, so a pod in a missing namespace is a
 //! `404` before its ServiceAccount is looked up), and `ServiceAccount` validates again.
-//! Webhooks, policies and quota join the same lists.
+//! A delete passes the mutating plugins too, before the object is read, with no object
+//! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`). Webhooks, policies
+//! and quota join the same lists.
 //!
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.

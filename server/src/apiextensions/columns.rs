@@ -6,17 +6,7 @@ use jsonpath_rust::JsonPath;
 use serde_json::{json, Value};
 
 use crate::kinds::printers::Ctx;
-
-/// One declared printer column.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Column {
-    name: String,
-    ty: String,
-    format: String,
-    description: String,
-    priority: i64,
-    json_path: String,
-}
+use crate::scheme::custom::Column;
 
 impl Column {
     /// The column as a `TableColumnDefinition`.

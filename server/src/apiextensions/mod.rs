@@ -11,6 +11,7 @@
 
 pub mod columns;
 pub mod definition;
+pub mod strategy;
 pub mod structural;
 
 use std::sync::Arc;
@@ -19,9 +20,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::endpoints::openapi::definitions::V2_REF;
+use crate::machinery::definitions::V2_REF;
 use crate::machinery::errors::ApiResult;
-use crate::registry::{intern, intern_list, LiveRegistry, ResourceType};
+use crate::machinery::field_path::field_path;
+use crate::registry::strategy::Strategy;
+use crate::scheme::custom::{CustomType, Patterns, ScalePaths};
+use crate::scheme::{intern, intern_list, Hooks, LiveRegistry, ResourceType};
 use crate::store::cacher::{CachedObject, Published, WatchCache};
 use crate::store::delegator::sync_most_recent;
 use crate::store::keys;
@@ -34,56 +38,6 @@ pub fn crd_prefix() -> String {
 /// The definition every custom resource's `metadata` has.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-/// What a CustomResourceDefinition declares about one served version of its resource.
-#[derive(Debug, PartialEq)]
-pub struct CustomType {
-    /// The name of the definition (`<plural>.<group>`).
-    pub definition: String,
-    /// The version objects are stored in (every served version reads and writes them, with
-    /// only `apiVersion` converted, as the `None` conversion strategy does).
-    pub storage_version: &'static str,
-    /// The version's `openAPIV3Schema` as declared (defaults and value validations).
-    pub declared: Value,
-    /// The declared schema's `pattern`s, compiled.
-    pub patterns: structural::Patterns,
-    /// The same schema as a whole object's: `apiVersion`, `kind` and the standard `metadata`
-    /// added, for field validation, pruning and server-side apply.
-    pub schema: Value,
-    /// `additionalPrinterColumns`.
-    pub columns: Vec<columns::Column>,
-    /// The scale subresource's paths, when the version has one.
-    pub scale: Option<ScalePaths>,
-    /// The version's `deprecationWarning` (or kube's default text) when it is deprecated.
-    pub deprecation: Option<String>,
-    /// The definition is being deleted: no new objects.
-    pub terminating: bool,
-    /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
-    /// `metadata.name` and `metadata.namespace`.
-    pub selectable: Vec<&'static str>,
-}
-
-/// Where the scale subresource of a custom resource reads and writes its numbers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScalePaths {
-    /// `specReplicasPath`, as field names (`.spec.replicas` → `["spec", "replicas"]`).
-    pub spec_replicas: Vec<String>,
-    /// `statusReplicasPath`.
-    pub status_replicas: Vec<String>,
-    /// `labelSelectorPath`, when given.
-    pub label_selector: Option<Vec<String>>,
-}
-
-/// The type fields (`"kind":…,"apiVersion":…`) every object read through a custom type must
-/// show; `None` for built-in types, whose objects are stored as they are served.
-pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
-    rt.custom.as_ref()?;
-    Some(format!(
-        "\"kind\":{},\"apiVersion\":{}",
-        json!(rt.kind),
-        json!(rt.group_version())
-    ))
-}
-
 /// A cached object as read through `rt`: a custom resource stored in another version has its
 /// `apiVersion` converted (the `None` conversion strategy changes nothing else).
 pub fn as_served(type_fields: Option<&str>, rt: &ResourceType, obj: &Arc<CachedObject>) -> Arc<CachedObject> {
@@ -91,53 +45,6 @@ pub fn as_served(type_fields: Option<&str>, rt: &ResourceType, obj: &Arc<CachedO
         Some(fields) if obj.type_fields() != fields => obj.with_type(rt.kind, &rt.group_version()),
         _ => obj.clone(),
     }
-}
-
-/// A decoded object as read through `rt` (see [`as_served`]).
-pub fn convert_value(rt: &ResourceType, obj: &mut Value) {
-    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(rt.kind) {
-        obj["apiVersion"] = json!(rt.group_version());
-    }
-}
-
-/// The `apiVersion` a custom resource written through `rt` is stored with.
-pub fn storage_api_version(rt: &ResourceType) -> Option<String> {
-    let custom = rt.custom.as_ref()?;
-    Some(format!("{}/{}", rt.group, custom.storage_version))
-}
-
-/// A simple JSON path (`.spec.replicas`) as field names; `None` unless it is one.
-pub fn field_path(path: &str) -> Option<Vec<String>> {
-    let rest = path.strip_prefix('.')?;
-    let fields: Vec<String> = rest.split('.').map(str::to_string).collect();
-    fields
-        .iter()
-        .all(|f| {
-            !f.is_empty()
-                && f.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        })
-        .then_some(fields)
-}
-
-/// The value at `path` in `obj`.
-pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(obj, |v, f| v.get(f))
-}
-
-/// Sets the value at `path` in `obj`, creating the objects on the way.
-pub fn set_at(obj: &mut Value, path: &[String], value: Value) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut at = obj;
-    for f in parents {
-        if !at.get(f).is_some_and(Value::is_object) {
-            at[f.as_str()] = json!({});
-        }
-        at = &mut at[f.as_str()];
-    }
-    at[last.as_str()] = value;
 }
 
 /// The whole-object schema of a version: the declared schema with the standard top-level
@@ -234,11 +141,12 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 has_status: v["subresources"].get("status").is_some(),
                 has_scale: scale.is_some(),
                 review: false,
+                hooks: Hooks::new(Arc::new(strategy::CustomResource) as Arc<dyn Strategy>),
                 custom: Some(Arc::new(CustomType {
                     definition: definition.clone(),
                     storage_version: intern(storage),
                     schema: object_schema(&declared),
-                    patterns: structural::Patterns::of(&declared),
+                    patterns: Patterns::of(&declared),
                     declared,
                     columns: columns::of_version(v),
                     scale,
@@ -407,7 +315,7 @@ mod tests {
 
     #[test]
     fn an_older_set_of_definitions_never_replaces_a_newer_one() {
-        let live = LiveRegistry::new();
+        let live = LiveRegistry::new(crate::scheme::Registry::new());
         let served = |live: &LiveRegistry| {
             live.current()
                 .lookup("stable.example.com", "v1", "crontabs")
@@ -431,20 +339,6 @@ mod tests {
         assert_eq!(
             names,
             ["v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
-        );
-    }
-
-    #[test]
-    fn simple_paths_read_and_write_nested_fields() {
-        assert_eq!(field_path(".spec.replicas").unwrap(), ["spec", "replicas"]);
-        assert!(field_path("spec.replicas").is_none());
-        assert!(field_path(".spec[0]").is_none());
-        let mut obj = json!({"spec": {}});
-        set_at(&mut obj, &field_path(".status.scale.n").unwrap(), json!(3));
-        assert_eq!(obj["status"]["scale"]["n"], 3);
-        assert_eq!(
-            value_at(&obj, &["status".into(), "scale".into(), "n".into()]),
-            Some(&json!(3))
         );
     }
 }

@@ -9,6 +9,8 @@ use regex::Regex;
 
 use serde_json::Value;
 
+use crate::scheme::custom::Patterns;
+
 /// Deepest nesting walked (a definition's schema is bounded by the request size anyway).
 const MAX_DEPTH: usize = 64;
 
@@ -116,16 +118,6 @@ fn shown(v: &Value) -> String {
     match v {
         Value::Object(_) | Value::Array(_) => format!("{:?}", type_name(v)),
         other => other.to_string(),
-    }
-}
-
-/// The `pattern`s of a schema, compiled once when its definition is read (not per object).
-#[derive(Debug, Default)]
-pub struct Patterns(HashMap<String, Regex>);
-
-impl PartialEq for Patterns {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len() && self.0.keys().all(|k| other.0.contains_key(k))
     }
 }
 

@@ -13,6 +13,7 @@ use crate::machinery::errors::ApiResult;
 use crate::machinery::meta::meta_str;
 use crate::registry::delete::{self, DeleteOptions, Propagation};
 use crate::registry::ResourceRequest;
+use crate::store::keys;
 use crate::store::{Cas, Store};
 
 /// One pass: returns how many definitions still wait for their objects to go.
@@ -43,7 +44,7 @@ pub async fn reconcile(store: &Store) -> ApiResult<usize> {
         }
         let mut remaining = 0;
         if let Some(rt) = types_of(&crd.obj).into_iter().next() {
-            let (objects, _) = store.list(&rt.key_prefix(), false).await?;
+            let (objects, _) = store.list(&keys::of_type(&rt), false).await?;
             let background = DeleteOptions {
                 propagation: Some(Propagation::Background),
                 ..DeleteOptions::default()

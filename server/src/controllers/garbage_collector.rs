@@ -37,7 +37,7 @@ use crate::registry::delete::{
     self, finalizers_of, DeleteOptions, Propagation, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use crate::registry::ResourceRequest;
-use crate::registry::{LiveRegistry, Registry, ResourceType};
+use crate::scheme::{LiveRegistry, Registry, ResourceType};
 use crate::store::{keys, ApplyEvent, Cas, KeyValue, Store};
 
 /// At most this many writes per pass, so one pass over a large cascade stays short.
@@ -149,7 +149,7 @@ impl<'a> Snapshot<'a> {
     /// Indexes stored key-values (keys outside the registry's types are ignored).
     fn build(registry: &'a Registry, kvs: Vec<KeyValue>) -> Snapshot<'a> {
         let types: Vec<(String, &ResourceType)> =
-            registry.collections().map(|t| (t.key_prefix(), t)).collect();
+            registry.collections().map(|t| (keys::of_type(t), t)).collect();
         let mut snap = Snapshot {
             objects: Vec::new(),
             by_key: HashMap::new(),
@@ -224,8 +224,8 @@ impl<'a> Snapshot<'a> {
             return OwnerState::Unresolvable;
         };
         let key = match (rt.namespaced, &dependent.namespace) {
-            (false, _) => rt.key(None, name),
-            (true, Some(ns)) => rt.key(Some(ns), name),
+            (false, _) => keys::of_object(rt, None, name),
+            (true, Some(ns)) => keys::of_object(rt, Some(ns), name),
             (true, None) => return OwnerState::Unresolvable,
         };
         if let Some(owner) = self.by_key.get(&key).and_then(|i| self.objects.get(*i)) {
@@ -341,7 +341,9 @@ async fn edit(store: &Store, o: &Obj<'_>, edit: Edit) -> ApiResult<()> {
         match outcome {
             Cas::Done(_) => {
                 if finalized {
-                    crate::kinds::strategy::after_delete(store, o.rt, &next).await;
+                    crate::registry::strategy::of(o.rt)
+                        .after_delete(store, &next)
+                        .await;
                     tracing::info!(key = %o.key, "garbage collector: finalized");
                 }
                 return Ok(());
@@ -596,7 +598,7 @@ mod tests {
         let name = meta_str(&obj, "name").expect("a name");
         let ns = meta_str(&obj, "namespace");
         KeyValue {
-            key: rt.key(ns, name).into_bytes(),
+            key: keys::of_object(rt, ns, name).into_bytes(),
             value: serde_json::to_vec(&obj).expect("JSON"),
             mod_revision: 7,
             ..Default::default()

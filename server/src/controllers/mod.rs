@@ -26,7 +26,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::registry::{Registry, ResourceRequest};
+use crate::registry::ResourceRequest;
+use crate::scheme::Registry;
 use crate::store::cacher::Published;
 use crate::store::Store;
 

@@ -17,7 +17,8 @@ use crate::machinery::query::Query;
 use crate::registry::create;
 use crate::registry::delete::{self, DeleteOptions, Propagation};
 use crate::registry::ResourceRequest;
-use crate::registry::{LiveRegistry, Registry};
+use crate::scheme::{LiveRegistry, Registry};
+use crate::store::keys;
 use crate::store::{Cas, Store};
 
 /// Namespaces every cluster has.
@@ -41,7 +42,11 @@ pub async fn ensure_system_namespaces(store: &Store, registry: &Registry) -> Api
         return Ok(());
     };
     for ns in SYSTEM_NAMESPACES {
-        if store.get(&req.rt.key(None, ns), true).await?.is_some() {
+        if store
+            .get(&keys::of_object(&req.rt, None, ns), true)
+            .await?
+            .is_some()
+        {
             continue;
         }
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -71,7 +76,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
         return Ok(0);
     };
     // The leader's local state is enough for a level-triggered controller: no read index.
-    let (namespaces, _) = store.list(&ns_req.rt.key_prefix(), false).await?;
+    let (namespaces, _) = store.list(&keys::of_type(&ns_req.rt), false).await?;
     let mut pending = 0;
     for ns in namespaces {
         if meta_str(&ns.obj, "deletionTimestamp").is_none() {
@@ -96,7 +101,9 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
                 watch_path: false,
                 requester: None,
             };
-            let (items, _) = store.list(&format!("{}{name}/", rt.key_prefix()), false).await?;
+            let (items, _) = store
+                .list(&format!("{}{name}/", keys::of_type(rt)), false)
+                .await?;
             for item in items {
                 remaining += 1;
                 let mut one = req.clone();
@@ -120,7 +127,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
             .map(|f| f.iter().filter(|x| *x != "kubernetes").cloned().collect())
             .unwrap_or_default();
         next["spec"]["finalizers"] = json!(finalizers);
-        let key = ns_req.rt.key(None, &name);
+        let key = keys::of_object(&ns_req.rt, None, &name);
         let metadata_finalizers = next["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());

@@ -21,7 +21,8 @@ use crate::machinery::errors::ApiResult;
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::Query;
-use crate::registry::{create, update, LiveRegistry, Registry};
+use crate::registry::{create, update};
+use crate::scheme::{LiveRegistry, Registry};
 use crate::store::{keys, Store};
 
 /// Whose writes these are, in `managedFields`: kube's controllers write as this.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::per_namespace::{self, Ensured};
-use crate::registry::LiveRegistry;
+use crate::scheme::LiveRegistry;
 use crate::store::Store;
 
 /// The ServiceAccount every namespace has.

@@ -21,7 +21,8 @@ use crate::machinery::field_validation::Decoded;
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::Query;
 use crate::registry::delete::{self, DeleteOptions};
-use crate::registry::{update, LiveRegistry};
+use crate::registry::update;
+use crate::scheme::LiveRegistry;
 use crate::store::{keys, Store};
 
 /// The annotation naming the Secret's ServiceAccount.

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::registry::Registry;
+use crate::scheme::Registry;
 
 /// The Kubernetes version kuberaft's API and types follow.
 pub const KUBE_VERSION: (&str, &str) = ("1", "35");

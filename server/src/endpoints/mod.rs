@@ -10,6 +10,7 @@ pub mod openapi;
 pub mod request_info;
 pub mod response;
 pub mod reviews;
+pub mod table;
 pub mod token_request;
 pub mod watch;
 
@@ -30,7 +31,8 @@ use crate::machinery::query::{parse_bool, Query};
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::reply::Reply;
 use crate::registry::update::{self, PatchType};
-use crate::registry::{create, read, LiveRegistry, Requester, ResourceRequest, ResourceType};
+use crate::registry::{create, read, Requester, ResourceRequest};
+use crate::scheme::{LiveRegistry, ResourceType};
 use crate::store::Store;
 use body::{content_type, read_body};
 use negotiation::{negotiate, Format, Offer};
@@ -268,8 +270,8 @@ fn authorize_unsafe_delete(req: &ResourceRequest) -> ApiResult<()> {
 /// A custom resource's reply as read through the requested version: objects stored in another
 /// version have their `apiVersion` converted.
 fn serve_version(rt: &ResourceType, reply: &mut Reply) {
-    let served = apiextensions::served_type_fields(rt);
-    apiextensions::convert_value(rt, &mut reply.body);
+    let served = crate::scheme::custom::served_type_fields(rt);
+    crate::scheme::custom::convert_value(rt, &mut reply.body);
     if let Some(obj) = &reply.cached {
         reply.cached = Some(apiextensions::as_served(served.as_deref(), rt, obj));
     }
@@ -280,7 +282,7 @@ fn serve_version(rt: &ResourceType, reply: &mut Reply) {
     }
     if let Some((objects, _)) = &mut reply.table_rows {
         for obj in objects.iter_mut() {
-            apiextensions::convert_value(rt, obj);
+            crate::scheme::custom::convert_value(rt, obj);
         }
     }
 }

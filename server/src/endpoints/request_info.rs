@@ -4,7 +4,8 @@
 //! and keeps it in the request's extensions for every later filter and the endpoint.
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::registry::{Registry, ResourceRequest, ResourceType};
+use crate::registry::ResourceRequest;
+use crate::scheme::{Registry, ResourceType};
 
 /// What a path under `/api` or `/apis` addresses.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +24,7 @@ pub enum Target {
         version: String,
     },
     /// A collection or an object of one resource type.
-    Resource(ResourceRequest),
+    Resource(Box<ResourceRequest>),
 }
 
 fn segments(path: &str) -> Vec<&str> {
@@ -37,7 +38,7 @@ pub enum RequestInfo {
     /// A collection, an object or an object's subresource, and what the request does to it.
     Resource {
         /// The resource type, namespace, name and subresource.
-        request: ResourceRequest,
+        request: Box<ResourceRequest>,
         /// The verb, as RBAC names it.
         verb: Verb,
     },
@@ -166,14 +167,14 @@ pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
                 [name, sub] => (Some(*name), Some(served_subresource(rt, sub)?)),
                 _ => return Err(ApiError::no_route()),
             };
-            return Ok(Target::Resource(ResourceRequest {
+            return Ok(Target::Resource(Box::new(ResourceRequest {
                 rt: rt.clone(),
                 namespace: Some((*ns).to_string()),
                 name: name.map(str::to_string),
                 subresource: sub.map(str::to_string),
                 watch_path,
                 requester: None,
-            }));
+            })));
         }
     }
     let (rt, name, sub) = match rest {
@@ -186,14 +187,14 @@ pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
         return Err(ApiError::no_route());
     }
     let sub = sub.map(|s| served_subresource(&rt, s)).transpose()?;
-    Ok(Target::Resource(ResourceRequest {
+    Ok(Target::Resource(Box::new(ResourceRequest {
         rt,
         namespace: None,
         name: name.map(str::to_string),
         subresource: sub.map(str::to_string),
         watch_path,
         requester: None,
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -206,7 +207,7 @@ mod tests {
 
     fn resource(p: &str) -> ResourceRequest {
         match parse(p).unwrap() {
-            Target::Resource(r) => r,
+            Target::Resource(r) => *r,
             other => panic!("{p}: {other:?}"),
         }
     }

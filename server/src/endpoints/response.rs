@@ -12,12 +12,13 @@ use super::discovery;
 use axum::http::HeaderMap;
 
 use super::negotiation::{negotiate, Format, Offer};
+use crate::endpoints::table;
 use crate::machinery::errors::{ApiError, ApiResult, ResponseStatus};
 use crate::machinery::meta;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
 use crate::registry::reply::{strip_type, Reply};
-use crate::registry::{table, ResourceRequest};
+use crate::registry::ResourceRequest;
 use crate::store::cacher;
 
 /// Renders a value in the negotiated representation.

@@ -33,19 +33,20 @@ use tokio::sync::broadcast;
 
 use crate::apiextensions;
 use crate::endpoints::negotiation::Format;
+use crate::endpoints::table::{self, IncludeObject};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::partial_object_metadata;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
 use crate::machinery::selector::{FieldSelector, LabelSelector};
 use crate::registry::read::selectors;
-use crate::registry::table::{self, IncludeObject};
 use crate::registry::ResourceRequest;
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 use crate::store::cacher::{
     CacheEvent, CachedObject, Change, Published, SharedBatch, SharedEncodings, Unavailable,
 };
 use crate::store::delegator::{corrupt_objects, sync_most_recent, WAIT_FOR_REVISION};
+use crate::store::keys;
 use crate::store::plans::{watch_plan, WatchPlan, WatchStartAt};
 use crate::store::Store;
 
@@ -320,8 +321,8 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
     let (labels, fields) = selectors(req, q)?;
     let filter = Filter {
         prefix: match &req.namespace {
-            Some(ns) => format!("{}{ns}/", req.rt.key_prefix()),
-            None => req.rt.key_prefix(),
+            Some(ns) => format!("{}{ns}/", keys::of_type(&req.rt)),
+            None => keys::of_type(&req.rt),
         },
         labels,
         fields,
@@ -459,7 +460,7 @@ impl Watcher {
     fn new(begin: Start, filter: Filter, enc: Encoding, plan: &WatchPlan, rt: ResourceType) -> Watcher {
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let served = apiextensions::served_type_fields(&rt);
+        let served = crate::scheme::custom::served_type_fields(&rt);
         let shares_frames = matches!(enc, Encoding::Json)
             && served.is_none()
             && filter.labels.is_empty()

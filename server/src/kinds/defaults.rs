@@ -9,7 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 
 /// A literal default value.
 #[derive(Debug, Clone, Copy)]
@@ -832,7 +832,7 @@ pub fn apply(rt: &ResourceType, obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
+    use crate::scheme::Registry;
 
     fn defaulted(group: &str, plural: &str, mut obj: Value) -> Value {
         let r = Registry::new();

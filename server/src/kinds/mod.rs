@@ -1,9 +1,14 @@
-//! Per-kind behaviour: the only module that names a kind. Scheme defaults, table printers,
-//! QoS classes, Service IP and port allocation, and the strategy that the generic store calls
-//! before and after a write.
+//! Per-kind behaviour: the only module that names a built-in kind. Scheme defaults, table
+//! printers, QoS classes, Service IP and port allocation, and the strategies that the generic
+//! store calls before and after a write — attached to the type table by [`strategy::registry`].
 
 pub mod allocation;
 pub mod defaults;
+pub mod job;
+pub mod namespace;
+pub mod pod;
 pub mod printers;
 pub mod qos;
+pub mod replication_controller;
+pub mod service;
 pub mod strategy;

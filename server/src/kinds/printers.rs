@@ -10,6 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::machinery::selector::selector_string;
+
 /// One column of a Table.
 #[derive(Debug, Clone, Copy)]
 pub struct Column {
@@ -285,32 +287,6 @@ pub fn format_labels(map: &Value) -> String {
         .unwrap_or_default();
     pairs.sort();
     or_none(pairs.join(","))
-}
-
-/// A `LabelSelector` as a selector string (`app=web,tier in (a,b),!legacy`), requirements
-/// sorted by key; empty for a missing or empty selector.
-pub fn selector_string(selector: &Value) -> String {
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    if let Some(labels) = selector["matchLabels"].as_object() {
-        for (k, v) in labels {
-            reqs.push((k.clone(), format!("{k}={}", text(v))));
-        }
-    }
-    for e in selector["matchExpressions"].as_array().into_iter().flatten() {
-        let key = text(&e["key"]);
-        let values: BTreeSet<String> = e["values"].as_array().into_iter().flatten().map(text).collect();
-        let values = values.into_iter().collect::<Vec<_>>().join(",");
-        let req = match e["operator"].as_str() {
-            Some("In") => format!("{key} in ({values})"),
-            Some("NotIn") => format!("{key} notin ({values})"),
-            Some("Exists") => key.clone(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => continue,
-        };
-        reqs.push((key, req));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    reqs.into_iter().map(|(_, r)| r).collect::<Vec<_>>().join(",")
 }
 
 /// [`selector_string`], or `<none>` when it selects by nothing.

@@ -1,460 +1,235 @@
-//! Per-type behaviour layered on the generic store, as kube-apiserver's strategies do it: which
-//! types track `metadata.generation`, what status a new object starts with, defaulting on every
-//! write, the status/spec split, which types may be created by a PUT, and the admission-time
-//! fields of pods and jobs.
+//! The built-in kinds' strategies, and the one place that attaches them to the type table:
+//! [`registry`] is the served table of built-in types, each with its strategy.
 //!
-//! The differences between types are data ([`BEHAVIOURS`], [`crate::kinds::defaults`]); the few that
-//! are behaviour (pods, jobs, namespaces, services) are small functions called from here.
+//! Every built-in kind but Services is a [`Builtin`]: data — whether it tracks a generation,
+//! the status a new object starts with, how a delete answers — plus the few functions a kind
+//! with behaviour of its own plugs in from its module (`pod`, `namespace`, `job`,
+//! `replication_controller`). Services claim their IP and ports in the same transaction as
+//! their write, so `service` implements the strategy itself. Every built-in object gets its
+//! scheme defaults ([`crate::kinds::defaults`]) on create and update.
 
-use serde_json::{json, Map, Value};
+use std::fmt;
+use std::sync::Arc;
 
-use crate::apiextensions::{self, definition, structural};
-use crate::kinds::allocation;
+use serde_json::{json, Value};
+
+use crate::apiextensions;
 use crate::kinds::defaults;
-use crate::kinds::qos;
-use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::meta::meta_str;
-use crate::registry::ResourceType;
-use crate::store::{Cas, Store};
+use crate::kinds::{job, namespace, pod, replication_controller, service};
+use crate::machinery::errors::ApiResult;
+use crate::machinery::selector::selector_string;
+use crate::registry::strategy::{GcPolicy, Strategy};
+use crate::scheme::{self, Hooks, Registry, ResourceType};
 
-/// What a built-in type does beyond defaulting.
-struct Behaviour {
-    group: &'static str,
-    kind: &'static str,
+/// A built-in kind: what it differs by, as data, and the few functions a kind with behaviour
+/// of its own plugs in (from its module: `pod`, `namespace`, `job`, `replication_controller`).
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    /// The kind's group.
+    pub group: &'static str,
+    /// The kind.
+    pub kind: &'static str,
     /// `metadata.generation` starts at 1 and moves with every change of `spec`.
-    generation: bool,
+    pub generation: bool,
     /// The status a new object starts with (clients cannot set it on create).
-    initial_status: Option<fn() -> Value>,
+    pub initial_status: Option<fn() -> Value>,
+    /// What the kind derives on create, after its defaults and initial status.
+    pub on_create: Option<fn(&mut Value)>,
+    /// The graceful-deletion period for a delete that asked for some seconds (deleted at
+    /// once when `None`).
+    pub grace_period: Option<fn(&Value, Option<i64>) -> i64>,
+    /// A delete only marks the object, this way, and its controller removes it.
+    pub terminating: Option<fn(&mut Value)>,
+    /// The Scale subresource's selector, when it is not the parent's `LabelSelector`.
+    pub scale_selector: Option<fn(&Value) -> String>,
+    /// A delete that removes the object answers with it (kube's `ReturnDeletedObject`).
+    pub returns_deleted_object: bool,
+    /// A PUT of an absent object creates it.
+    pub create_on_update: bool,
+    /// What happens to dependents when a delete names no policy.
+    pub gc: GcPolicy,
 }
 
-const fn b(
-    group: &'static str,
-    kind: &'static str,
-    generation: bool,
-    initial_status: Option<fn() -> Value>,
-) -> Behaviour {
-    Behaviour {
-        group,
-        kind,
-        generation,
-        initial_status,
+impl Builtin {
+    /// A kind that differs in nothing but its defaults.
+    pub const fn new(group: &'static str, kind: &'static str) -> Self {
+        Builtin {
+            group,
+            kind,
+            generation: false,
+            initial_status: None,
+            on_create: None,
+            grace_period: None,
+            terminating: None,
+            scale_selector: None,
+            returns_deleted_object: false,
+            create_on_update: false,
+            gc: GcPolicy::Delete,
+        }
+    }
+
+    const fn generation(mut self) -> Self {
+        self.generation = true;
+        self
+    }
+
+    const fn status(mut self, initial: fn() -> Value) -> Self {
+        self.initial_status = Some(initial);
+        self
+    }
+
+    const fn returns_deleted(mut self) -> Self {
+        self.returns_deleted_object = true;
+        self
+    }
+
+    const fn created_on_update(mut self) -> Self {
+        self.create_on_update = true;
+        self
+    }
+
+    const fn outside_gc(mut self) -> Self {
+        self.gc = GcPolicy::Unsupported;
+        self
     }
 }
 
-/// Built-in types with a generation or a reset status, as kube-apiserver 1.35 has them.
-const BEHAVIOURS: &[Behaviour] = &[
-    b("", "Pod", true, None),
-    b("", "ReplicationController", true, Some(|| json!({"replicas": 0}))),
-    b("", "Service", false, Some(|| json!({"loadBalancer": {}}))),
-    b(
-        "",
-        "PersistentVolume",
-        false,
-        Some(|| json!({"phase": "Pending"})),
+impl fmt::Debug for Builtin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Builtin({}/{})", self.group, self.kind)
+    }
+}
+
+/// The built-in kinds that differ from a plain type, as kube-apiserver 1.35 has them.
+const BUILTINS: &[Builtin] = &[
+    pod::POD,
+    namespace::NAMESPACE,
+    job::JOB,
+    replication_controller::REPLICATION_CONTROLLER,
+    Builtin::new("", "PersistentVolume").status(|| json!({"phase": "Pending"})),
+    Builtin::new("", "PersistentVolumeClaim").status(|| json!({"phase": "Pending"})),
+    Builtin::new("", "ResourceQuota").status(|| json!({})),
+    Builtin::new("", "ServiceAccount").returns_deleted(),
+    Builtin::new("", "Endpoints").created_on_update(),
+    Builtin::new("", "Event").created_on_update().outside_gc(),
+    Builtin::new("events.k8s.io", "Event").created_on_update().outside_gc(),
+    Builtin::new("coordination.k8s.io", "Lease").created_on_update(),
+    Builtin::new("storage.k8s.io", "StorageClass").returns_deleted(),
+    Builtin::new("apps", "Deployment").generation().status(|| json!({})),
+    Builtin::new("apps", "ReplicaSet").generation().status(|| json!({"replicas": 0})),
+    Builtin::new("apps", "StatefulSet")
+        .generation()
+        .status(|| json!({"replicas": 0, "availableReplicas": 0})),
+    Builtin::new("apps", "DaemonSet").generation().status(
+        || json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
     ),
-    b(
-        "",
-        "PersistentVolumeClaim",
-        false,
-        Some(|| json!({"phase": "Pending"})),
+    Builtin::new("batch", "CronJob").generation().status(|| json!({})),
+    Builtin::new("autoscaling", "HorizontalPodAutoscaler").status(|| json!({"desiredReplicas": 0})),
+    Builtin::new("policy", "PodDisruptionBudget").generation().status(
+        || json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}),
     ),
-    b("", "Namespace", false, Some(|| json!({"phase": "Active"}))),
-    b("", "ResourceQuota", false, Some(|| json!({}))),
-    b("apps", "Deployment", true, Some(|| json!({}))),
-    b("apps", "ReplicaSet", true, Some(|| json!({"replicas": 0}))),
-    b(
-        "apps",
-        "StatefulSet",
-        true,
-        Some(|| json!({"replicas": 0, "availableReplicas": 0})),
-    ),
-    b(
-        "apps",
-        "DaemonSet",
-        true,
-        Some(
-            || json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
-        ),
-    ),
-    b("batch", "Job", true, Some(|| json!({}))),
-    b("batch", "CronJob", true, Some(|| json!({}))),
-    b(
-        "autoscaling",
-        "HorizontalPodAutoscaler",
-        false,
-        Some(|| json!({"desiredReplicas": 0})),
-    ),
-    b(
-        "policy",
-        "PodDisruptionBudget",
-        true,
-        Some(
-            || json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}),
-        ),
-    ),
-    b(
-        "networking.k8s.io",
-        "Ingress",
-        true,
-        Some(|| json!({"loadBalancer": {}})),
-    ),
-    b("networking.k8s.io", "IngressClass", true, None),
-    b("networking.k8s.io", "NetworkPolicy", true, None),
-    b("discovery.k8s.io", "EndpointSlice", true, None),
-    b("apiextensions.k8s.io", "CustomResourceDefinition", true, None),
+    Builtin::new("networking.k8s.io", "Ingress")
+        .generation()
+        .status(|| json!({"loadBalancer": {}})),
+    Builtin::new("networking.k8s.io", "IngressClass").generation(),
+    Builtin::new("networking.k8s.io", "NetworkPolicy").generation(),
+    Builtin::new("discovery.k8s.io", "EndpointSlice").generation(),
 ];
 
-fn behaviour(rt: &ResourceType) -> Option<&'static Behaviour> {
-    BEHAVIOURS
-        .iter()
-        .find(|b| b.group == rt.group && b.kind == rt.kind)
-}
-
-/// Whether objects of `rt` carry a `metadata.generation` (every custom resource does).
-pub fn tracks_generation(rt: &ResourceType) -> bool {
-    rt.custom.is_some() || behaviour(rt).is_some_and(|b| b.generation)
-}
-
-fn is_definition(rt: &ResourceType) -> bool {
-    (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
-}
-
-/// What counts as a change of the spec for the generation: `spec` for built-in types; for a
-/// custom resource everything but `metadata` (and `status` when it is a subresource).
-fn generation_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
-    if rt.custom.is_none() {
-        return old.get("spec") != new.get("spec");
+impl Strategy for Builtin {
+    fn tracks_generation(&self, _rt: &ResourceType) -> bool {
+        self.generation
     }
-    let content = |v: &Value| -> Map<String, Value> {
-        v.as_object()
-            .map(|o| {
-                o.iter()
-                    .filter(|(k, _)| k.as_str() != "metadata" && !(rt.has_status && k.as_str() == "status"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    content(old) != content(new)
-}
 
-/// Checks a write of `obj` (over `old`, for an update) beyond its metadata: a custom resource
-/// against its version's schema, a CustomResourceDefinition against the rules that keep it
-/// servable. A `422` naming every problem.
-pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
-    let name = meta_str(obj, "name").unwrap_or_default();
-    let causes = if let Some(custom) = &rt.custom {
-        if old.is_none() && custom.terminating {
-            return Err(ApiError::method_not_allowed_because(
-                "create not allowed while custom resource definition is terminating",
-            ));
-        }
-        structural::validate(&custom.declared, &custom.patterns, obj)
-    } else if is_definition(rt) {
-        match old {
-            Some(old) => definition::validate_update(old, obj),
-            None => definition::validate(obj),
-        }
-    } else {
-        Vec::new()
-    };
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(rt.group, rt.kind, name, &causes))
-    }
-}
-
-fn set_generation(obj: &mut Value, generation: i64) {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("generation".into(), json!(generation));
-    }
-}
-
-/// Prepares a new object after its metadata is set: defaults, initial status, generation, and
-/// the fields admission adds to pods and jobs.
-pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
-    if let Some(custom) = &rt.custom {
-        if let Some(o) = obj.as_object_mut().filter(|_| rt.has_status) {
-            o.remove("status");
-        }
-        structural::apply_defaults(&custom.declared, obj);
-        set_generation(obj, 1);
-        return;
-    }
-    if is_definition(rt) {
-        definition::apply_defaults(obj, true);
-        let status = definition::status(obj, None);
-        obj["status"] = status;
-    }
-    defaults::apply(rt, obj);
-    if let Some(b) = behaviour(rt) {
-        if let (Some(status), Some(o)) = (b.initial_status, obj.as_object_mut()) {
+    /// Defaults, the initial status, what the kind derives — and defaults once more, as
+    /// objects are defaulted again when read back from storage, so that fields derived from
+    /// generated ones (a Job's labels) show from the start.
+    fn prepare_for_create(&self, rt: &ResourceType, obj: &mut Value) {
+        defaults::apply(rt, obj);
+        if let (Some(status), Some(o)) = (self.initial_status, obj.as_object_mut()) {
             o.insert("status".into(), status());
         }
-        if b.generation {
-            set_generation(obj, 1);
+        if let Some(on_create) = self.on_create {
+            on_create(obj);
+        }
+        defaults::apply(rt, obj);
+    }
+
+    fn prepare_for_update(&self, rt: &ResourceType, _old: &Value, new: &mut Value) -> ApiResult<()> {
+        defaults::apply(rt, new);
+        Ok(())
+    }
+
+    fn grace_period(&self, obj: &Value, requested: Option<i64>) -> i64 {
+        self.grace_period.map_or(0, |period| period(obj, requested))
+    }
+
+    fn removed_by_controller(&self) -> bool {
+        self.terminating.is_some()
+    }
+
+    fn mark_deleting(&self, obj: &mut Value) {
+        if let Some(mark) = self.terminating {
+            mark(obj);
         }
     }
-    let Some(o) = obj.as_object_mut() else {
-        return;
-    };
+
+    fn gc_policy(&self) -> GcPolicy {
+        self.gc
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        self.returns_deleted_object
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        self.create_on_update
+    }
+
+    fn scale_selector(&self, parent: &Value) -> String {
+        match self.scale_selector {
+            Some(selector) => selector(parent),
+            None => selector_string(&parent["spec"]["selector"]),
+        }
+    }
+}
+
+/// The strategy of the built-in type `rt`.
+fn strategy_of(rt: &ResourceType) -> Arc<dyn Strategy> {
     match (rt.group, rt.kind) {
-        ("", "Pod") => pod_on_create(o),
-        ("batch", "Job") => job_selector(o),
-        ("", "Namespace") => {
-            let spec = o.entry("spec").or_insert_with(|| json!({}));
-            if let Some(spec) = spec.as_object_mut() {
-                spec.entry("finalizers").or_insert_with(|| json!(["kubernetes"]));
-            }
-        }
-        _ => {}
-    }
-    // Objects are defaulted again when read back from storage; apply that here once, so that
-    // fields derived from generated ones (a Job's labels) show from the start.
-    defaults::apply(rt, obj);
-}
-
-/// What a new pod starts with: its status (phase, QoS class). `ServiceAccount`, `Priority`
-/// and `DefaultTolerationSeconds` add the rest at admission.
-fn pod_on_create(pod: &mut Map<String, Value>) {
-    let qos_class = qos::pod_qos(pod.get("spec").unwrap_or(&Value::Null));
-    pod.insert(
-        "status".into(),
-        json!({"phase": "Pending", "qosClass": qos_class}),
-    );
-}
-
-/// Unless the Job asks for a manual selector, its pods are labelled with the Job's name and
-/// uid and the Job selects them by uid.
-fn job_selector(job: &mut Map<String, Value>) {
-    let spec_manual = job
-        .get("spec")
-        .and_then(|s| s.get("manualSelector"))
-        .and_then(Value::as_bool);
-    if spec_manual == Some(true) {
-        return;
-    }
-    let name = job
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let uid = job
-        .get("metadata")
-        .and_then(|m| m.get("uid"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let Some(spec) = job.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut) {
-        let meta = template.entry("metadata").or_insert_with(|| json!({}));
-        if let Some(meta) = meta.as_object_mut() {
-            let labels = meta.entry("labels").or_insert_with(|| json!({}));
-            if labels.is_null() {
-                *labels = json!({});
-            }
-            if let Some(labels) = labels.as_object_mut() {
-                for (k, v) in [
-                    ("batch.kubernetes.io/controller-uid", &uid),
-                    ("batch.kubernetes.io/job-name", &name),
-                    ("controller-uid", &uid),
-                    ("job-name", &name),
-                ] {
-                    labels.entry(k).or_insert_with(|| v.clone());
-                }
-            }
-        }
-    }
-    let selector = spec.entry("selector").or_insert_with(|| json!({}));
-    if selector.is_null() {
-        *selector = json!({});
-    }
-    if let Some(selector) = selector.as_object_mut() {
-        let labels = selector.entry("matchLabels").or_insert_with(|| json!({}));
-        if labels.is_null() {
-            *labels = json!({});
-        }
-        if let Some(labels) = labels.as_object_mut() {
-            labels.entry("batch.kubernetes.io/controller-uid").or_insert(uid);
-        }
+        ("", "Service") => Arc::new(service::Service),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => Arc::new(apiextensions::strategy::Definition),
+        (group, kind) => match BUILTINS.iter().find(|b| b.group == group && b.kind == kind) {
+            Some(b) => Arc::new(*b),
+            None => Arc::new(Builtin::new(group, kind)),
+        },
     }
 }
 
-/// Prepares an update of the main resource after its metadata is checked (and its generation
-/// carried over from `old`): defaults, the stored status, the fields a Service keeps once
-/// allocated, and a new generation when the spec changed.
-pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
-    match &rt.custom {
-        Some(custom) => structural::apply_defaults(&custom.declared, new),
-        None => defaults::apply(rt, new),
-    }
-    keep_status(rt, old, new);
-    if is_definition(rt) {
-        definition::apply_defaults(new, false);
-        let status = definition::status(new, old.get("status"));
-        new["status"] = status;
-    }
-    if (rt.group, rt.kind) == ("", "Service") {
-        allocation::keep_allocated(old, new).map_err(|causes| {
-            ApiError::invalid(rt.group, rt.kind, meta_str(old, "name").unwrap_or(""), &causes)
-        })?;
-    }
-    if tracks_generation(rt) && generation_changed(rt, old, new) {
-        let current = new
-            .get("metadata")
-            .and_then(|m| m.get("generation"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        set_generation(new, current + 1);
-    }
-    Ok(())
-}
-
-/// Writes a new object (absent key): Services allocate their cluster IP and node ports in the
-/// same transaction; every other type is a plain create.
-pub async fn create(store: &Store, rt: &ResourceType, key: &str, obj: &mut Value) -> ApiResult<Cas> {
-    if (rt.group, rt.kind) == ("", "Service") {
-        return allocation::write(store, key, obj, None).await;
-    }
-    match stored_form(rt, obj) {
-        Some(stored) => store.create(key, &stored).await,
-        None => store.create(key, obj).await,
-    }
-}
-
-/// A custom resource as it is stored: in its definition's storage version, whichever served
-/// version it was written through (`None` when that is already the case).
-fn stored_form(rt: &ResourceType, obj: &Value) -> Option<Value> {
-    let stored = apiextensions::storage_api_version(rt)?;
-    if obj["apiVersion"] == stored.as_str() {
-        return None;
-    }
-    let mut out = obj.clone();
-    out["apiVersion"] = json!(stored);
-    Some(out)
-}
-
-/// Replaces an object whose mod revision is still `rev` (allocating for Services as
-/// [`create`] does).
-pub async fn update(
-    store: &Store,
-    rt: &ResourceType,
-    key: &str,
-    obj: &mut Value,
-    rev: i64,
-) -> ApiResult<Cas> {
-    if (rt.group, rt.kind) == ("", "Service") {
-        return allocation::write(store, key, obj, Some(rev)).await;
-    }
-    match stored_form(rt, obj) {
-        Some(stored) => store.update(key, &stored, rev).await,
-        None => store.update(key, obj, rev).await,
-    }
-}
-
-/// For a dry-run create: fills in what the write would allocate, without writing.
-pub async fn preview(store: &Store, rt: &ResourceType, key: &str, obj: &mut Value) -> ApiResult<()> {
-    if (rt.group, rt.kind) == ("", "Service") {
-        allocation::plan(store, key, obj).await?;
-    }
-    Ok(())
-}
-
-/// After an object is deleted: a Service's cluster IP and node ports are released at once
-/// (best effort — a claim left behind is free anyway once its owner is gone).
-pub async fn after_delete(store: &Store, rt: &ResourceType, obj: &Value) {
-    if (rt.group, rt.kind) == ("", "Service") {
-        allocation::release(store, obj).await;
-    }
-}
-
-/// The graceful-deletion period of `obj` for a delete that asked for `requested` seconds, as
-/// kube-apiserver's strategies decide it: a pod that is scheduled and not finished waits for
-/// its kubelet (the request's period, else its `terminationGracePeriodSeconds`); every other
-/// object is deleted at once (0).
-pub fn grace_period(rt: &ResourceType, obj: &Value, requested: Option<i64>) -> i64 {
-    if (rt.group, rt.kind) != ("", "Pod") {
-        return 0;
-    }
-    let scheduled = obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
-    let finished = matches!(obj["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
-    if !scheduled || finished {
-        return 0;
-    }
-    match requested.or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64()) {
-        Some(p) if p < 0 => 1,
-        Some(p) => p,
-        None => 0,
-    }
-}
-
-/// Whether a delete that removes an object at once answers with the object rather than a
-/// success `Status` (kube-apiserver's ReturnDeletedObject, set for these types only).
-pub fn returns_deleted_object(rt: &ResourceType) -> bool {
-    matches!(
-        (rt.group, rt.plural),
-        ("", "pods")
-            | ("", "services")
-            | ("", "serviceaccounts")
-            | ("", "namespaces")
-            | ("storage.k8s.io", "storageclasses")
+/// The built-in types as the server serves them: the scheme's table, each type with its
+/// strategy attached.
+pub fn registry() -> Registry {
+    Registry::of(
+        scheme::builtin()
+            .into_iter()
+            .map(|mut rt| {
+                rt.hooks = Hooks::new(strategy_of(&rt));
+                rt
+            })
+            .collect(),
     )
-}
-
-/// Whether a PUT of an absent object creates it (kube-apiserver's AllowCreateOnUpdate).
-pub fn allow_create_on_update(rt: &ResourceType) -> bool {
-    matches!(
-        (rt.group, rt.plural),
-        ("", "endpoints") | ("", "events") | ("events.k8s.io", "events") | ("coordination.k8s.io", "leases")
-    )
-}
-
-/// For types with a status subresource: a write to the main resource keeps the stored status.
-pub fn keep_status(rt: &ResourceType, old: &Value, new: &mut Value) {
-    if !rt.has_status {
-        return;
-    }
-    if let Some(o) = new.as_object_mut() {
-        match old.get("status") {
-            Some(s) => {
-                o.insert("status".into(), s.clone());
-            }
-            None => {
-                o.remove("status");
-            }
-        }
-    }
-}
-
-/// For a write to the status subresource: everything but the status comes from the stored
-/// object (metadata changes through `/status` are ignored, as kube-apiserver does).
-pub fn take_status_only(old: &Value, new: &Value) -> Value {
-    let mut out = old.clone();
-    if let Some(o) = out.as_object_mut() {
-        match new.get("status") {
-            Some(s) => {
-                o.insert("status".into(), s.clone());
-            }
-            None => {
-                o.remove("status");
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machinery::meta::{prepare_create, prepare_update};
-    use crate::registry::Registry;
+    use crate::machinery::meta::{meta_str, prepare_create, prepare_update};
+    use crate::registry::strategy::{prepare_for_create, prepare_for_update};
 
     /// A new object as the generic store's create prepares it: metadata, then the type's
     /// strategy (admission, which needs the store, is tested with its plugins).
     fn created(group: &str, version: &str, plural: &str, mut obj: Value) -> Value {
-        let r = Registry::new();
+        let r = registry();
         let rt = r.lookup(group, version, plural).unwrap();
         prepare_create(rt, &mut obj, rt.namespaced.then_some("ns")).unwrap();
         prepare_for_create(rt, &mut obj);
@@ -462,7 +237,7 @@ mod tests {
     }
 
     fn updated(group: &str, version: &str, plural: &str, old: &Value, mut new: Value) -> Value {
-        let r = Registry::new();
+        let r = registry();
         let rt = r.lookup(group, version, plural).unwrap();
         let name = meta_str(old, "name").unwrap().to_string();
         prepare_update(rt, old, &mut new, &name).unwrap();

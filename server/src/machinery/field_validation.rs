@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::query::Query;
 use crate::machinery::schema::{schemas, Node, Shape};
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 
 /// What to do about unknown and duplicate fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +302,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::Registry;
+    use crate::scheme::Registry;
 
     fn deployments() -> ResourceType {
         Registry::new()

@@ -13,7 +13,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::fieldset::{display, fields_of, item_key, value_step, FieldSet, Step};
 use crate::machinery::meta::now_rfc3339;
 use crate::machinery::schema::{schemas, ListType, Node, Shape};
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 
 /// The longest manager name kube-apiserver accepts.
 const MAX_MANAGER_LEN: usize = 128;
@@ -513,7 +513,7 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
+    use crate::scheme::Registry;
 
     fn deployments() -> ResourceType {
         Registry::new()

@@ -8,7 +8,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 
 /// Field causes of a validation failure: `(field path, message)`.
 pub type Causes = Vec<(String, String)>;
@@ -347,7 +347,7 @@ pub fn partial_object_metadata(body: Value, version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
+    use crate::scheme::Registry;
 
     #[test]
     fn names_follow_rfc_1123() {

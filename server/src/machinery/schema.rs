@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
-use crate::endpoints::openapi::definitions::{self, V2_REF};
-use crate::registry::{Registry, ResourceType};
+use crate::machinery::definitions::{self, V2_REF};
+use crate::scheme::{Registry, ResourceType};
 
 /// References are followed at most this many times in a row (a cycle is a broken table).
 const MAX_REF_HOPS: usize = 16;

@@ -264,6 +264,46 @@ pub fn field_text(obj: &Value, path: &str) -> String {
     }
 }
 
+/// A `LabelSelector` as a selector string (`app=web,tier in (a,b),!legacy`), requirements
+/// sorted by key; empty for a missing or empty selector.
+pub fn selector_string(selector: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = selector["matchLabels"].as_object() {
+        for (k, v) in labels {
+            reqs.push((k.clone(), format!("{k}={}", label_text(v))));
+        }
+    }
+    for e in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let key = label_text(&e["key"]);
+        let values: BTreeSet<String> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(label_text)
+            .collect();
+        let values = values.into_iter().collect::<Vec<_>>().join(",");
+        let req = match e["operator"].as_str() {
+            Some("In") => format!("{key} in ({values})"),
+            Some("NotIn") => format!("{key} notin ({values})"),
+            Some("Exists") => key.clone(),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => continue,
+        };
+        reqs.push((key, req));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter().map(|(_, r)| r).collect::<Vec<_>>().join(",")
+}
+
+/// A label key or value as text: a string as it is, nothing for null, other JSON as written.
+fn label_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

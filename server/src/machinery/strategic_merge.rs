@@ -243,7 +243,7 @@ mod tests {
 
     use super::*;
     use crate::machinery::schema::schemas;
-    use crate::registry::Registry;
+    use crate::scheme::Registry;
 
     fn patched(plural: &str, group: &str, original: Value, patch: Value) -> Value {
         let registry = Registry::new();

@@ -4,12 +4,12 @@
 use super::reply::{check_grant, dry_run, key, with_rv, Reply};
 use super::update::manager;
 use crate::admission::{self, Attributes, Operation};
-use crate::kinds::strategy::{self};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{self, Decoded, Directive};
 use crate::machinery::managed::{self, Part};
 use crate::machinery::meta::{check_type, meta_str, prepare_create};
 use crate::machinery::query::Query;
+use crate::registry::strategy;
 use crate::registry::ResourceRequest;
 use crate::store::{Cas, Store};
 
@@ -48,7 +48,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     // sets them otherwise conflicts with nobody.
     managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
     admission::chain().admit(store, &attrs, &mut obj).await?;
-    strategy::validate(&req.rt, None, &obj)?;
+    strategy::of(&req.rt).validate(&req.rt, None, &obj)?;
     admission::chain().validate(store, &attrs, &obj).await?;
     check_grant(req, &obj, None)?;
     let key = key(req, &name);
@@ -56,12 +56,15 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
         return match store.get(&key, true).await? {
             Some(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
             None => {
-                strategy::preview(store, &req.rt, &key, &mut obj).await?;
+                strategy::of(&req.rt).preview(store, &key, &mut obj).await?;
                 Ok(Reply::object(201, obj).with_warnings(warnings))
             }
         };
     }
-    match strategy::create(store, &req.rt, &key, &mut obj).await? {
+    match strategy::of(&req.rt)
+        .write(store, &req.rt, &key, &mut obj, None)
+        .await?
+    {
         Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev)).with_warnings(warnings)),
         Cas::Failed(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
     }

@@ -5,13 +5,13 @@
 use super::read::select;
 use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_RETRIES};
 use crate::admission::{self, Attributes, Operation};
-use crate::kinds::strategy::{self};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, now_rfc3339};
 use crate::machinery::query::{flag, Query};
 use crate::machinery::selector::Selectable;
+use crate::registry::strategy::{self, GcPolicy};
 use crate::registry::ResourceRequest;
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 use crate::store::{Cas, Store};
 use serde_json::{json, Value};
 
@@ -303,27 +303,6 @@ impl DeleteOptions {
     }
 }
 
-/// What a type does with dependents when a delete names no policy (kube-apiserver's
-/// DefaultGarbageCollectionPolicy for the served group version).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DefaultPolicy {
-    /// The type takes no part in garbage collection: delete options add no finalizers.
-    Unsupported,
-    /// Dependents are orphaned unless the delete asks otherwise.
-    Orphan,
-    /// Dependents are deleted in the background.
-    Delete,
-}
-
-fn default_policy(rt: &ResourceType) -> DefaultPolicy {
-    match (rt.group, rt.version, rt.kind) {
-        ("", _, "Event") | ("events.k8s.io", _, "Event") => DefaultPolicy::Unsupported,
-        // Kept for backward compatibility in these group versions by kube-apiserver 1.35.
-        ("", "v1", "ReplicationController") | ("batch", "v1", "Job") => DefaultPolicy::Orphan,
-        _ => DefaultPolicy::Delete,
-    }
-}
-
 /// The object's `metadata.finalizers` as strings.
 pub(crate) fn finalizers_of(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
@@ -337,8 +316,8 @@ pub(crate) fn finalizers_of(obj: &Value) -> Vec<String> {
 /// options win, then a garbage-collection finalizer the object already has, then the type's
 /// default.
 fn gc_finalizers(rt: &ResourceType, obj: &Value, opts: &DeleteOptions) -> Option<Vec<String>> {
-    let default = default_policy(rt);
-    if default == DefaultPolicy::Unsupported {
+    let default = strategy::of(rt).gc_policy();
+    if default == GcPolicy::Unsupported {
         return None;
     }
     let current = finalizers_of(obj);
@@ -351,7 +330,7 @@ fn gc_finalizers(rt: &ResourceType, obj: &Value, opts: &DeleteOptions) -> Option
         (Some(true), _) => Some(Propagation::Orphan),
         (Some(false), _) => Some(Propagation::Background),
         (None, Some(p)) => Some(p),
-        (None, None) => existing.or((default == DefaultPolicy::Orphan).then_some(Propagation::Orphan)),
+        (None, None) => existing.or((default == GcPolicy::Orphan).then_some(Propagation::Orphan)),
     };
     let mut next: Vec<String> = current
         .iter()
@@ -416,7 +395,7 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     let name = name_of(req)?.to_string();
     let rt = &req.rt;
     let key = key(req, &name);
-    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    let held = strategy::of(rt).removed_by_controller();
     // Admission sees the delete before the object is read, as kube-apiserver's handler runs it.
     let attrs = Attributes {
         operation: Operation::Delete,
@@ -472,7 +451,7 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
                 _ => return Ok(Reply::object(200, cur.obj)),
             },
             None if !deleting => {
-                Some(strategy::grace_period(rt, &cur.obj, opts.grace_period_seconds)).filter(|g| *g > 0)
+                Some(strategy::of(rt).grace_period(&cur.obj, opts.grace_period_seconds)).filter(|g| *g > 0)
             }
             None => None,
         };
@@ -483,14 +462,12 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         if let Some(f) = gc_finalizers(rt, &next, opts) {
             next["metadata"]["finalizers"] = json!(f);
         }
-        let pending_finalizers = !finalizers_of(&next).is_empty() || is_namespace;
+        let pending_finalizers = !finalizers_of(&next).is_empty() || held;
         if period.is_some_and(|p| p > 0) || pending_finalizers {
             if period.is_none() {
                 mark_as_deleting(&mut next);
             }
-            if is_namespace {
-                next["status"]["phase"] = json!("Terminating");
-            }
+            strategy::of(rt).mark_deleting(&mut next);
             if next == cur.obj || opts.dry_run {
                 return Ok(Reply::object(kept_code, next));
             }
@@ -504,7 +481,7 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         }
         match store.delete(&key, cur.rv).await? {
             Cas::Done(_) => {
-                strategy::after_delete(store, rt, &cur.obj).await;
+                strategy::of(rt).after_delete(store, &cur.obj).await;
                 return Ok(Reply::object(200, deleted_reply(rt, cur.obj)));
             }
             Cas::Failed(_) => continue,
@@ -521,7 +498,7 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
 /// What a delete that removed `obj` answers: the object for the types that return it,
 /// otherwise kube-apiserver's success `Status` naming it (`kind` is the resource, as there).
 fn deleted_reply(rt: &ResourceType, obj: Value) -> Value {
-    if strategy::returns_deleted_object(rt) {
+    if strategy::of(rt).returns_deleted_object() {
         return obj;
     }
     let mut details = json!({

@@ -8,6 +8,7 @@ use crate::machinery::selector::{FieldSelector, LabelSelector};
 use crate::registry::ResourceRequest;
 use crate::store::cacher::CachedObject;
 use crate::store::delegator;
+use crate::store::keys;
 use crate::store::plans;
 use crate::store::Store;
 use serde_json::{json, Value};
@@ -37,8 +38,8 @@ pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<R
 /// The key prefix of a collection request.
 fn prefix(req: &ResourceRequest) -> String {
     match &req.namespace {
-        Some(ns) => format!("{}{ns}/", req.rt.key_prefix()),
-        None => req.rt.key_prefix(),
+        Some(ns) => format!("{}{ns}/", keys::of_type(&req.rt)),
+        None => keys::of_type(&req.rt),
     }
 }
 

@@ -6,8 +6,9 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::Query;
 use crate::registry::ResourceRequest;
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 use crate::store::cacher::CachedObject;
+use crate::store::keys;
 use crate::store::Stored;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -76,7 +77,7 @@ pub(crate) fn name_of(req: &ResourceRequest) -> ApiResult<&str> {
 }
 
 pub(crate) fn key(req: &ResourceRequest, name: &str) -> String {
-    req.rt.key(req.namespace.as_deref(), name)
+    keys::of_object(&req.rt, req.namespace.as_deref(), name)
 }
 
 pub(crate) fn not_found(rt: &ResourceType, name: &str) -> ApiError {
@@ -124,7 +125,7 @@ pub(crate) fn dry_run(q: &Query) -> ApiResult<bool> {
 /// version is converted), so that every step of a write works in the version it was sent in.
 pub(crate) fn served(rt: &ResourceType, stored: Option<Stored>) -> Option<Stored> {
     stored.map(|mut s| {
-        crate::apiextensions::convert_value(rt, &mut s.obj);
+        crate::scheme::custom::convert_value(rt, &mut s.obj);
         s
     })
 }

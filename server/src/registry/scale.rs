@@ -6,16 +6,17 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::apiextensions::{set_at, value_at, ScalePaths};
-use crate::kinds::printers::{format_labels, selector_string};
-use crate::kinds::strategy;
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::field_path::{set_at, value_at};
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::Query;
 use crate::registry::reply::{dry_run, precondition, Reply};
+use crate::registry::strategy;
 use crate::registry::update::{guaranteed_update, Mutation, Patch, PatchType};
 use crate::registry::ResourceRequest;
-use crate::registry::ResourceType;
+use crate::scheme::custom::ScalePaths;
+use crate::scheme::ResourceType;
+use crate::store::keys;
 
 /// The Scale of a parent object.
 pub fn to_scale(rt: &ResourceType, parent: &Value) -> Value {
@@ -28,14 +29,7 @@ pub fn to_scale(rt: &ResourceType, parent: &Value) -> Value {
     if let Some(paths) = rt.custom.as_ref().and_then(|c| c.scale.as_ref()) {
         return custom_scale(paths, meta, parent);
     }
-    let selector = if rt.kind == "ReplicationController" {
-        match format_labels(&parent["spec"]["selector"]) {
-            s if s == "<none>" => String::new(),
-            s => s,
-        }
-    } else {
-        selector_string(&parent["spec"]["selector"])
-    };
+    let selector = strategy::of(rt).scale_selector(parent);
     let mut status = json!({"replicas": parent["status"]["replicas"].as_i64().unwrap_or(0)});
     if !selector.is_empty() {
         status["selector"] = json!(selector);
@@ -153,10 +147,13 @@ fn rescaled(rt: &ResourceType, current: &Value, replicas: i64) -> ApiResult<Valu
 pub async fn get(store: &crate::store::Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
     let name = name_of(req)?;
     let at = crate::store::plans::get_plan(q)?;
-    let parent =
-        crate::store::delegator::get(store.cache(), &req.rt.key(req.namespace.as_deref(), &name), at)
-            .await?
-            .ok_or_else(|| ApiError::not_found(req.rt.group, req.rt.plural, &name))?;
+    let parent = crate::store::delegator::get(
+        store.cache(),
+        &keys::of_object(&req.rt, req.namespace.as_deref(), &name),
+        at,
+    )
+    .await?
+    .ok_or_else(|| ApiError::not_found(req.rt.group, req.rt.plural, &name))?;
     let scale = to_scale(&req.rt, &parent.value());
     Ok(Reply {
         code: 200,
@@ -229,12 +226,31 @@ pub async fn patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
+    use crate::registry::strategy::Strategy;
+    use crate::scheme::{Hooks, Registry};
+    use std::sync::Arc;
+
+    /// A scalable kind whose objects track a generation (as `kinds` makes Deployments).
+    struct Generational;
+
+    impl Strategy for Generational {
+        fn tracks_generation(&self, _rt: &ResourceType) -> bool {
+            true
+        }
+    }
+
+    fn deployments() -> ResourceType {
+        let mut rt = Registry::new()
+            .lookup("apps", "v1", "deployments")
+            .unwrap()
+            .clone();
+        rt.hooks = Hooks::new(Arc::new(Generational) as Arc<dyn Strategy>);
+        rt
+    }
 
     #[test]
     fn scales_show_replicas_and_selector() {
-        let r = Registry::new();
-        let d = r.lookup("apps", "v1", "deployments").unwrap();
+        let d = &deployments();
         let parent = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "9", "labels": {"x": "y"}},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}}, "status": {"replicas": 2}});
         let s = to_scale(d, &parent);
@@ -246,13 +262,6 @@ mod tests {
         );
         assert_eq!(s["spec"]["replicas"], 3);
         assert_eq!(s["status"], json!({"replicas": 2, "selector": "app=web"}));
-        let rc = r.lookup("", "v1", "replicationcontrollers").unwrap();
-        let zero = to_scale(
-            rc,
-            &json!({"metadata": {"name": "r"}, "spec": {"replicas": 0, "selector": {"b": "2", "a": "1"}}}),
-        );
-        assert_eq!(zero["spec"], json!({}));
-        assert_eq!(zero["status"], json!({"replicas": 0, "selector": "a=1,b=2"}));
     }
 
     #[test]
@@ -271,8 +280,7 @@ mod tests {
                 .code,
             400
         );
-        let r = Registry::new();
-        let d = r.lookup("apps", "v1", "deployments").unwrap();
+        let d = &deployments();
         let current = json!({"metadata": {"name": "web", "generation": 1}, "spec": {"replicas": 1}});
         let next = rescaled(d, &current, 5).unwrap();
         assert_eq!(next["spec"]["replicas"], 5);

@@ -5,7 +5,6 @@ use super::reply::{
     check_grant, dry_run, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
 };
 use crate::admission::{self, Attributes, Operation};
-use crate::kinds::strategy::{self, allow_create_on_update, take_status_only};
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{self, Decoded, Directive};
@@ -14,6 +13,7 @@ use crate::machinery::meta::{check_type, meta_str, prepare_create, prepare_updat
 use crate::machinery::query::{flag, Query};
 use crate::machinery::schema::{schemas, Node};
 use crate::machinery::strategic_merge;
+use crate::registry::strategy::{self, take_status_only};
 use crate::registry::ResourceRequest;
 use crate::store::{Cas, Store, Stored};
 use serde_json::{json, Value};
@@ -51,7 +51,7 @@ pub(super) async fn guaranteed_update(
             Some(cur) => {
                 // An object on its way out may only lose finalizers; anything else is checked.
                 if meta_str(&next, "deletionTimestamp").is_none() {
-                    strategy::validate(rt, Some(&cur.obj), &next)?;
+                    strategy::of(rt).validate(rt, Some(&cur.obj), &next)?;
                 }
                 check_grant(req, &next, Some(&cur.obj))?;
                 if dry {
@@ -59,7 +59,7 @@ pub(super) async fn guaranteed_update(
                 }
                 // An object being deleted goes once its last finalizer is removed (unless it
                 // is still in a graceful-deletion period, which only its owner ends).
-                let finalized = !(rt.group.is_empty() && rt.plural == "namespaces")
+                let finalized = !strategy::of(rt).removed_by_controller()
                     && meta_str(&next, "deletionTimestamp").is_some()
                     && next["metadata"]["deletionGracePeriodSeconds"]
                         .as_i64()
@@ -71,7 +71,7 @@ pub(super) async fn guaranteed_update(
                 if finalized {
                     match store.delete(&key, cur.rv).await? {
                         Cas::Done(_) => {
-                            strategy::after_delete(store, rt, &next).await;
+                            strategy::of(rt).after_delete(store, &next).await;
                             return Ok(Reply::object(200, with_rv(next, cur.rv)));
                         }
                         Cas::Failed(fresh) => {
@@ -80,7 +80,9 @@ pub(super) async fn guaranteed_update(
                         }
                     }
                 }
-                strategy::update(store, rt, &key, &mut next, cur.rv).await?
+                strategy::of(rt)
+                    .write(store, rt, &key, &mut next, Some(cur.rv))
+                    .await?
             }
             None => {
                 prepare_create(rt, &mut next, req.namespace.as_deref())?;
@@ -96,13 +98,13 @@ pub(super) async fn guaranteed_update(
                 };
                 strategy::prepare_for_create(rt, &mut next);
                 admission::chain().admit(store, &attrs, &mut next).await?;
-                strategy::validate(rt, None, &next)?;
+                strategy::of(rt).validate(rt, None, &next)?;
                 admission::chain().validate(store, &attrs, &next).await?;
                 check_grant(req, &next, None)?;
                 if dry {
                     return Ok(Reply::object(201, next));
                 }
-                strategy::create(store, rt, &key, &mut next).await?
+                strategy::of(rt).write(store, rt, &key, &mut next, None).await?
             }
         };
         match outcome {
@@ -146,7 +148,7 @@ pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, decoded: De
             ))
         }
     };
-    let create = allow_create_on_update(&rt) && !status_only;
+    let create = strategy::of(&rt).allow_create_on_update() && !status_only;
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
         let mut next = body.clone();

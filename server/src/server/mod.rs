@@ -22,7 +22,7 @@ use crate::config::ServeConfig;
 use crate::endpoints::Api;
 use crate::pki::credentials::Credentials;
 use crate::pki::issue::PEER_GROUP;
-use crate::registry::LiveRegistry;
+use crate::scheme::LiveRegistry;
 use crate::server::observability::{install_metrics, spawn_gauges};
 use crate::server::router::{router, HttpState};
 use crate::store::cacher::WatchCache;
@@ -235,7 +235,7 @@ impl Replica {
         );
         let cache = store.cache().clone();
         let api = Api {
-            registry: Arc::new(LiveRegistry::new()),
+            registry: Arc::new(LiveRegistry::new(crate::kinds::strategy::registry())),
             authorizer: Authorizer::start(store.cache().clone()),
             store,
             features: config.feature_gates.clone(),

@@ -10,7 +10,7 @@ use kuberaft_proto as pb;
 use kuberaft_raft::{NodeError, StorageError};
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 use crate::store::cacher::{CachedObject, Snapshot, WatchCache};
 use crate::store::plans::{encode_continue, ListPlan, ReadAt};
 

@@ -3,6 +3,8 @@
 //! namespace's part of it) is a key prefix and a list is a range scan. Records kuberaft keeps
 //! for itself live under [`INTERNAL_PREFIX`].
 
+use crate::scheme::ResourceType;
+
 /// Everything the API stores lives under this prefix.
 pub const ROOT: &str = "/registry/";
 
@@ -22,6 +24,16 @@ pub fn object(group: &str, plural: &str, namespace: Option<&str>, name: &str) ->
         Some(ns) => format!("{}{ns}/{name}", type_prefix(group, plural)),
         None => format!("{}{name}", type_prefix(group, plural)),
     }
+}
+
+/// The prefix of every object of `rt`.
+pub fn of_type(rt: &ResourceType) -> String {
+    type_prefix(rt.group, rt.plural)
+}
+
+/// The key of one object of `rt` (the namespace is ignored for cluster-scoped types).
+pub fn of_object(rt: &ResourceType, namespace: Option<&str>, name: &str) -> String {
+    object(rt.group, rt.plural, namespace.filter(|_| rt.namespaced), name)
 }
 
 /// The prefix of kuberaft's own records of one kind (`servicenodeports`, ...).

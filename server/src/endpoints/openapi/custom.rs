@@ -4,9 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::definitions::{self, ServedKind, V3_REF};
 use super::{info, paths};
-use crate::registry::ResourceType;
+use crate::machinery::definitions::{self, ServedKind, V3_REF};
+use crate::scheme::ResourceType;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";

@@ -12,7 +12,6 @@
 //! stored definitions when asked for.
 
 mod custom;
-pub mod definitions;
 mod paths;
 mod proto;
 
@@ -30,9 +29,10 @@ use sha2::{Digest, Sha512};
 use super::Api;
 use crate::endpoints::discovery::KUBE_VERSION;
 use crate::endpoints::negotiation::choose;
+use crate::machinery::definitions;
 use crate::machinery::errors::ApiError;
 use crate::machinery::schema::schemas;
-use crate::registry::{Registry, ResourceType};
+use crate::scheme::{Registry, ResourceType};
 
 /// The protobuf media types kube-apiserver accepts for `/openapi/v2`.
 pub const V2_PROTOBUF: &[&str] = &[

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::definitions::{ServedKind, DELETE_OPTIONS, PATCH, SCALE, STATUS, V2_REF, V3_REF};
+use crate::machinery::definitions::{ServedKind, DELETE_OPTIONS, PATCH, SCALE, STATUS, V2_REF, V3_REF};
 
 /// A query or path parameter.
 struct Param {

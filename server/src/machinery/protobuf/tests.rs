@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::transcode::{decode_message, encode_message, MAX_DEPTH};
 use super::wire::{Reason, Write};
 use super::*;
-use crate::registry::Registry;
+use crate::scheme::Registry;
 
 fn round_trip(obj: Value) -> Value {
     let bytes = encode_object(&obj).unwrap_or_else(|e| panic!("encode {}: {e}", obj["kind"]));

@@ -14,7 +14,7 @@ use k8s_openapi::{ListableResource, Resource};
 use serde_json::{json, Map, Value};
 
 use crate::machinery::type_facts::{self, ListType, MapType, PatchStrategy, PropertyFacts};
-use crate::registry::{Registry, ResourceType};
+use crate::scheme::{Registry, ResourceType};
 
 /// Prefix of a Swagger 2.0 reference.
 pub const V2_REF: &str = "#/definitions/";

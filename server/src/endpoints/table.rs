@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::apiextensions::columns;
 use crate::kinds::printers::{self, Ctx, Printer, CREATED_AT, NAME};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::registry::ResourceType;
+use crate::scheme::ResourceType;
 
 /// What each row's `object` holds (`?includeObject=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +133,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
+    use crate::scheme::Registry;
 
     #[test]
     fn built_in_kinds_get_their_columns_and_others_the_default() {

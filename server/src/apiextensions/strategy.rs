@@ -1,0 +1,127 @@
+//! The strategies of what `apiextensions` serves: custom resources (validated and defaulted by
+//! their version's structural schema, stored in the storage version, a generation for every
+//! change outside `metadata` and `status`) and CustomResourceDefinitions themselves (checked
+//! to stay servable, defaulted, their status conditions derived).
+
+use serde_json::{Map, Value};
+
+use crate::apiextensions::{definition, structural};
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta::meta_str;
+use crate::registry::strategy::Strategy;
+use crate::scheme::custom::storage_api_version;
+use crate::scheme::ResourceType;
+
+/// Every custom resource type (what differs between them is in the type's `custom` data).
+pub struct CustomResource;
+
+impl Strategy for CustomResource {
+    fn tracks_generation(&self, _rt: &ResourceType) -> bool {
+        true
+    }
+
+    /// Everything but `metadata` (and `status` when it is a subresource).
+    fn spec_changed(&self, rt: &ResourceType, old: &Value, new: &Value) -> bool {
+        let content = |v: &Value| -> Map<String, Value> {
+            v.as_object()
+                .map(|o| {
+                    o.iter()
+                        .filter(|(k, _)| {
+                            k.as_str() != "metadata" && !(rt.has_status && k.as_str() == "status")
+                        })
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        content(old) != content(new)
+    }
+
+    fn prepare_for_create(&self, rt: &ResourceType, obj: &mut Value) {
+        if let Some(o) = obj.as_object_mut().filter(|_| rt.has_status) {
+            o.remove("status");
+        }
+        if let Some(custom) = &rt.custom {
+            structural::apply_defaults(&custom.declared, obj);
+        }
+    }
+
+    fn prepare_for_update(&self, rt: &ResourceType, _old: &Value, new: &mut Value) -> ApiResult<()> {
+        if let Some(custom) = &rt.custom {
+            structural::apply_defaults(&custom.declared, new);
+        }
+        Ok(())
+    }
+
+    /// Against the version's schema; no new objects while the definition is being deleted.
+    fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+        let Some(custom) = &rt.custom else {
+            return Ok(());
+        };
+        if old.is_none() && custom.terminating {
+            return Err(ApiError::method_not_allowed_because(
+                "create not allowed while custom resource definition is terminating",
+            ));
+        }
+        invalid_if_any(
+            rt,
+            obj,
+            structural::validate(&custom.declared, &custom.patterns, obj),
+        )
+    }
+
+    /// In the definition's storage version, whichever served version it was written through.
+    fn stored_form(&self, rt: &ResourceType, obj: &Value) -> Option<Value> {
+        let stored = storage_api_version(rt)?;
+        if obj["apiVersion"] == stored.as_str() {
+            return None;
+        }
+        let mut out = obj.clone();
+        out["apiVersion"] = Value::String(stored);
+        Some(out)
+    }
+}
+
+/// CustomResourceDefinitions.
+pub struct Definition;
+
+impl Strategy for Definition {
+    fn tracks_generation(&self, _rt: &ResourceType) -> bool {
+        true
+    }
+
+    fn prepare_for_create(&self, _rt: &ResourceType, obj: &mut Value) {
+        definition::apply_defaults(obj, true);
+        let status = definition::status(obj, None);
+        obj["status"] = status;
+    }
+
+    fn prepare_for_update(&self, _rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
+        definition::apply_defaults(new, false);
+        let status = definition::status(new, old.get("status"));
+        new["status"] = status;
+        Ok(())
+    }
+
+    /// The rules that keep a definition servable (and, on update, what may not change).
+    fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+        let causes = match old {
+            Some(old) => definition::validate_update(old, obj),
+            None => definition::validate(obj),
+        };
+        invalid_if_any(rt, obj, causes)
+    }
+}
+
+/// A `422` naming every cause, or nothing when there are none.
+fn invalid_if_any(rt: &ResourceType, obj: &Value, causes: Vec<(String, String)>) -> ApiResult<()> {
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        rt.group,
+        rt.kind,
+        meta_str(obj, "name").unwrap_or_default(),
+        &causes,
+    ))
+}

@@ -1,0 +1,221 @@
+//! A type's behaviour in the generic store, kube-apiserver's `RESTCreateStrategy`,
+//! `RESTUpdateStrategy` and `RESTDeleteStrategy` in one trait: what a new object starts with,
+//! what an update keeps, the checks beyond metadata, how the object is written (a Service
+//! claims its IP and ports in the same transaction), graceful deletion and the
+//! garbage-collection default.
+//!
+//! The layer that serves a type attaches its strategy to the type's [`Hooks`] — `kinds` for
+//! built-in types, `apiextensions` for custom resources and their definitions — and the verbs
+//! of this module read it back with [`of`]. Every method has the default of a plain type
+//! (a ConfigMap), so a strategy states only how its type differs.
+//!
+//! [`Hooks`]: crate::scheme::Hooks
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+
+use crate::machinery::errors::ApiResult;
+use crate::scheme::ResourceType;
+use crate::store::{Cas, Store};
+
+/// What a type does with dependents when a delete names no propagation policy (kube's
+/// `DefaultGarbageCollectionPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcPolicy {
+    /// The type takes no part in garbage collection: delete options add no finalizers.
+    Unsupported,
+    /// Dependents are orphaned unless the delete asks otherwise.
+    Orphan,
+    /// Dependents are deleted in the background.
+    Delete,
+}
+
+/// The behaviour of one type. `rt` is always the type the strategy is attached to (custom
+/// resources share one strategy between their types).
+pub trait Strategy: Send + Sync {
+    /// Whether objects carry a `metadata.generation`, which starts at 1 and moves with every
+    /// change of [`Strategy::spec_changed`].
+    fn tracks_generation(&self, _rt: &ResourceType) -> bool {
+        false
+    }
+
+    /// What counts as a change of the spec for the generation.
+    fn spec_changed(&self, _rt: &ResourceType, old: &Value, new: &Value) -> bool {
+        old.get("spec") != new.get("spec")
+    }
+
+    /// Prepares a new object after its metadata is set: defaults, the status it starts with,
+    /// the fields the type derives on create.
+    fn prepare_for_create(&self, _rt: &ResourceType, _obj: &mut Value) {}
+
+    /// Prepares an update of the main resource after the stored status is carried over:
+    /// defaults, and what the type keeps once set.
+    fn prepare_for_update(&self, _rt: &ResourceType, _old: &Value, _new: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// Checks a write of `obj` (over `old`, for an update) beyond its metadata: a `422`
+    /// naming every problem.
+    fn validate(&self, _rt: &ResourceType, _old: Option<&Value>, _obj: &Value) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// The object as it is stored, when that differs from how it was written (a custom
+    /// resource written through another version than its storage version).
+    fn stored_form(&self, _rt: &ResourceType, _obj: &Value) -> Option<Value> {
+        None
+    }
+
+    /// Writes `obj` at `key`: a create when `rev` is `None`, else a replace of the object
+    /// whose mod revision is still `rev`.
+    fn write<'a>(
+        &'a self,
+        store: &'a Store,
+        rt: &'a ResourceType,
+        key: &'a str,
+        obj: &'a mut Value,
+        rev: Option<i64>,
+    ) -> BoxFuture<'a, ApiResult<Cas>> {
+        Box::pin(async move {
+            let stored = self.stored_form(rt, obj);
+            let obj = stored.as_ref().unwrap_or(obj);
+            match rev {
+                None => store.create(key, obj).await,
+                Some(rev) => store.update(key, obj, rev).await,
+            }
+        })
+    }
+
+    /// For a dry-run create: fills in what the write would allocate, without writing.
+    fn preview<'a>(
+        &'a self,
+        _store: &'a Store,
+        _key: &'a str,
+        _obj: &'a mut Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// After `obj` is deleted: releases what it held (best effort).
+    fn after_delete<'a>(&'a self, _store: &'a Store, _obj: &'a Value) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    /// The graceful-deletion period of `obj` for a delete that asked for `requested` seconds
+    /// (0: deleted at once).
+    fn grace_period(&self, _obj: &Value, _requested: Option<i64>) -> i64 {
+        0
+    }
+
+    /// Whether a delete always leaves the object for a controller to remove (a namespace is
+    /// emptied first); [`Strategy::mark_deleting`] says so on the object.
+    fn removed_by_controller(&self) -> bool {
+        false
+    }
+
+    /// Marks an object whose deletion has begun, for types that show it (a namespace's phase).
+    fn mark_deleting(&self, _obj: &mut Value) {}
+
+    /// What happens to dependents when a delete names no policy.
+    fn gc_policy(&self) -> GcPolicy {
+        GcPolicy::Delete
+    }
+
+    /// Whether a delete that removes an object at once answers with the object rather than a
+    /// success `Status` (kube's `ReturnDeletedObject`).
+    fn returns_deleted_object(&self) -> bool {
+        false
+    }
+
+    /// Whether a PUT of an absent object creates it (kube's `AllowCreateOnUpdate`).
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// The `Scale` subresource's `status.selector` for `parent`.
+    fn scale_selector(&self, parent: &Value) -> String {
+        crate::machinery::selector::selector_string(&parent["spec"]["selector"])
+    }
+}
+
+/// The strategy of a type with no behaviour of its own.
+struct Plain;
+
+impl Strategy for Plain {}
+
+/// The strategy attached to `rt`, or that of a plain type when none is.
+pub fn of(rt: &ResourceType) -> &dyn Strategy {
+    match rt.hooks.get::<Arc<dyn Strategy>>() {
+        Some(s) => s.as_ref(),
+        None => &Plain,
+    }
+}
+
+/// Prepares a new object: the type's strategy, then a generation of 1 where it has one.
+pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
+    let strategy = of(rt);
+    strategy.prepare_for_create(rt, obj);
+    if strategy.tracks_generation(rt) {
+        set_generation(obj, 1);
+    }
+}
+
+/// Prepares an update of the main resource after its metadata is checked (and its generation
+/// carried over from `old`): the stored status kept, the type's strategy, and a new
+/// generation when the spec changed.
+pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
+    let strategy = of(rt);
+    keep_status(rt, old, new);
+    strategy.prepare_for_update(rt, old, new)?;
+    if strategy.tracks_generation(rt) && strategy.spec_changed(rt, old, new) {
+        let current = new
+            .get("metadata")
+            .and_then(|m| m.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        set_generation(new, current + 1);
+    }
+    Ok(())
+}
+
+fn set_generation(obj: &mut Value, generation: i64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("generation".into(), json!(generation));
+    }
+}
+
+/// For types with a status subresource: a write to the main resource keeps the stored status.
+pub fn keep_status(rt: &ResourceType, old: &Value, new: &mut Value) {
+    if !rt.has_status {
+        return;
+    }
+    if let Some(o) = new.as_object_mut() {
+        match old.get("status") {
+            Some(s) => {
+                o.insert("status".into(), s.clone());
+            }
+            None => {
+                o.remove("status");
+            }
+        }
+    }
+}
+
+/// For a write to the status subresource: everything but the status comes from the stored
+/// object (metadata changes through `/status` are ignored, as kube-apiserver does).
+pub fn take_status_only(old: &Value, new: &Value) -> Value {
+    let mut out = old.clone();
+    if let Some(o) = out.as_object_mut() {
+        match new.get("status") {
+            Some(s) => {
+                o.insert("status".into(), s.clone());
+            }
+            None => {
+                o.remove("status");
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,95 @@
+//! What a CustomResourceDefinition declares about one served version of its resource, as
+//! data every layer can read: the schema, printer columns, scale paths, selectable fields. How
+//! a definition becomes this, and what is done with it (validation, defaulting, table cells),
+//! is `apiextensions`' job; the methods on [`Column`] and [`Patterns`] live there.
+
+use std::collections::HashMap;
+
+use regex::Regex;
+use serde_json::{json, Value};
+
+use crate::scheme::ResourceType;
+
+/// What a CustomResourceDefinition declares about one served version of its resource.
+#[derive(Debug, PartialEq)]
+pub struct CustomType {
+    /// The name of the definition (`<plural>.<group>`).
+    pub definition: String,
+    /// The version objects are stored in (every served version reads and writes them, with
+    /// only `apiVersion` converted, as the `None` conversion strategy does).
+    pub storage_version: &'static str,
+    /// The version's `openAPIV3Schema` as declared (defaults and value validations).
+    pub declared: Value,
+    /// The declared schema's `pattern`s, compiled.
+    pub patterns: Patterns,
+    /// The same schema as a whole object's: `apiVersion`, `kind` and the standard `metadata`
+    /// added, for field validation, pruning and server-side apply.
+    pub schema: Value,
+    /// `additionalPrinterColumns`.
+    pub columns: Vec<Column>,
+    /// The scale subresource's paths, when the version has one.
+    pub scale: Option<ScalePaths>,
+    /// The version's `deprecationWarning` (or kube's default text) when it is deprecated.
+    pub deprecation: Option<String>,
+    /// The definition is being deleted: no new objects.
+    pub terminating: bool,
+    /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
+    /// `metadata.name` and `metadata.namespace`.
+    pub selectable: Vec<&'static str>,
+}
+
+/// Where the scale subresource of a custom resource reads and writes its numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePaths {
+    /// `specReplicasPath`, as field names (`.spec.replicas` → `["spec", "replicas"]`).
+    pub spec_replicas: Vec<String>,
+    /// `statusReplicasPath`.
+    pub status_replicas: Vec<String>,
+    /// `labelSelectorPath`, when given.
+    pub label_selector: Option<Vec<String>>,
+}
+
+/// One declared printer column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub(crate) name: String,
+    pub(crate) ty: String,
+    pub(crate) format: String,
+    pub(crate) description: String,
+    pub(crate) priority: i64,
+    pub(crate) json_path: String,
+}
+
+/// The `pattern`s of a schema, compiled once when its definition is read (not per object).
+#[derive(Debug, Default)]
+pub struct Patterns(pub(crate) HashMap<String, Regex>);
+
+impl PartialEq for Patterns {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.keys().all(|k| other.0.contains_key(k))
+    }
+}
+
+/// The type fields (`"kind":…,"apiVersion":…`) every object read through a custom type must
+/// show; `None` for built-in types, whose objects are stored as they are served.
+pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
+    rt.custom.as_ref()?;
+    Some(format!(
+        "\"kind\":{},\"apiVersion\":{}",
+        json!(rt.kind),
+        json!(rt.group_version())
+    ))
+}
+
+/// A decoded object as read through `rt` (`apiextensions::as_served` for a cached one).
+pub fn convert_value(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(rt.kind) {
+        obj["apiVersion"] = json!(rt.group_version());
+    }
+}
+
+/// The `apiVersion` a custom resource written through `rt` is stored with.
+pub fn storage_api_version(rt: &ResourceType) -> Option<String> {
+    let custom = rt.custom.as_ref()?;
+    Some(format!("{}/{}", rt.group, custom.storage_version))
+}

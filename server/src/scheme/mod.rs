@@ -1,0 +1,523 @@
+//! The type data, kube-apiserver's scheme and REST mapper in one: the built-in resource types
+//! (group, version, kind, plural and scope from k8s-openapi, pinned to Kubernetes 1.35, plus
+//! what no package holds — short names, categories, singular names and subresources — in one
+//! table), what a CustomResourceDefinition declares about the types it adds ([`custom`]), and
+//! the set of types served right now.
+//!
+//! This is the bottom of the server: every layer names types, so this module names no other.
+//! A type's behaviour is not here: the layer that serves a type attaches it as [`Hooks`]
+//! (the registry's strategy, set by `kinds` and `apiextensions`), which this module only
+//! carries.
+
+pub mod custom;
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+
+use k8s_openapi::{ClusterResourceScope, ListableResource, NamespaceResourceScope, Resource};
+
+pub use custom::CustomType;
+
+/// Whether a k8s-openapi scope marker is namespaced.
+pub trait ScopeInfo {
+    /// `true` for namespaced resources.
+    const NAMESPACED: bool;
+}
+
+impl ScopeInfo for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl ScopeInfo for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+/// Everything the API machinery needs to know about one resource type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceType {
+    /// API group ("" for core).
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Kind, e.g. `ConfigMap`.
+    pub kind: &'static str,
+    /// Kind of the list, e.g. `ConfigMapList`.
+    pub list_kind: &'static str,
+    /// URL path segment, e.g. `configmaps`.
+    pub plural: &'static str,
+    /// Lower-case singular name, e.g. `configmap`.
+    pub singular: String,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// Short names kubectl accepts (e.g. `cm`).
+    pub short_names: &'static [&'static str],
+    /// Categories (e.g. `all`).
+    pub categories: &'static [&'static str],
+    /// Whether the type has a `status` subresource.
+    pub has_status: bool,
+    /// Whether the type has a `scale` subresource.
+    pub has_scale: bool,
+    /// For a custom resource: what its CustomResourceDefinition declares (schema, printer
+    /// columns, scale paths); `None` for built-in types.
+    pub custom: Option<Arc<CustomType>>,
+    /// A review (TokenReview, SubjectAccessReview, ...): only `create`, answered from the
+    /// request and never stored, so it has no collection, list kind or OpenAPI list paths.
+    pub review: bool,
+    /// The type's behaviour, attached by the layer that serves it (none in the bare table).
+    pub hooks: Hooks,
+}
+
+/// Behaviour that a layer above attaches to a type — the registry's strategy — carried here
+/// without being known: the layers below only pass types around, and the registry reads back
+/// what `kinds` or `apiextensions` attached (see `registry::strategy::of`).
+#[derive(Clone, Default)]
+pub struct Hooks(Option<Arc<dyn Any + Send + Sync>>);
+
+impl Hooks {
+    /// Attaches `hooks`.
+    pub fn new<T: Any + Send + Sync>(hooks: T) -> Self {
+        Hooks(Some(Arc::new(hooks)))
+    }
+
+    /// What was attached, if it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.as_deref()?.downcast_ref()
+    }
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Hooks(attached)"
+        } else {
+            "Hooks(none)"
+        })
+    }
+}
+
+impl PartialEq for Hooks {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl ResourceType {
+    /// `group/version`, or `version` for the core group.
+    pub fn group_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The verbs served for this type.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        if self.review {
+            return &["create"];
+        }
+        &[
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+
+    /// The subresources this type serves, each with its verbs (discovery lists them; a path to
+    /// any other subresource is `404`, a verb a subresource lacks is `405`).
+    pub fn subresources(&self) -> Vec<Subresource> {
+        let mut out = Vec::new();
+        if self.has_scale {
+            out.push(Subresource {
+                name: "scale",
+                kind: ("autoscaling", "v1", "Scale"),
+                verbs: SUBRESOURCE_VERBS,
+            });
+        }
+        if self.has_status {
+            out.push(Subresource {
+                name: "status",
+                kind: (self.group, self.version, self.kind),
+                verbs: SUBRESOURCE_VERBS,
+            });
+        }
+        if (self.group, self.plural) == ("", "serviceaccounts") {
+            out.push(Subresource {
+                name: "token",
+                kind: ("authentication.k8s.io", "v1", "TokenRequest"),
+                verbs: &["create"],
+            });
+        }
+        out
+    }
+
+    /// The subresource called `name`, if this type serves it.
+    pub fn subresource(&self, name: &str) -> Option<Subresource> {
+        self.subresources().into_iter().find(|s| s.name == name)
+    }
+
+    /// Whether names of this type must be DNS-1123 labels (rather than subdomains).
+    pub fn name_is_label(&self) -> bool {
+        matches!((self.group, self.plural), ("", "namespaces") | ("", "services"))
+    }
+}
+
+/// A subresource of a type (`pods/status`, `deployments/scale`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    /// The path segment after the object's name.
+    pub name: &'static str,
+    /// The group, version and kind of what it reads and writes.
+    pub kind: (&'static str, &'static str, &'static str),
+    /// The verbs it answers.
+    pub verbs: &'static [&'static str],
+}
+
+/// What the status and scale subresources answer: reads and writes of one object, nothing else.
+const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// Extra facts about a type that k8s-openapi does not carry.
+struct Extra {
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    status: bool,
+    scale: bool,
+}
+
+const NONE: Extra = Extra {
+    short_names: &[],
+    categories: &[],
+    status: false,
+    scale: false,
+};
+
+fn entry<T>(extra: Extra) -> ResourceType
+where
+    T: Resource + ListableResource,
+    T::Scope: ScopeInfo,
+{
+    ResourceType {
+        group: T::GROUP,
+        version: T::VERSION,
+        kind: T::KIND,
+        list_kind: T::LIST_KIND,
+        plural: T::URL_PATH_SEGMENT,
+        singular: T::KIND.to_ascii_lowercase(),
+        namespaced: <T::Scope as ScopeInfo>::NAMESPACED,
+        short_names: extra.short_names,
+        categories: extra.categories,
+        has_status: extra.status,
+        has_scale: extra.scale,
+        custom: None,
+        review: false,
+        hooks: Hooks::default(),
+    }
+}
+
+/// A review type: created, answered and forgotten.
+fn review<T>() -> ResourceType
+where
+    T: Resource,
+    T::Scope: ScopeInfo,
+{
+    ResourceType {
+        group: T::GROUP,
+        version: T::VERSION,
+        kind: T::KIND,
+        list_kind: "",
+        plural: T::URL_PATH_SEGMENT,
+        singular: T::KIND.to_ascii_lowercase(),
+        namespaced: <T::Scope as ScopeInfo>::NAMESPACED,
+        short_names: &[],
+        categories: &[],
+        has_status: false,
+        has_scale: false,
+        custom: None,
+        review: true,
+        hooks: Hooks::default(),
+    }
+}
+
+const ALL: &[&str] = &["all"];
+
+/// Every built-in type kuberaft serves, as data (the server attaches each one's behaviour).
+pub fn builtin() -> Vec<ResourceType> {
+    use k8s_openapi::api::{
+        apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+        autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+        core::v1 as core, discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+        policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+    let x = |short_names, categories, status, scale| Extra {
+        short_names,
+        categories,
+        status,
+        scale,
+    };
+    vec![
+        entry::<core::Namespace>(x(&["ns"], &[], true, false)),
+        entry::<core::ConfigMap>(x(&["cm"], &[], false, false)),
+        entry::<core::Secret>(NONE),
+        entry::<core::Pod>(x(&["po"], ALL, true, false)),
+        entry::<core::Service>(x(&["svc"], ALL, true, false)),
+        entry::<core::ServiceAccount>(x(&["sa"], &[], false, false)),
+        entry::<core::Event>(x(&["ev"], &[], false, false)),
+        entry::<core::Node>(x(&["no"], &[], true, false)),
+        entry::<core::Endpoints>(x(&["ep"], &[], false, false)),
+        entry::<core::PersistentVolume>(x(&["pv"], &[], true, false)),
+        entry::<core::PersistentVolumeClaim>(x(&["pvc"], &[], true, false)),
+        entry::<core::LimitRange>(x(&["limits"], &[], false, false)),
+        entry::<core::ResourceQuota>(x(&["quota"], &[], true, false)),
+        entry::<core::ReplicationController>(x(&["rc"], ALL, true, true)),
+        entry::<apps::Deployment>(x(&["deploy"], ALL, true, true)),
+        entry::<apps::ReplicaSet>(x(&["rs"], ALL, true, true)),
+        entry::<apps::StatefulSet>(x(&["sts"], ALL, true, true)),
+        entry::<apps::DaemonSet>(x(&["ds"], ALL, true, false)),
+        entry::<apps::ControllerRevision>(NONE),
+        entry::<batch::Job>(x(&[], ALL, true, false)),
+        entry::<batch::CronJob>(x(&["cj"], ALL, true, false)),
+        entry::<coordination::Lease>(NONE),
+        entry::<events::Event>(x(&["ev"], &[], false, false)),
+        entry::<rbac::Role>(NONE),
+        entry::<rbac::RoleBinding>(NONE),
+        entry::<rbac::ClusterRole>(NONE),
+        entry::<rbac::ClusterRoleBinding>(NONE),
+        entry::<apiextensions::CustomResourceDefinition>(x(
+            &["crd", "crds"],
+            &["api-extensions"],
+            true,
+            false,
+        )),
+        entry::<discovery::EndpointSlice>(NONE),
+        entry::<policy::PodDisruptionBudget>(x(&["pdb"], &[], true, false)),
+        entry::<networking::Ingress>(x(&["ing"], &[], true, false)),
+        entry::<networking::NetworkPolicy>(x(&["netpol"], &[], false, false)),
+        entry::<networking::IngressClass>(NONE),
+        entry::<storage::StorageClass>(x(&["sc"], &[], false, false)),
+        entry::<scheduling::PriorityClass>(x(&["pc"], &[], false, false)),
+        entry::<autoscaling::HorizontalPodAutoscaler>(x(&["hpa"], ALL, true, false)),
+        review::<authentication::TokenReview>(),
+        review::<authentication::SelfSubjectReview>(),
+        review::<authorization::SubjectAccessReview>(),
+        review::<authorization::LocalSubjectAccessReview>(),
+        review::<authorization::SelfSubjectAccessReview>(),
+        review::<authorization::SelfSubjectRulesReview>(),
+    ]
+}
+
+/// The set of types, looked up by group, version and plural.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    types: Vec<ResourceType>,
+}
+
+impl Registry {
+    /// The built-in types as bare data, with no behaviour attached (for what only reads the
+    /// table: schemas, OpenAPI, request paths).
+    pub fn new() -> Self {
+        Registry { types: builtin() }
+    }
+
+    /// A registry of `types`.
+    pub fn of(types: Vec<ResourceType>) -> Self {
+        Registry { types }
+    }
+
+    /// The type served at `group/version/plural`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    /// Every type.
+    pub fn all(&self) -> impl Iterator<Item = &ResourceType> {
+        self.types.iter()
+    }
+
+    /// One type per stored collection: every built-in type but the reviews, and a custom resource in its
+    /// storage version (or its first served one), so a pass over all objects meets each once.
+    pub fn collections(&self) -> impl Iterator<Item = &ResourceType> {
+        self.types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.review)
+            .filter(|(i, t)| match &t.custom {
+                None => true,
+                Some(c) => {
+                    t.version == c.storage_version
+                        || !self.types.iter().any(|o| {
+                            o.group == t.group && o.plural == t.plural && o.version == c.storage_version
+                        }) && !self.types[..*i]
+                            .iter()
+                            .any(|o| o.group == t.group && o.plural == t.plural)
+                }
+            })
+            .map(|(_, t)| t)
+    }
+
+    /// All types of one group version.
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a ResourceType> {
+        self.types
+            .iter()
+            .filter(move |t| t.group == group && t.version == version)
+    }
+
+    /// Named API groups (not core) with their versions, in a stable order.
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for t in self.types.iter().filter(|t| !t.group.is_empty()) {
+            match out.iter_mut().find(|(g, _)| *g == t.group) {
+                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version),
+                Some(_) => {}
+                None => out.push((t.group, vec![t.version])),
+            }
+        }
+        out
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// These types plus `custom` ones; a custom type that would shadow one of them (same
+    /// group and plural) is left out.
+    pub fn with_custom(&self, custom: Vec<ResourceType>) -> Self {
+        let mut types = self.types.clone();
+        for t in custom {
+            if !types
+                .iter()
+                .any(|b| b.group == t.group && b.plural == t.plural && b.version == t.version)
+            {
+                types.push(t);
+            }
+        }
+        Registry { types }
+    }
+}
+
+/// The types served right now: the built-in ones and those the stored
+/// CustomResourceDefinitions add, swapped as a whole when a definition changes so that every
+/// request sees one consistent set. Each set is tagged with the store revision it was derived
+/// at, and an older set never replaces a newer one.
+#[derive(Debug)]
+pub struct LiveRegistry {
+    builtin: Registry,
+    current: RwLock<(i64, Arc<Registry>)>,
+}
+
+impl LiveRegistry {
+    /// Starts with the built-in types only.
+    pub fn new(builtin: Registry) -> Self {
+        LiveRegistry {
+            current: RwLock::new((0, Arc::new(builtin.clone()))),
+            builtin,
+        }
+    }
+
+    /// The set of types served now.
+    pub fn current(&self) -> Arc<Registry> {
+        match self.current.read() {
+            Ok(r) => r.1.clone(),
+            Err(poisoned) => poisoned.into_inner().1.clone(),
+        }
+    }
+
+    /// Serves the built-in types plus `custom`, the custom types of the definitions stored at
+    /// `revision` (unless a set from a later revision is already served).
+    pub fn set_custom(&self, custom: Vec<ResourceType>, revision: i64) {
+        let mut current = match self.current.write() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if revision >= current.0 {
+            *current = (revision, Arc::new(self.builtin.with_custom(custom)));
+        }
+    }
+}
+
+/// The one `'static` copy of a name a custom resource type uses (group, version, kind,
+/// plural, short name, category). Names are kept for the life of the process, so memory grows
+/// only with the number of distinct names ever defined, not with how often definitions change.
+pub fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut guard = match NAMES.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let names = guard.get_or_insert_with(HashSet::new);
+    if let Some(known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// Interns a list of names (short names, categories) as one `'static` slice; the same list is
+/// shared by every definition that declares it.
+pub fn intern_list(names: &[String]) -> &'static [&'static str] {
+    static LISTS: Mutex<Vec<&'static [&'static str]>> = Mutex::new(Vec::new());
+    let interned: Vec<&'static str> = names.iter().map(|n| intern(n)).collect();
+    let mut lists = match LISTS.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some(known) = lists.iter().find(|l| **l == interned.as_slice()) {
+        return known;
+    }
+    let leaked: &'static [&'static str] = Box::leak(interned.into_boxed_slice());
+    lists.push(leaked);
+    leaked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_knows_scope_plural_and_kinds() {
+        let r = Registry::new();
+        let cm = r.lookup("", "v1", "configmaps").unwrap();
+        assert!(cm.namespaced);
+        assert_eq!(cm.kind, "ConfigMap");
+        assert_eq!(cm.list_kind, "ConfigMapList");
+        let ns = r.lookup("", "v1", "namespaces").unwrap();
+        assert!(!ns.namespaced);
+        let deploy = r.lookup("apps", "v1", "deployments").unwrap();
+        assert_eq!(deploy.group_version(), "apps/v1");
+        assert!(deploy.has_scale && deploy.has_status);
+        assert!(r.lookup("apps", "v1", "configmaps").is_none());
+        assert_eq!(builtin().len(), 42);
+        assert_eq!(builtin().iter().filter(|t| t.review).count(), 6);
+        let ssar = r
+            .lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+            .unwrap();
+        assert_eq!(ssar.verbs(), ["create"]);
+        assert!(r.collections().all(|t| !t.review));
+        assert!(r
+            .groups()
+            .iter()
+            .any(|(g, v)| *g == "rbac.authorization.k8s.io" && v == &vec!["v1"]));
+    }
+}

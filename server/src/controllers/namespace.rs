@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 use crate::machinery::errors::ApiResult;
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::meta::meta_str;
-use crate::machinery::query::Query;
 use crate::registry::create;
 use crate::registry::delete::{self, DeleteOptions, Propagation};
+use crate::registry::options::{WriteOptions, SERVER_MANAGER};
 use crate::registry::ResourceRequest;
 use crate::scheme::{LiveRegistry, Registry};
 use crate::store::keys;
@@ -53,7 +53,7 @@ pub async fn ensure_system_namespaces(store: &Store, registry: &Registry) -> Api
         match create::create(
             store,
             &req,
-            &Query::new(),
+            &WriteOptions::by(SERVER_MANAGER),
             Decoded {
                 value: obj,
                 duplicates: Vec::new(),

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::machinery::errors::ApiResult;
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::meta::meta_str;
-use crate::machinery::query::Query;
+use crate::registry::options::WriteOptions;
 use crate::registry::{create, update};
 use crate::scheme::{LiveRegistry, Registry};
 use crate::store::{keys, Store};
@@ -85,7 +85,7 @@ async fn act(
     namespace: &str,
     action: Action,
 ) -> ApiResult<()> {
-    let query = Query::from([("fieldManager".to_string(), FIELD_MANAGER.to_string())]);
+    let opts = WriteOptions::by(FIELD_MANAGER);
     let (verb, outcome) = match action {
         Action::Create(value) => {
             let req = super::core_request(registry, ensured.plural(), namespace, None)?;
@@ -93,7 +93,7 @@ async fn act(
                 value,
                 duplicates: Vec::new(),
             };
-            ("created", create::create(store, &req, &query, body).await)
+            ("created", create::create(store, &req, &opts, body).await)
         }
         Action::Update(value) => {
             let req = super::core_request(registry, ensured.plural(), namespace, Some(ensured.name()))?;
@@ -101,7 +101,7 @@ async fn act(
                 value,
                 duplicates: Vec::new(),
             };
-            ("updated", update::update(store, &req, &query, body).await)
+            ("updated", update::update(store, &req, &opts, body).await)
         }
     };
     match outcome {

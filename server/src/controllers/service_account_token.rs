@@ -19,8 +19,8 @@ use crate::authentication::ServiceAccountTokens;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::meta::meta_str;
-use crate::machinery::query::Query;
 use crate::registry::delete::{self, DeleteOptions};
+use crate::registry::options::WriteOptions;
 use crate::registry::update;
 use crate::scheme::LiveRegistry;
 use crate::store::{keys, Store};
@@ -132,12 +132,11 @@ async fn reconcile(store: &Store, tokens: &Tokens) -> ApiResult<()> {
             None => continue,
             Some(Action::Delete) => delete::delete(store, &req, &DeleteOptions::default()).await,
             Some(Action::Populate(next)) => {
-                let query = Query::from([("fieldManager".to_string(), FIELD_MANAGER.to_string())]);
                 let body = Decoded {
                     value: next,
                     duplicates: Vec::new(),
                 };
-                update::update(store, &req, &query, body).await
+                update::update(store, &req, &WriteOptions::by(FIELD_MANAGER), body).await
             }
         };
         match outcome {

@@ -29,6 +29,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::protobuf;
 use crate::machinery::query::{parse_bool, Query};
 use crate::registry::delete::{self, DeleteOptions};
+use crate::registry::options::{GetOptions, ListOptions, PatchOptions, WriteOptions};
 use crate::registry::reply::Reply;
 use crate::registry::update::{self, PatchType};
 use crate::registry::{create, read, Requester, ResourceRequest};
@@ -183,8 +184,8 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             q.insert("fieldSelector".into(), format!("metadata.name={name}"));
             return watch::serve(store, &one, &q, format).await;
         }
-        Verb::List => read::list(store, &req, &q).await?,
-        Verb::Get => read::get(store, &req, &q).await?,
+        Verb::List => read::list(store, &req, &ListOptions::parse(&req.rt, &q)?).await?,
+        Verb::Get => read::get(store, &req, &GetOptions::parse(&q)?).await?,
         Verb::Create if req.rt.review => {
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;
@@ -195,24 +196,28 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             reviews::create(&api.authenticator, &api.authorizer, &req, user, obj.value)?
         }
         Verb::Create if req.subresource.as_deref() == Some("token") => {
+            let opts = WriteOptions::parse(&q)?;
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;
-            token_request::create(&api.authenticator, store, &req, &q, obj.value).await?
+            token_request::create(&api.authenticator, store, &req, &opts, obj.value).await?
         }
         Verb::Create => {
+            let opts = WriteOptions::parse(&q)?;
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;
-            create::create(store, &req, &q, obj).await?
+            create::create(store, &req, &opts, obj).await?
         }
         Verb::Update => {
+            let opts = WriteOptions::parse(&q)?;
             let bytes = read_body(&parts.headers, body).await?;
             let obj = decode_body(&content_type(&parts.headers), &bytes)?;
-            update::update(store, &req, &q, obj).await?
+            update::update(store, &req, &opts, obj).await?
         }
         Verb::Patch => {
             let kind = PatchType::from_content_type(&content_type(&parts.headers))?;
+            let opts = PatchOptions::parse(&q, kind == PatchType::Apply)?;
             let bytes = read_body(&parts.headers, body).await?;
-            update::patch(store, &req, &q, kind, &bytes).await?
+            update::patch(store, &req, &opts, kind, &bytes).await?
         }
         Verb::Delete => {
             let bytes = read_body(&parts.headers, body).await?;
@@ -229,7 +234,13 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         Verb::DeleteCollection => {
             let bytes = read_body(&parts.headers, body).await?;
             let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
-            delete::delete_collection(store, &req, &q, &DeleteOptions::parse(&bytes, &q)?).await?
+            delete::delete_collection(
+                store,
+                &req,
+                &ListOptions::parse(&req.rt, &q)?,
+                &DeleteOptions::parse(&bytes, &q)?,
+            )
+            .await?
         }
     };
     if let Some(custom) = &req.rt.custom {

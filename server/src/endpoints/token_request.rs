@@ -11,7 +11,7 @@ use crate::authentication::service_account::{
 };
 use crate::authentication::Authenticator;
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::query::Query;
+use crate::registry::options::WriteOptions;
 use crate::registry::reply::Reply;
 use crate::registry::ResourceRequest;
 use crate::store::keys;
@@ -31,7 +31,7 @@ pub async fn create(
     authenticator: &Authenticator,
     store: &Store,
     req: &ResourceRequest,
-    q: &Query,
+    opts: &WriteOptions,
     mut body: Value,
 ) -> ApiResult<Reply> {
     let Some(issuer) = authenticator.service_accounts() else {
@@ -149,7 +149,7 @@ pub async fn create(
     body["kind"] = json!("TokenRequest");
     body["metadata"] = json!({"name": name, "namespace": namespace, "creationTimestamp": null});
     // A dry run answers without a token, as kube-apiserver does.
-    let dry = q.get("dryRun").is_some_and(|v| v == "All");
+    let dry = opts.dry_run;
     body["status"] = json!({
         "token": if dry { String::new() } else { token },
         "expirationTimestamp": expires,

@@ -39,7 +39,7 @@ use crate::machinery::meta::partial_object_metadata;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
 use crate::machinery::selector::{FieldSelector, LabelSelector};
-use crate::registry::read::selectors;
+use crate::registry::options::selectors;
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::cacher::{
@@ -318,7 +318,7 @@ async fn start(
 /// Serves a watch on a collection.
 pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Format) -> ApiResult<Response> {
     let plan = watch_plan(q)?;
-    let (labels, fields) = selectors(req, q)?;
+    let (labels, fields) = selectors(&req.rt, q)?;
     let filter = Filter {
         prefix: match &req.namespace {
             Some(ns) => format!("{}{ns}/", keys::of_type(&req.rt)),

@@ -8,6 +8,15 @@ use std::collections::HashMap;
 /// Query parameters of a request.
 pub type Query = HashMap<String, String>;
 
+/// A query of these pairs (for tests of what reads queries).
+#[cfg(test)]
+pub fn pairs(pairs: &[(&str, &str)]) -> Query {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// A boolean option's value as kube-apiserver's query conversion reads it
 /// (`Convert_Slice_string_To_bool`): `""`, `"0"` and `"false"` in any letter case are false,
 /// anything else is true.

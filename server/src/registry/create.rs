@@ -1,28 +1,32 @@
 //! POST of the generic store: a new object through type checks, field validation, the type's
 //! strategy, managed fields and the admission chain, then one conditional write.
 
-use super::reply::{check_grant, dry_run, key, with_rv, Reply};
-use super::update::manager;
+use super::options::WriteOptions;
+use super::reply::{check_grant, key, with_rv, Reply};
 use crate::admission::{self, Attributes, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::field_validation::{self, Decoded, Directive};
+use crate::machinery::field_validation::{self, Decoded};
 use crate::machinery::managed::{self, Part};
 use crate::machinery::meta::{check_type, meta_str, prepare_create};
-use crate::machinery::query::Query;
 use crate::registry::strategy;
 use crate::registry::ResourceRequest;
 use crate::store::{Cas, Store};
 
 /// POST to a collection.
-pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decoded) -> ApiResult<Reply> {
+pub async fn create(
+    store: &Store,
+    req: &ResourceRequest,
+    opts: &WriteOptions,
+    body: Decoded,
+) -> ApiResult<Reply> {
     if req.name.is_some() {
         return Err(ApiError::method_not_allowed());
     }
-    let dry = dry_run(q)?;
+    let dry = opts.dry_run;
     let mut obj = body.value;
     check_type(&req.rt, &mut obj)?;
-    let warnings = field_validation::check(&req.rt, &mut obj, &body.duplicates, Directive::from_query(q)?)?;
-    let manager = manager(q)?;
+    let warnings = field_validation::check(&req.rt, &mut obj, &body.duplicates, opts.field_validation)?;
+    let manager = &opts.field_manager;
     let requested = obj["metadata"].get("managedFields").cloned();
     let given_name = meta_str(&obj, "name").unwrap_or_default().to_string();
     let name = prepare_create(&req.rt, &mut obj, req.namespace.as_deref())?;
@@ -46,7 +50,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     // kube-apiserver, whose field manager runs before the admission chain: a pod's
     // ServiceAccount, token volume and tolerations belong to no manager, so an apply that
     // sets them otherwise conflicts with nobody.
-    managed::record_update(&req.rt, Part::Main, None, &mut obj, &manager, requested.as_ref());
+    managed::record_update(&req.rt, Part::Main, None, &mut obj, manager, requested.as_ref());
     admission::chain().admit(store, &attrs, &mut obj).await?;
     strategy::of(&req.rt).validate(&req.rt, None, &obj)?;
     admission::chain().validate(store, &attrs, &obj).await?;

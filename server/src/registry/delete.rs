@@ -9,6 +9,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, now_rfc3339};
 use crate::machinery::query::{flag, Query};
 use crate::machinery::selector::Selectable;
+use crate::registry::options::ListOptions;
 use crate::registry::strategy::{self, GcPolicy};
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
@@ -559,10 +560,10 @@ pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<R
 pub async fn delete_collection(
     store: &Store,
     req: &ResourceRequest,
-    q: &Query,
+    list: &ListOptions,
     opts: &DeleteOptions,
 ) -> ApiResult<Reply> {
-    let page = select(store, req, q).await?;
+    let page = select(store, req, list).await?;
     let rev = page.revision;
     let mut deleted = Vec::new();
     for item in page.items {

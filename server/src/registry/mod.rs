@@ -5,6 +5,7 @@
 
 pub mod create;
 pub mod delete;
+pub mod options;
 pub mod read;
 pub mod reply;
 pub mod scale;

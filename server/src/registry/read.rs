@@ -3,25 +3,22 @@
 
 use super::reply::{key, name_of, not_found, Reply};
 use crate::machinery::errors::ApiResult;
-use crate::machinery::query::Query;
-use crate::machinery::selector::{FieldSelector, LabelSelector};
+use crate::registry::options::{GetOptions, ListOptions};
 use crate::registry::ResourceRequest;
 use crate::store::cacher::CachedObject;
 use crate::store::delegator;
 use crate::store::keys;
-use crate::store::plans;
 use crate::store::Store;
 use serde_json::{json, Value};
 
 /// GET of one object (or of its scale subresource), at the revision its resourceVersion asks
 /// for, from the watch cache.
-pub async fn get(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
+pub async fn get(store: &Store, req: &ResourceRequest, opts: &GetOptions) -> ApiResult<Reply> {
     if req.subresource.as_deref() == Some("scale") {
-        return crate::registry::scale::get(store, req, q).await;
+        return crate::registry::scale::get(store, req, opts).await;
     }
     let name = name_of(req)?;
-    let at = plans::get_plan(q)?;
-    let obj = delegator::get(store.cache(), &key(req, name), at)
+    let obj = delegator::get(store.cache(), &key(req, name), opts.at)
         .await?
         .ok_or_else(|| not_found(&req.rt, name))?;
     // The body is the cached encoding; it is decoded only for representations that need it.
@@ -43,29 +40,21 @@ fn prefix(req: &ResourceRequest) -> String {
     }
 }
 
-/// The selectors of a collection request.
-pub(crate) fn selectors(req: &ResourceRequest, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
-    let text = q.get("fieldSelector").map_or("", String::as_str);
-    let fields = match &req.rt.custom {
-        Some(custom) => FieldSelector::parse_custom(text, &custom.selectable)?,
-        None => FieldSelector::parse(text, req.rt.group, req.rt.plural)?,
-    };
-    Ok((labels, fields))
-}
-
 /// A page of the collection per the request's resourceVersion, paging and selectors.
-pub(crate) async fn select(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<delegator::Page> {
-    let plan = plans::list_plan(q)?;
-    let (labels, fields) = selectors(req, q)?;
+pub(crate) async fn select(
+    store: &Store,
+    req: &ResourceRequest,
+    opts: &ListOptions,
+) -> ApiResult<delegator::Page> {
+    let (labels, fields) = (&opts.labels, &opts.fields);
     let selective = !labels.is_empty() || !fields.is_empty();
     let keep = |o: &CachedObject| labels.matches(o) && fields.matches(o);
-    delegator::list(store.cache(), &req.rt, &prefix(req), &plan, selective, &keep).await
+    delegator::list(store.cache(), &req.rt, &prefix(req), &opts.plan, selective, &keep).await
 }
 
 /// LIST of a collection: the list's metadata in `body`, its objects in `items`.
-pub async fn list(store: &Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
-    let page = select(store, req, q).await?;
+pub async fn list(store: &Store, req: &ResourceRequest, opts: &ListOptions) -> ApiResult<Reply> {
+    let page = select(store, req, opts).await?;
     let mut meta = json!({"resourceVersion": page.revision.to_string()});
     if let Some(c) = &page.continue_token {
         meta["continue"] = json!(c);

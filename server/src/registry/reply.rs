@@ -4,7 +4,6 @@
 use crate::authorization::escalation::RbacWrite;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
-use crate::machinery::query::Query;
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::cacher::CachedObject;
@@ -108,17 +107,6 @@ pub(crate) fn strip_type(mut obj: Value) -> Value {
 pub(crate) fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj["metadata"]["resourceVersion"] = json!(rev.to_string());
     obj
-}
-
-/// Whether `dryRun` asks for a dry run (`All`); any other value is a 400.
-pub(crate) fn dry_run(q: &Query) -> ApiResult<bool> {
-    match q.get("dryRun").map(String::as_str) {
-        None | Some("") => Ok(false),
-        Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
-        ))),
-    }
 }
 
 /// A stored object as the request's version shows it (a custom resource stored in another

@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_path::{set_at, value_at};
 use crate::machinery::meta::meta_str;
-use crate::machinery::query::Query;
-use crate::registry::reply::{dry_run, precondition, Reply};
+use crate::registry::options::{GetOptions, PatchOptions, WriteOptions};
+use crate::registry::reply::{precondition, Reply};
 use crate::registry::strategy;
 use crate::registry::update::{guaranteed_update, Mutation, Patch, PatchType};
 use crate::registry::ResourceRequest;
@@ -144,9 +144,9 @@ fn rescaled(rt: &ResourceType, current: &Value, replicas: i64) -> ApiResult<Valu
 
 /// GET of the Scale, from the watch cache at the revision the request's resourceVersion asks
 /// for (as a GET of the parent).
-pub async fn get(store: &crate::store::Store, req: &ResourceRequest, q: &Query) -> ApiResult<Reply> {
+pub async fn get(store: &crate::store::Store, req: &ResourceRequest, opts: &GetOptions) -> ApiResult<Reply> {
     let name = name_of(req)?;
-    let at = crate::store::plans::get_plan(q)?;
+    let at = opts.at;
     let parent = crate::store::delegator::get(
         store.cache(),
         &keys::of_object(&req.rt, req.namespace.as_deref(), &name),
@@ -170,7 +170,7 @@ pub async fn get(store: &crate::store::Store, req: &ResourceRequest, q: &Query) 
 pub async fn update(
     store: &crate::store::Store,
     req: &ResourceRequest,
-    q: &Query,
+    opts: &WriteOptions,
     body: Value,
 ) -> ApiResult<Reply> {
     let name = name_of(req)?;
@@ -186,7 +186,7 @@ pub async fn update(
     }
     let replicas = replicas_of(&body, &name)?;
     let pinned = precondition(&body)?;
-    let dry = dry_run(q)?;
+    let dry = opts.dry_run;
     let rt = req.rt.clone();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
@@ -202,12 +202,12 @@ pub async fn update(
 pub async fn patch(
     store: &crate::store::Store,
     req: &ResourceRequest,
-    q: &Query,
+    opts: &PatchOptions,
     kind: PatchType,
     body: &[u8],
 ) -> ApiResult<Reply> {
     let name = name_of(req)?;
-    let dry = dry_run(q)?;
+    let dry = opts.dry_run;
     let patch = Patch::decode(kind, body)?;
     let pinned = patch.merge_precondition()?;
     let rt = req.rt.clone();

@@ -2,17 +2,17 @@
 //! each a guaranteed update: read, transform, write if unchanged, retry on a lost race.
 
 use super::reply::{
-    check_grant, dry_run, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
+    check_grant, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
 };
 use crate::admission::{self, Attributes, Operation};
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::field_validation::{self, Decoded, Directive};
+use crate::machinery::field_validation::{self, Decoded};
 use crate::machinery::managed::{self, Part};
 use crate::machinery::meta::{check_type, meta_str, prepare_create, prepare_update};
-use crate::machinery::query::{flag, Query};
 use crate::machinery::schema::{schemas, Node};
 use crate::machinery::strategic_merge;
+use crate::registry::options::{PatchOptions, WriteOptions};
 use crate::registry::strategy::{self, take_status_only};
 use crate::registry::ResourceRequest;
 use crate::store::{Cas, Store, Stored};
@@ -124,18 +124,23 @@ pub(super) async fn guaranteed_update(
 }
 
 /// PUT of an object (or of its status subresource).
-pub async fn update(store: &Store, req: &ResourceRequest, q: &Query, decoded: Decoded) -> ApiResult<Reply> {
+pub async fn update(
+    store: &Store,
+    req: &ResourceRequest,
+    opts: &WriteOptions,
+    decoded: Decoded,
+) -> ApiResult<Reply> {
     let name = name_of(req)?.to_string();
-    let dry = dry_run(q)?;
+    let dry = opts.dry_run;
     let mut body = decoded.value;
     let pinned = precondition(&body)?;
     let rt = req.rt.clone();
     if req.subresource.as_deref() == Some("scale") && rt.has_scale {
-        return crate::registry::scale::update(store, req, q, body).await;
+        return crate::registry::scale::update(store, req, opts, body).await;
     }
     check_type(&rt, &mut body)?;
-    let warnings = field_validation::check(&rt, &mut body, &decoded.duplicates, Directive::from_query(q)?)?;
-    let manager = manager(q)?;
+    let warnings = field_validation::check(&rt, &mut body, &decoded.duplicates, opts.field_validation)?;
+    let manager = opts.field_manager.clone();
     let requested = body["metadata"].get("managedFields").cloned();
     let status_only = match req.subresource.as_deref() {
         None => false,
@@ -206,45 +211,19 @@ impl PatchType {
     }
 }
 
-/// The manager a write is recorded under: `fieldManager`, else the server itself (internal
-/// writes by the namespace controller and the garbage collector).
-pub(crate) fn manager(q: &Query) -> ApiResult<String> {
-    match q.get("fieldManager") {
-        Some(m) => {
-            managed::check_manager(m)?;
-            Ok(m.clone())
-        }
-        None => Ok("kuberaft".to_string()),
-    }
-}
-
-/// `force`, which only an apply may set.
-fn force(q: &Query, applying: bool) -> ApiResult<bool> {
-    match flag(q, "force") {
-        Some(true) if !applying => Err(ApiError::bad_request(
-            "force: Forbidden: may not be specified for non-apply patch",
-        )),
-        set => Ok(set.unwrap_or(false)),
-    }
-}
-
 /// Server-side apply (`application/apply-patch+yaml`): merges the configuration into the
 /// object (creating it if absent) with field ownership; see [`managed`].
-async fn apply(store: &Store, req: &ResourceRequest, q: &Query, body: &[u8], part: Part) -> ApiResult<Reply> {
+async fn apply(
+    store: &Store,
+    req: &ResourceRequest,
+    opts: &PatchOptions,
+    body: &[u8],
+    part: Part,
+) -> ApiResult<Reply> {
     let name = name_of(req)?.to_string();
-    let dry = dry_run(q)?;
-    let force = force(q, true)?;
-    let manager = match q.get("fieldManager") {
-        Some(m) if !m.is_empty() => {
-            managed::check_manager(m)?;
-            m.clone()
-        }
-        _ => {
-            return Err(ApiError::bad_request(
-                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-            ))
-        }
-    };
+    let dry = opts.dry_run;
+    let force = opts.force;
+    let manager = opts.field_manager.clone();
     let rt = req.rt.clone();
     let decoded = decode_body("application/yaml", body)?;
     let mut config = decoded.value;
@@ -269,7 +248,7 @@ async fn apply(store: &Store, req: &ResourceRequest, q: &Query, body: &[u8], par
             )))
         }
     }
-    let warnings = field_validation::check(&rt, &mut config, &decoded.duplicates, Directive::from_query(q)?)?;
+    let warnings = field_validation::check(&rt, &mut config, &decoded.duplicates, opts.field_validation)?;
     let pinned = precondition(&config)?;
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
@@ -370,17 +349,17 @@ impl Patch {
 pub async fn patch(
     store: &Store,
     req: &ResourceRequest,
-    q: &Query,
+    opts: &PatchOptions,
     kind: PatchType,
     body: &[u8],
 ) -> ApiResult<Reply> {
     let name = name_of(req)?.to_string();
-    let dry = dry_run(q)?;
+    let dry = opts.dry_run;
     let rt = req.rt.clone();
     let status_only = match req.subresource.as_deref() {
         None => false,
         Some("scale") if rt.has_scale => {
-            return crate::registry::scale::patch(store, req, q, kind, body).await
+            return crate::registry::scale::patch(store, req, opts, kind, body).await
         }
         Some("status") if rt.has_status => true,
         Some(other) => {
@@ -393,16 +372,15 @@ pub async fn patch(
     };
     let part = if status_only { Part::Status } else { Part::Main };
     if kind == PatchType::Apply {
-        return apply(store, req, q, body, part).await;
+        return apply(store, req, opts, body, part).await;
     }
-    force(q, false)?;
     if kind == PatchType::Strategic && rt.custom.is_some() {
         // Custom resources have no patch strategies to merge by, as in kube-apiserver.
         return Err(ApiError::unsupported_patch_type());
     }
     let patch = Patch::decode(kind, body)?;
-    let directive = Directive::from_query(q)?;
-    let manager = manager(q)?;
+    let directive = opts.field_validation;
+    let manager = opts.field_manager.clone();
     let schema_type = rt.clone();
     let schema = schemas().kind(&schema_type);
     // A merge patch that sets metadata.resourceVersion is a precondition.
@@ -556,12 +534,7 @@ mod patch_tests {
     }
 
     #[test]
-    fn force_and_the_apply_media_type() {
-        let q = |v: &str| Query::from([("force".to_string(), v.to_string())]);
-        assert!(force(&q("true"), true).unwrap());
-        assert_eq!(force(&q("true"), false).unwrap_err().code, 400);
-        assert!(force(&q("True"), true).unwrap());
-        assert!(!force(&q("False"), false).unwrap());
+    fn the_apply_media_type() {
         assert_eq!(
             PatchType::from_content_type(APPLY_PATCH).unwrap(),
             PatchType::Apply

@@ -323,13 +323,7 @@ pub fn watch_plan(q: &Query) -> ApiResult<WatchPlan> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn q(pairs: &[(&str, &str)]) -> Query {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::machinery::query::pairs as q;
 
     #[test]
     fn list_table_rows() {

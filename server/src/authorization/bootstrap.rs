@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 
 use crate::authorization::rbac::{self, RBAC_GROUP};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::meta::{new_uid, now_rfc3339};
+use crate::machinery::meta::new_uid;
+use crate::machinery::timestamp::now_rfc3339;
 use crate::store::{keys, Cas, Store};
 
 /// The policy, as data.

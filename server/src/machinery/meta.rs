@@ -8,6 +8,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::timestamp::now_rfc3339;
 use crate::registry::ResourceType;
 
 /// Field causes of a validation failure: `(field path, message)`.
@@ -128,11 +129,6 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
             )),
         }
     }
-}
-
-/// The current time as kube-apiserver writes `creationTimestamp`.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// A new object uid.

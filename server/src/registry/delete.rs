@@ -7,9 +7,10 @@ use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_
 use crate::admission::{self, Attributes, Operation};
 use crate::kinds::strategy::{self};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::meta::{meta_str, now_rfc3339};
+use crate::machinery::meta::meta_str;
 use crate::machinery::query::{flag, Query};
 use crate::machinery::selector::Selectable;
+use crate::machinery::timestamp::{self, now_rfc3339};
 use crate::registry::ResourceRequest;
 use crate::registry::ResourceType;
 use crate::store::{Cas, Store};
@@ -393,7 +394,7 @@ fn mark_as_deleting(obj: &mut Value) {
 /// Starts or shortens a graceful deletion of `period` seconds.
 fn set_grace_deadline(obj: &mut Value, period: i64) {
     let deleting = meta_str(obj, "deletionTimestamp").is_some();
-    let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(period.unsigned_abs());
+    let deadline = time::OffsetDateTime::now_utc() + std::time::Duration::from_secs(period.unsigned_abs());
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         if !deleting {
             if let Some(g) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
@@ -402,7 +403,7 @@ fn set_grace_deadline(obj: &mut Value, period: i64) {
         }
         meta.insert(
             "deletionTimestamp".into(),
-            json!(humantime::format_rfc3339_seconds(deadline).to_string()),
+            json!(timestamp::format_time(deadline)),
         );
         meta.insert("deletionGracePeriodSeconds".into(), json!(period));
     }

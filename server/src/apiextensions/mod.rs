@@ -21,7 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::endpoints::openapi::definitions::V2_REF;
 use crate::machinery::errors::ApiResult;
-use crate::registry::{intern, intern_list, LiveRegistry, ResourceType};
+use crate::registry::{LiveRegistry, ResourceType};
 use crate::store::cacher::{CachedObject, Published, WatchCache};
 use crate::store::delegator::sync_most_recent;
 use crate::store::keys;
@@ -41,7 +41,7 @@ pub struct CustomType {
     pub definition: String,
     /// The version objects are stored in (every served version reads and writes them, with
     /// only `apiVersion` converted, as the `None` conversion strategy does).
-    pub storage_version: &'static str,
+    pub storage_version: String,
     /// The version's `openAPIV3Schema` as declared (defaults and value validations).
     pub declared: Value,
     /// The declared schema's `pattern`s, compiled.
@@ -59,7 +59,7 @@ pub struct CustomType {
     pub terminating: bool,
     /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
     /// `metadata.name` and `metadata.namespace`.
-    pub selectable: Vec<&'static str>,
+    pub selectable: Vec<String>,
 }
 
 /// Where the scale subresource of a custom resource reads and writes its numbers.
@@ -88,14 +88,14 @@ pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
 /// `apiVersion` converted (the `None` conversion strategy changes nothing else).
 pub fn as_served(type_fields: Option<&str>, rt: &ResourceType, obj: &Arc<CachedObject>) -> Arc<CachedObject> {
     match type_fields {
-        Some(fields) if obj.type_fields() != fields => obj.with_type(rt.kind, &rt.group_version()),
+        Some(fields) if obj.type_fields() != fields => obj.with_type(&rt.kind, &rt.group_version()),
         _ => obj.clone(),
     }
 }
 
 /// A decoded object as read through `rt` (see [`as_served`]).
 pub fn convert_value(rt: &ResourceType, obj: &mut Value) {
-    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(rt.kind) {
+    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(&*rt.kind) {
         obj["apiVersion"] = json!(rt.group_version());
     }
 }
@@ -222,21 +222,21 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 )
             });
             Some(ResourceType {
-                group: intern(group),
-                version: intern(version),
-                kind: intern(kind),
-                list_kind: intern(&list_kind),
-                plural: intern(plural),
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                list_kind: list_kind.as_str().into(),
+                plural: plural.into(),
                 singular: singular.clone(),
                 namespaced: spec["scope"] == "Namespaced",
-                short_names: intern_list(&strings(&names["shortNames"])),
-                categories: intern_list(&strings(&names["categories"])),
+                short_names: strings(&names["shortNames"]).into(),
+                categories: strings(&names["categories"]).into(),
                 has_status: v["subresources"].get("status").is_some(),
                 has_scale: scale.is_some(),
                 review: false,
                 custom: Some(Arc::new(CustomType {
                     definition: definition.clone(),
-                    storage_version: intern(storage),
+                    storage_version: storage.to_string(),
                     schema: object_schema(&declared),
                     patterns: structural::Patterns::of(&declared),
                     declared,
@@ -250,7 +250,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                         .unwrap_or_default()
                         .iter()
                         .filter_map(|f| f["jsonPath"].as_str().and_then(|p| p.strip_prefix('.')))
-                        .map(intern)
+                        .map(str::to_string)
                         .collect(),
                 })),
             })
@@ -379,11 +379,11 @@ mod tests {
         assert_eq!(types.len(), 2);
         let v1 = &types[0];
         assert_eq!(
-            (v1.group, v1.version, v1.kind, v1.list_kind, v1.plural),
+            (&*v1.group, &*v1.version, &*v1.kind, &*v1.list_kind, &*v1.plural),
             ("stable.example.com", "v1", "CronTab", "CronTabList", "crontabs")
         );
         assert!(v1.namespaced && v1.has_status && v1.has_scale);
-        assert_eq!(v1.short_names, ["ct"]);
+        assert_eq!(*v1.short_names, ["ct"]);
         let custom = v1.custom.as_ref().unwrap();
         assert_eq!(custom.storage_version, "v1");
         assert_eq!(custom.columns.len(), 1);

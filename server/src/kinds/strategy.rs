@@ -107,7 +107,7 @@ const BEHAVIOURS: &[Behaviour] = &[
 fn behaviour(rt: &ResourceType) -> Option<&'static Behaviour> {
     BEHAVIOURS
         .iter()
-        .find(|b| b.group == rt.group && b.kind == rt.kind)
+        .find(|b| b.group == &*rt.group && b.kind == &*rt.kind)
 }
 
 /// Whether objects of `rt` carry a `metadata.generation` (every custom resource does).
@@ -116,7 +116,7 @@ pub fn tracks_generation(rt: &ResourceType) -> bool {
 }
 
 fn is_definition(rt: &ResourceType) -> bool {
-    (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
+    (&*rt.group, &*rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition")
 }
 
 /// What counts as a change of the spec for the generation: `spec` for built-in types; for a
@@ -161,7 +161,7 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResul
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(rt.group, rt.kind, name, &causes))
+        Err(ApiError::invalid(&rt.group, &rt.kind, name, &causes))
     }
 }
 
@@ -199,7 +199,7 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value) {
     let Some(o) = obj.as_object_mut() else {
         return;
     };
-    match (rt.group, rt.kind) {
+    match (&*rt.group, &*rt.kind) {
         ("", "Pod") => pod_on_create(o),
         ("batch", "Job") => job_selector(o),
         ("", "Namespace") => {
@@ -296,9 +296,9 @@ pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: &mut Value) -> Ap
         let status = definition::status(new, old.get("status"));
         new["status"] = status;
     }
-    if (rt.group, rt.kind) == ("", "Service") {
+    if (&*rt.group, &*rt.kind) == ("", "Service") {
         allocation::keep_allocated(old, new).map_err(|causes| {
-            ApiError::invalid(rt.group, rt.kind, meta_str(old, "name").unwrap_or(""), &causes)
+            ApiError::invalid(&rt.group, &rt.kind, meta_str(old, "name").unwrap_or(""), &causes)
         })?;
     }
     if tracks_generation(rt) && generation_changed(rt, old, new) {
@@ -315,7 +315,7 @@ pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: &mut Value) -> Ap
 /// Writes a new object (absent key): Services allocate their cluster IP and node ports in the
 /// same transaction; every other type is a plain create.
 pub async fn create(store: &Store, rt: &ResourceType, key: &str, obj: &mut Value) -> ApiResult<Cas> {
-    if (rt.group, rt.kind) == ("", "Service") {
+    if (&*rt.group, &*rt.kind) == ("", "Service") {
         return allocation::write(store, key, obj, None).await;
     }
     match stored_form(rt, obj) {
@@ -345,7 +345,7 @@ pub async fn update(
     obj: &mut Value,
     rev: i64,
 ) -> ApiResult<Cas> {
-    if (rt.group, rt.kind) == ("", "Service") {
+    if (&*rt.group, &*rt.kind) == ("", "Service") {
         return allocation::write(store, key, obj, Some(rev)).await;
     }
     match stored_form(rt, obj) {
@@ -356,7 +356,7 @@ pub async fn update(
 
 /// For a dry-run create: fills in what the write would allocate, without writing.
 pub async fn preview(store: &Store, rt: &ResourceType, key: &str, obj: &mut Value) -> ApiResult<()> {
-    if (rt.group, rt.kind) == ("", "Service") {
+    if (&*rt.group, &*rt.kind) == ("", "Service") {
         allocation::plan(store, key, obj).await?;
     }
     Ok(())
@@ -365,7 +365,7 @@ pub async fn preview(store: &Store, rt: &ResourceType, key: &str, obj: &mut Valu
 /// After an object is deleted: a Service's cluster IP and node ports are released at once
 /// (best effort — a claim left behind is free anyway once its owner is gone).
 pub async fn after_delete(store: &Store, rt: &ResourceType, obj: &Value) {
-    if (rt.group, rt.kind) == ("", "Service") {
+    if (&*rt.group, &*rt.kind) == ("", "Service") {
         allocation::release(store, obj).await;
     }
 }
@@ -375,7 +375,7 @@ pub async fn after_delete(store: &Store, rt: &ResourceType, obj: &Value) {
 /// its kubelet (the request's period, else its `terminationGracePeriodSeconds`); every other
 /// object is deleted at once (0).
 pub fn grace_period(rt: &ResourceType, obj: &Value, requested: Option<i64>) -> i64 {
-    if (rt.group, rt.kind) != ("", "Pod") {
+    if (&*rt.group, &*rt.kind) != ("", "Pod") {
         return 0;
     }
     let scheduled = obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
@@ -394,7 +394,7 @@ pub fn grace_period(rt: &ResourceType, obj: &Value, requested: Option<i64>) -> i
 /// success `Status` (kube-apiserver's ReturnDeletedObject, set for these types only).
 pub fn returns_deleted_object(rt: &ResourceType) -> bool {
     matches!(
-        (rt.group, rt.plural),
+        (&*rt.group, &*rt.plural),
         ("", "pods")
             | ("", "services")
             | ("", "serviceaccounts")
@@ -406,7 +406,7 @@ pub fn returns_deleted_object(rt: &ResourceType) -> bool {
 /// Whether a PUT of an absent object creates it (kube-apiserver's AllowCreateOnUpdate).
 pub fn allow_create_on_update(rt: &ResourceType) -> bool {
     matches!(
-        (rt.group, rt.plural),
+        (&*rt.group, &*rt.plural),
         ("", "endpoints") | ("", "events") | ("events.k8s.io", "events") | ("coordination.k8s.io", "leases")
     )
 }

@@ -187,11 +187,11 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
         None | Some("") => {
             o.insert("kind".into(), json!(rt.kind));
         }
-        Some(k) if k == rt.kind => {}
+        Some(k) if k == &*rt.kind => {}
         Some(k) => {
             return Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
-                rt.kind
+                &rt.kind
             )))
         }
     }
@@ -215,8 +215,8 @@ pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str
             Some(base) => generate_name(base),
             None => {
                 return Err(ApiError::invalid(
-                    rt.group,
-                    rt.kind,
+                    &rt.group,
+                    &rt.kind,
                     "",
                     &[(
                         "metadata.name".into(),
@@ -249,7 +249,7 @@ pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str
     }
     validate_metadata(meta, &mut causes);
     if !causes.is_empty() {
-        return Err(ApiError::invalid(rt.group, rt.kind, &name, &causes));
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &causes));
     }
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(new_uid()));
@@ -305,7 +305,7 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &st
     meta.remove("resourceVersion");
     meta.remove("selfLink");
     if !causes.is_empty() {
-        return Err(ApiError::invalid(rt.group, rt.kind, name, &causes));
+        return Err(ApiError::invalid(&rt.group, &rt.kind, name, &causes));
     }
     Ok(())
 }

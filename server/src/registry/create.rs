@@ -33,8 +33,8 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     }
     let attrs = Attributes {
         operation: Operation::Create,
-        group: req.rt.group,
-        resource: req.rt.plural,
+        group: &req.rt.group,
+        resource: &req.rt.plural,
         namespaced: req.rt.namespaced,
         namespace: req.namespace.as_deref(),
         name: &given_name,
@@ -54,7 +54,7 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     let key = key(req, &name);
     if dry {
         return match store.get(&key, true).await? {
-            Some(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
+            Some(_) => Err(ApiError::already_exists(&req.rt.group, &req.rt.plural, &name)),
             None => {
                 strategy::preview(store, &req.rt, &key, &mut obj).await?;
                 Ok(Reply::object(201, obj).with_warnings(warnings))
@@ -63,6 +63,6 @@ pub async fn create(store: &Store, req: &ResourceRequest, q: &Query, body: Decod
     }
     match strategy::create(store, &req.rt, &key, &mut obj).await? {
         Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev)).with_warnings(warnings)),
-        Cas::Failed(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
+        Cas::Failed(_) => Err(ApiError::already_exists(&req.rt.group, &req.rt.plural, &name)),
     }
 }

@@ -317,7 +317,7 @@ enum DefaultPolicy {
 }
 
 fn default_policy(rt: &ResourceType) -> DefaultPolicy {
-    match (rt.group, rt.version, rt.kind) {
+    match (&*rt.group, &*rt.version, &*rt.kind) {
         ("", _, "Event") | ("events.k8s.io", _, "Event") => DefaultPolicy::Unsupported,
         // Kept for backward compatibility in these group versions by kube-apiserver 1.35.
         ("", "v1", "ReplicationController") | ("batch", "v1", "Job") => DefaultPolicy::Orphan,
@@ -417,12 +417,12 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     let name = name_of(req)?.to_string();
     let rt = &req.rt;
     let key = key(req, &name);
-    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    let is_namespace = rt.group.is_empty() && &*rt.plural == "namespaces";
     // Admission sees the delete before the object is read, as kube-apiserver's handler runs it.
     let attrs = Attributes {
         operation: Operation::Delete,
-        group: rt.group,
-        resource: rt.plural,
+        group: &rt.group,
+        resource: &rt.plural,
         namespaced: rt.namespaced,
         namespace: req.namespace.as_deref(),
         name: &name,
@@ -443,8 +443,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
             let actual = meta_str(&cur.obj, "uid").unwrap_or("");
             if actual != uid {
                 return Err(ApiError::conflict(
-                    rt.group,
-                    rt.plural,
+                    &rt.group,
+                    &rt.plural,
                     &name,
                     &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
                 ));
@@ -453,8 +453,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         if let Some(rv) = opts.resource_version {
             if rv != cur.rv {
                 return Err(ApiError::conflict(
-                    rt.group,
-                    rt.plural,
+                    &rt.group,
+                    &rt.plural,
                     &name,
                     &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", cur.rv),
                 ));
@@ -512,8 +512,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         }
     }
     Err(ApiError::conflict(
-        rt.group,
-        rt.plural,
+        &rt.group,
+        &rt.plural,
         &name,
         "too many concurrent writes; try again",
     ))
@@ -549,8 +549,8 @@ pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<R
         let corrupt = store.get_raw(&key, true).await?.filter(|kv| !store.decodable(kv));
         let Some(kv) = corrupt else {
             return Err(ApiError::invalid(
-                rt.group,
-                rt.plural,
+                &rt.group,
+                &rt.plural,
                 &name,
                 &[(
                     IGNORE_STORE_READ_ERROR.into(),
@@ -570,8 +570,8 @@ pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<R
         }
     }
     Err(ApiError::conflict(
-        rt.group,
-        rt.plural,
+        &rt.group,
+        &rt.plural,
         &name,
         "too many concurrent writes; try again",
     ))

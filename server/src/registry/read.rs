@@ -48,7 +48,7 @@ pub(crate) fn selectors(req: &ResourceRequest, q: &Query) -> ApiResult<(LabelSel
     let text = q.get("fieldSelector").map_or("", String::as_str);
     let fields = match &req.rt.custom {
         Some(custom) => FieldSelector::parse_custom(text, &custom.selectable)?,
-        None => FieldSelector::parse(text, req.rt.group, req.rt.plural)?,
+        None => FieldSelector::parse(text, &req.rt.group, &req.rt.plural)?,
     };
     Ok((labels, fields))
 }

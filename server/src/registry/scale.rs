@@ -28,7 +28,7 @@ pub fn to_scale(rt: &ResourceType, parent: &Value) -> Value {
     if let Some(paths) = rt.custom.as_ref().and_then(|c| c.scale.as_ref()) {
         return custom_scale(paths, meta, parent);
     }
-    let selector = if rt.kind == "ReplicationController" {
+    let selector = if &*rt.kind == "ReplicationController" {
         match format_labels(&parent["spec"]["selector"]) {
             s if s == "<none>" => String::new(),
             s => s,
@@ -156,7 +156,7 @@ pub async fn get(store: &crate::store::Store, req: &ResourceRequest, q: &Query) 
     let parent =
         crate::store::delegator::get(store.cache(), &req.rt.key(req.namespace.as_deref(), &name), at)
             .await?
-            .ok_or_else(|| ApiError::not_found(req.rt.group, req.rt.plural, &name))?;
+            .ok_or_else(|| ApiError::not_found(&req.rt.group, &req.rt.plural, &name))?;
     let scale = to_scale(&req.rt, &parent.value());
     Ok(Reply {
         code: 200,
@@ -193,7 +193,7 @@ pub async fn update(
     let rt = req.rt.clone();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
-        let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
+        let cur = current.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &n))?;
         rescaled(&rt, &cur.obj, replicas)
     });
     let reply = guaranteed_update(store, req, &name, pinned, false, dry, mutate).await?;
@@ -216,7 +216,7 @@ pub async fn patch(
     let rt = req.rt.clone();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
-        let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
+        let cur = current.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &n))?;
         let mut scale = to_scale(&rt, &cur.obj);
         patch.apply(&mut scale, None)?;
         check_scale_type(&scale)?;

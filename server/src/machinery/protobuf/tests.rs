@@ -288,9 +288,9 @@ fn registry_kinds_all_have_messages() {
     let mut n = 0;
     for rt in registry.all().filter(|t| !t.review) {
         let gv = rt.group_version();
-        assert!(message_for_kind(&gv, rt.kind).is_some(), "{gv} {}", rt.kind);
+        assert!(message_for_kind(&gv, &rt.kind).is_some(), "{gv} {}", rt.kind);
         assert!(
-            message_for_kind(&gv, rt.list_kind).is_some(),
+            message_for_kind(&gv, &rt.list_kind).is_some(),
             "{gv} {}",
             rt.list_kind
         );

@@ -831,7 +831,7 @@ async fn watches_start_resume_bookmark_and_follow_selectors() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let doc: Value = serde_yaml::from_slice(&chunk).unwrap();
+    let doc: Value = yaml_serde::from_slice(&chunk).unwrap();
     assert_eq!(
         (doc["type"].as_str(), rv_of(&doc["object"])),
         (Some("MODIFIED"), y),

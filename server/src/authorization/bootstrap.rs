@@ -43,7 +43,7 @@ const ATTEMPTS: usize = 3;
 pub enum BootstrapError {
     /// The embedded policy does not parse (a defect of the build, reported, not panicked on).
     #[error("the bootstrap RBAC policy does not parse: {0}")]
-    Policy(#[from] serde_yaml::Error),
+    Policy(#[from] yaml_serde::Error),
 }
 
 /// The default ClusterRoles and ClusterRoleBindings.
@@ -68,7 +68,7 @@ fn mark(meta: &mut ObjectMeta) {
 
 /// The default policy, every object marked as a default.
 pub fn policy() -> Result<Policy, BootstrapError> {
-    let mut p: Policy = serde_yaml::from_str(POLICY)?;
+    let mut p: Policy = yaml_serde::from_str(POLICY)?;
     p.cluster_roles.iter_mut().for_each(|r| mark(&mut r.metadata));
     p.cluster_role_bindings
         .iter_mut()

@@ -165,7 +165,7 @@ impl Encoding {
     /// A frame for an object that is not cached (bookmarks and errors).
     fn value_frame(&self, kind: &str, obj: &Value) -> Bytes {
         match self {
-            Encoding::Yaml => yaml_frame(kind, &Bytes::from(serde_yaml::to_string(obj).unwrap_or_default())),
+            Encoding::Yaml => yaml_frame(kind, &Bytes::from(yaml_serde::to_string(obj).unwrap_or_default())),
             Encoding::Protobuf => match protobuf::encode_object(obj) {
                 Ok(raw) => protobuf::watch_frame(kind, &raw).into(),
                 Err(_) => Bytes::new(),

@@ -491,7 +491,7 @@ mod tests {
         let ext = fields(&by_field(31)[0].2);
         assert_eq!(ext[0].2, b"x-kubernetes-group-version-kind".to_vec());
         let yaml = String::from_utf8(fields(&ext[1].2)[0].2.clone()).unwrap();
-        let parsed: Value = serde_yaml::from_str(&yaml).unwrap();
+        let parsed: Value = yaml_serde::from_str(&yaml).unwrap();
         assert_eq!(parsed[0]["kind"], "B");
         let prop = fields(&fields(&by_field(25)[0].2)[0].2);
         let prop_schema = fields(&prop[1].2);

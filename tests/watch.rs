@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use prost::encoding::decode_varint;
 use reqwest::Method;
 use serde_json::{json, Value};
 use support::kube::Kube;
@@ -830,7 +831,7 @@ async fn watches_start_resume_bookmark_and_follow_selectors() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let doc: Value = serde_yaml::from_slice(&chunk).unwrap();
+    let doc: Value = yaml_serde::from_slice(&chunk).unwrap();
     assert_eq!(
         (doc["type"].as_str(), rv_of(&doc["object"])),
         (Some("MODIFIED"), y),
@@ -840,23 +841,11 @@ async fn watches_start_resume_bookmark_and_follow_selectors() {
 
 /// The length-delimited fields `(number, payload)` of a protobuf message.
 fn pb_fields(mut b: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    fn varint(b: &mut &[u8]) -> u64 {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = b[0];
-            *b = &b[1..];
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte < 0x80 {
-                break;
-            }
-        }
-        v
-    }
     let mut out = Vec::new();
     while !b.is_empty() {
-        let key = varint(&mut b);
+        let key = decode_varint(&mut b).unwrap();
         assert_eq!(key & 7, 2, "only length-delimited fields expected");
-        let len = varint(&mut b) as usize;
+        let len = decode_varint(&mut b).unwrap() as usize;
         out.push(((key >> 3) as u32, b[..len].to_vec()));
         b = &b[len..];
     }

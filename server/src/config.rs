@@ -27,11 +27,11 @@ pub enum ConfigError {
         /// The config file.
         path: PathBuf,
         /// Where and what.
-        source: serde_yaml::Error,
+        source: yaml_serde::Error,
     },
     /// The config could not be rendered as YAML.
     #[error("cannot render a config: {0}")]
-    Render(serde_yaml::Error),
+    Render(yaml_serde::Error),
     /// A rule between fields is broken.
     #[error("config {path}: {message}")]
     Invalid {
@@ -293,7 +293,7 @@ impl ServeConfig {
     /// The config as a config file says it: what `cluster up`, the tests and the chaos harness
     /// write for `serve --config`.
     pub fn to_yaml(&self) -> Result<String, ConfigError> {
-        serde_yaml::to_string(self).map_err(ConfigError::Render)
+        yaml_serde::to_string(self).map_err(ConfigError::Render)
     }
 
     /// Reads and validates a config file.
@@ -302,7 +302,7 @@ impl ServeConfig {
             path: path.to_owned(),
             source,
         })?;
-        let mut config: ServeConfig = serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let mut config: ServeConfig = yaml_serde::from_str(&text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
             source,
         })?;

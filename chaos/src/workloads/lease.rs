@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use kuberaft::machinery::timestamp;
 use serde_json::{json, Value};
 
 use crate::api;
@@ -32,16 +33,14 @@ fn spec(holder: &str, transitions: u64, now: f64) -> Value {
     })
 }
 
-/// A Kubernetes MicroTime for `secs` seconds after a fixed epoch (the run's clock is relative).
+/// The fixed epoch the run's relative clock is written from: 2000-01-01T00:00:00Z.
+const EPOCH: i64 = 946_684_800;
+
+/// A Kubernetes MicroTime for `secs` seconds after [`EPOCH`] (the run's clock is relative).
 fn micro_time(secs: f64) -> String {
-    let whole = secs.floor() as u64;
-    let micros = ((secs - secs.floor()) * 1e6) as u64;
-    format!(
-        "2000-01-01T{:02}:{:02}:{:02}.{micros:06}Z",
-        (whole / 3600) % 24,
-        (whole / 60) % 60,
-        whole % 60
-    )
+    let whole = secs.floor();
+    let micros = ((secs - whole) * 1e6) as i32;
+    timestamp::format_rfc3339(EPOCH + whole as i64, micros * 1000, true).unwrap_or_default()
 }
 
 /// One candidate until the phase ends; its API calls go to replica `home` (client-go talks to

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::machinery::meta::now_rfc3339;
+use crate::machinery::timestamp::now_rfc3339;
 
 /// The finalizer that keeps a definition until its objects are deleted.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";

@@ -25,7 +25,7 @@ use crate::machinery::errors::ApiResult;
 use crate::machinery::field_path::field_path;
 use crate::registry::strategy::Strategy;
 use crate::scheme::custom::{CustomType, Patterns, ScalePaths};
-use crate::scheme::{intern, intern_list, Hooks, LiveRegistry, ResourceType};
+use crate::scheme::{Hooks, LiveRegistry, ResourceType};
 use crate::store::cacher::{CachedObject, Published, WatchCache};
 use crate::store::delegator::sync_most_recent;
 use crate::store::keys;
@@ -42,7 +42,7 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 /// `apiVersion` converted (the `None` conversion strategy changes nothing else).
 pub fn as_served(type_fields: Option<&str>, rt: &ResourceType, obj: &Arc<CachedObject>) -> Arc<CachedObject> {
     match type_fields {
-        Some(fields) if obj.type_fields() != fields => obj.with_type(rt.kind, &rt.group_version()),
+        Some(fields) if obj.type_fields() != fields => obj.with_type(&rt.kind, &rt.group_version()),
         _ => obj.clone(),
     }
 }
@@ -129,22 +129,22 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 )
             });
             Some(ResourceType {
-                group: intern(group),
-                version: intern(version),
-                kind: intern(kind),
-                list_kind: intern(&list_kind),
-                plural: intern(plural),
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                list_kind: list_kind.as_str().into(),
+                plural: plural.into(),
                 singular: singular.clone(),
                 namespaced: spec["scope"] == "Namespaced",
-                short_names: intern_list(&strings(&names["shortNames"])),
-                categories: intern_list(&strings(&names["categories"])),
+                short_names: strings(&names["shortNames"]).into(),
+                categories: strings(&names["categories"]).into(),
                 has_status: v["subresources"].get("status").is_some(),
                 has_scale: scale.is_some(),
                 review: false,
                 hooks: Hooks::new(Arc::new(strategy::CustomResource) as Arc<dyn Strategy>),
                 custom: Some(Arc::new(CustomType {
                     definition: definition.clone(),
-                    storage_version: intern(storage),
+                    storage_version: storage.to_string(),
                     schema: object_schema(&declared),
                     patterns: Patterns::of(&declared),
                     declared,
@@ -158,7 +158,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                         .unwrap_or_default()
                         .iter()
                         .filter_map(|f| f["jsonPath"].as_str().and_then(|p| p.strip_prefix('.')))
-                        .map(intern)
+                        .map(str::to_string)
                         .collect(),
                 })),
             })
@@ -287,11 +287,11 @@ mod tests {
         assert_eq!(types.len(), 2);
         let v1 = &types[0];
         assert_eq!(
-            (v1.group, v1.version, v1.kind, v1.list_kind, v1.plural),
+            (&*v1.group, &*v1.version, &*v1.kind, &*v1.list_kind, &*v1.plural),
             ("stable.example.com", "v1", "CronTab", "CronTabList", "crontabs")
         );
         assert!(v1.namespaced && v1.has_status && v1.has_scale);
-        assert_eq!(v1.short_names, ["ct"]);
+        assert_eq!(*v1.short_names, ["ct"]);
         let custom = v1.custom.as_ref().unwrap();
         assert_eq!(custom.storage_version, "v1");
         assert_eq!(custom.columns.len(), 1);

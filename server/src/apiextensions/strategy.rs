@@ -119,8 +119,8 @@ fn invalid_if_any(rt: &ResourceType, obj: &Value, causes: Vec<(String, String)>)
         return Ok(());
     }
     Err(ApiError::invalid(
-        rt.group,
-        rt.kind,
+        &rt.group,
+        &rt.kind,
         meta_str(obj, "name").unwrap_or_default(),
         &causes,
     ))

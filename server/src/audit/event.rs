@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use crate::audit::policy::{Level, Stage};
 use crate::authentication::UserInfo;
 use crate::machinery::errors::ResponseStatus;
+use crate::machinery::timestamp;
 
 /// `apiVersion` of every event.
 pub const API_VERSION: &str = "audit.k8s.io/v1";
@@ -23,17 +24,7 @@ pub struct MicroTime(pub SystemTime);
 impl MicroTime {
     /// The text kube writes.
     pub fn text(self) -> String {
-        let t = time::OffsetDateTime::from(self.0);
-        format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.microsecond()
-        )
+        timestamp::format_micro_time(self.0.into())
     }
 }
 

@@ -14,6 +14,12 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::PrimitiveDateTime;
+
+use crate::machinery::timestamp;
+
 /// Why the log cannot be written.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -86,49 +92,18 @@ impl Limits {
 /// The time source of rotation (a test sets its own).
 pub type Clock = Box<dyn FnMut() -> SystemTime + Send>;
 
-/// The format of the time in a backup's name: lumberjack's `2006-01-02T15-04-05.000`, UTC.
+/// The time in a backup's name: lumberjack's `2006-01-02T15-04-05.000`, UTC.
+const BACKUP_TIME: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]-[minute]-[second].[subsecond digits:3]");
+
+/// The time `t` as a backup's name writes it.
 fn backup_time(t: SystemTime) -> String {
-    let t = time::OffsetDateTime::from(t);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}-{:02}-{:02}.{:03}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
+    timestamp::format_utc(t.into(), BACKUP_TIME)
 }
 
 /// The time in a backup's name, if it is one.
 fn parse_backup_time(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() != 23
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b'-'
-        || b[16] != b'-'
-        || b[19] != b'.'
-    {
-        return None;
-    }
-    let num = |from: usize, to: usize| s.get(from..to)?.parse::<u16>().ok();
-    let date = time::Date::from_calendar_date(
-        i32::from(num(0, 4)?),
-        time::Month::try_from(u8::try_from(num(5, 7)?).ok()?).ok()?,
-        u8::try_from(num(8, 10)?).ok()?,
-    )
-    .ok()?;
-    let clock = time::Time::from_hms_milli(
-        u8::try_from(num(11, 13)?).ok()?,
-        u8::try_from(num(14, 16)?).ok()?,
-        u8::try_from(num(17, 19)?).ok()?,
-        num(20, 23)?,
-    )
-    .ok()?;
-    Some(time::PrimitiveDateTime::new(date, clock).assume_utc().into())
+    Some(PrimitiveDateTime::parse(s, BACKUP_TIME).ok()?.assume_utc().into())
 }
 
 /// A file of lines rotated by size, lumberjack's way.

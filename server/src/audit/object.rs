@@ -82,7 +82,7 @@ pub fn to_json(media_type: &str, body: &[u8]) -> Result<Box<RawValue>, ObjectErr
             String::from_utf8(compact(body)).map_err(|e| undecodable(&media_type, e))?
         } else if is_yaml(&media_type) {
             let value: serde_json::Value =
-                serde_yaml::from_slice(body).map_err(|e| undecodable(&media_type, e))?;
+                yaml_serde::from_slice(body).map_err(|e| undecodable(&media_type, e))?;
             serde_json::to_string(&value).map_err(|e| undecodable(&media_type, e))?
         } else if media_type == protobuf::MEDIA_TYPE {
             let value = protobuf::decode_object(body).map_err(|e| undecodable(&media_type, e))?;

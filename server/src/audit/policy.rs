@@ -16,7 +16,7 @@ use crate::machinery::meta::is_dns_subdomain;
 pub enum PolicyError {
     /// The text is not a policy document (YAML syntax, a wrong type, an unknown field).
     #[error("{0}")]
-    Decode(#[from] serde_yaml::Error),
+    Decode(#[from] yaml_serde::Error),
     /// The document is a policy with invalid rules, worded as kube-apiserver words them.
     #[error("{0}")]
     Invalid(String),
@@ -377,7 +377,7 @@ impl Policy {
     /// Reads a policy document (YAML or JSON): `apiVersion: audit.k8s.io/v1`, `kind: Policy`,
     /// at least one rule, each valid as kube-apiserver validates them.
     pub fn parse(text: &str) -> Result<Policy, PolicyError> {
-        let doc: PolicyDocument = serde_yaml::from_str(text)?;
+        let doc: PolicyDocument = yaml_serde::from_str(text)?;
         if doc.api_version != "audit.k8s.io/v1" || doc.kind != "Policy" {
             return Err(PolicyError::Invalid(format!(
                 "unknown group version field {:?}, kind {:?} in policy: want apiVersion audit.k8s.io/v1, kind Policy",

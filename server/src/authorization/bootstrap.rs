@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 
 use crate::authorization::rbac::{self, RBAC_GROUP};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::meta::{new_uid, now_rfc3339};
+use crate::machinery::meta::new_uid;
+use crate::machinery::timestamp::now_rfc3339;
 use crate::store::{keys, Cas, Store};
 
 /// The policy, as data.
@@ -42,7 +43,7 @@ const ATTEMPTS: usize = 3;
 pub enum BootstrapError {
     /// The embedded policy does not parse (a defect of the build, reported, not panicked on).
     #[error("the bootstrap RBAC policy does not parse: {0}")]
-    Policy(#[from] serde_yaml::Error),
+    Policy(#[from] yaml_serde::Error),
 }
 
 /// The default ClusterRoles and ClusterRoleBindings.
@@ -67,7 +68,7 @@ fn mark(meta: &mut ObjectMeta) {
 
 /// The default policy, every object marked as a default.
 pub fn policy() -> Result<Policy, BootstrapError> {
-    let mut p: Policy = serde_yaml::from_str(POLICY)?;
+    let mut p: Policy = yaml_serde::from_str(POLICY)?;
     p.cluster_roles.iter_mut().for_each(|r| mark(&mut r.metadata));
     p.cluster_role_bindings
         .iter_mut()

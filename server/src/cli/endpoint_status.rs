@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 
 use crate::cli::certs::RENEW_WITHIN_DAYS;
 use crate::cli::kubeconfig;
+use crate::machinery::timestamp;
 
 /// Options of `endpoint status`.
 #[derive(Debug, Clone, clap::Args)]
@@ -92,9 +93,7 @@ impl CertificateJson {
         let at = OffsetDateTime::from_unix_timestamp(c.not_after).unwrap_or(OffsetDateTime::UNIX_EPOCH);
         CertificateJson {
             name: c.name.clone(),
-            not_after: at
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default(),
+            not_after: timestamp::format_time(at),
             days_left: (at - now).whole_days(),
         }
     }

@@ -116,12 +116,12 @@ fn document(
         "users": [{"name": user, "user": credentials}],
         "preferences": {},
     });
-    Ok(serde_yaml::to_string(&doc)?)
+    Ok(yaml_serde::to_string(&doc)?)
 }
 
 /// The kuberaft extensions found in a kubeconfig's cluster entries.
 pub fn replicas(text: &str) -> anyhow::Result<Vec<KuberaftExtension>> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(text)?;
+    let doc: yaml_serde::Value = yaml_serde::from_str(text)?;
     let mut out = Vec::new();
     for cluster in doc
         .get("clusters")
@@ -136,7 +136,7 @@ pub fn replicas(text: &str) -> anyhow::Result<Vec<KuberaftExtension>> {
         for ext in exts.into_iter().flatten() {
             if ext.get("name").and_then(|n| n.as_str()) == Some("kuberaft") {
                 if let Some(body) = ext.get("extension") {
-                    out.push(serde_yaml::from_value(body.clone())?);
+                    out.push(yaml_serde::from_value(body.clone())?);
                 }
             }
         }
@@ -147,9 +147,9 @@ pub fn replicas(text: &str) -> anyhow::Result<Vec<KuberaftExtension>> {
 /// The CA and client certificate of a kubeconfig's current context, inline (`*-data`) or as
 /// files (relative paths against `base`, the kubeconfig's directory), when it has them.
 pub fn credentials(text: &str, base: &std::path::Path) -> anyhow::Result<Option<ClientCredentials>> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(text)?;
+    let doc: yaml_serde::Value = yaml_serde::from_str(text)?;
     let current = doc.get("current-context").and_then(|c| c.as_str()).unwrap_or("");
-    let named = |list: &str, name: &str| -> Option<serde_yaml::Value> {
+    let named = |list: &str, name: &str| -> Option<yaml_serde::Value> {
         doc.get(list)?
             .as_sequence()?
             .iter()
@@ -159,7 +159,7 @@ pub fn credentials(text: &str, base: &std::path::Path) -> anyhow::Result<Option<
     let Some(context) = named("contexts", current) else {
         return Ok(None);
     };
-    let field = |v: &serde_yaml::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    let field = |v: &yaml_serde::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let ctx = context.get("context").cloned().unwrap_or_default();
     let (Some(cluster_name), Some(user_name)) = (field(&ctx, "cluster"), field(&ctx, "user")) else {
         return Ok(None);
@@ -177,7 +177,7 @@ pub fn credentials(text: &str, base: &std::path::Path) -> anyhow::Result<Option<
     let user = named("users", &user_name)
         .and_then(|u| u.get("user").cloned())
         .unwrap_or_default();
-    let inline_or_file = |v: &serde_yaml::Value, k: &str| -> anyhow::Result<Option<String>> {
+    let inline_or_file = |v: &yaml_serde::Value, k: &str| -> anyhow::Result<Option<String>> {
         if let Some(d) = data(field(v, &format!("{k}-data")))? {
             return Ok(Some(d));
         }

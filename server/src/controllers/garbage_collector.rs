@@ -219,7 +219,7 @@ impl<'a> Snapshot<'a> {
         let Some(rt) = self
             .registry
             .all()
-            .find(|t| t.group == group && t.version == version && t.kind == kind)
+            .find(|t| &*t.group == group && &*t.version == version && &*t.kind == kind)
         else {
             return OwnerState::Unresolvable;
         };
@@ -313,7 +313,7 @@ impl Edit {
 /// have the uid the collector saw. An object left with no finalizers while being deleted (and
 /// past any grace period) is removed, as the API does when a client removes the last one.
 async fn edit(store: &Store, o: &Obj<'_>, edit: Edit) -> ApiResult<()> {
-    let is_namespace = o.rt.group.is_empty() && o.rt.plural == "namespaces";
+    let is_namespace = o.rt.group.is_empty() && &*o.rt.plural == "namespaces";
     let mut current = store.get(&o.key, true).await?;
     for _ in 0..8 {
         let Some(cur) = current.take() else {
@@ -352,8 +352,8 @@ async fn edit(store: &Store, o: &Obj<'_>, edit: Edit) -> ApiResult<()> {
         }
     }
     Err(ApiError::conflict(
-        o.rt.group,
-        o.rt.plural,
+        &o.rt.group,
+        &o.rt.plural,
         &o.name,
         "too many concurrent writes; the garbage collector will try again",
     ))
@@ -593,7 +593,7 @@ mod tests {
     fn kv(registry: &Registry, plural: &str, obj: Value) -> KeyValue {
         let rt = registry
             .all()
-            .find(|t| t.plural == plural)
+            .find(|t| &*t.plural == plural)
             .expect("a served type");
         let name = meta_str(&obj, "name").expect("a name");
         let ns = meta_str(&obj, "namespace");

@@ -89,7 +89,7 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
                 "namespaced": t.namespaced,
             });
             let (group, version, kind) = sub.kind;
-            if (group, version) != (t.group, t.version) {
+            if (group, version) != (&*t.group, &*t.version) {
                 r["group"] = json!(group);
                 r["version"] = json!(version);
             }
@@ -119,7 +119,7 @@ fn response_kind(group: &str, version: &str, kind: &str) -> Value {
 /// One version of a group in the aggregated form: its resources with their subresources.
 fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value {
     let mut types: Vec<_> = registry.in_group_version(group, version).collect();
-    types.sort_by_key(|t| t.plural);
+    types.sort_by(|a, b| a.plural.cmp(&b.plural));
     let resources: Vec<Value> = types
         .into_iter()
         .map(|t| {
@@ -137,7 +137,7 @@ fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value 
                 .collect();
             let mut r = json!({
                 "resource": t.plural,
-                "responseKind": response_kind(t.group, t.version, t.kind),
+                "responseKind": response_kind(&t.group, &t.version, &t.kind),
                 "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
                 "singularResource": t.singular,
                 "verbs": t.verbs(),

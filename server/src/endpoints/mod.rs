@@ -267,9 +267,9 @@ fn authorize_unsafe_delete(req: &ResourceRequest) -> ApiResult<()> {
         &r.user,
         "unsafe-delete-ignore-read-errors",
         ResourceAttributes {
-            api_group: req.rt.group,
-            api_version: req.rt.version,
-            resource: req.rt.plural,
+            api_group: &req.rt.group,
+            api_version: &req.rt.version,
+            resource: &req.rt.plural,
             subresource: "",
             namespace: req.namespace.as_deref().unwrap_or_default(),
             name: req.name.as_deref().unwrap_or_default(),

@@ -216,20 +216,23 @@ mod tests {
     fn paths_resolve_to_collections_objects_and_subresources() {
         let r = resource("/api/v1/namespaces/default/configmaps/x");
         assert_eq!(
-            (r.rt.plural, r.namespace.as_deref(), r.name.as_deref()),
+            (&*r.rt.plural, r.namespace.as_deref(), r.name.as_deref()),
             ("configmaps", Some("default"), Some("x"))
         );
         let r = resource("/api/v1/namespaces/default");
-        assert_eq!((r.rt.plural, r.name.as_deref()), ("namespaces", Some("default")));
+        assert_eq!(
+            (&*r.rt.plural, r.name.as_deref()),
+            ("namespaces", Some("default"))
+        );
         let r = resource("/api/v1/namespaces/default/status");
         assert_eq!(
-            (r.rt.plural, r.subresource.as_deref()),
+            (&*r.rt.plural, r.subresource.as_deref()),
             ("namespaces", Some("status"))
         );
         let r = resource("/apis/apps/v1/namespaces/a/deployments/d/scale");
         assert_eq!(r.subresource.as_deref(), Some("scale"));
         let r = resource("/api/v1/configmaps");
-        assert_eq!((r.rt.plural, r.namespace), ("configmaps", None));
+        assert_eq!((&*r.rt.plural, r.namespace), ("configmaps", None));
         let r = resource("/api/v1/watch/namespaces/a/pods");
         assert!(r.watch_path);
         assert_eq!(parse("/apis").unwrap(), Target::Groups);

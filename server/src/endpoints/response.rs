@@ -29,7 +29,7 @@ pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response
             Some(r) => return r,
             None => return render(code.as_u16(), body, Format::Json, pretty),
         },
-        Format::Yaml => match serde_yaml::to_string(body) {
+        Format::Yaml => match yaml_serde::to_string(body) {
             Ok(s) => ("application/yaml", s.into_bytes()),
             Err(e) => return ApiError::internal(e.to_string()).into_response(),
         },

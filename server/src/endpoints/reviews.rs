@@ -26,7 +26,7 @@ pub fn create(
     if !obj.is_object() {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
-    let status = match req.rt.kind {
+    let status = match &*req.rt.kind {
         "SelfSubjectReview" => json!({"userInfo": user_json(user)}),
         "TokenReview" => token_review(authenticator, &obj["spec"]),
         "SelfSubjectAccessReview" => access_review(authorizer, user, &obj["spec"], None)?,

@@ -75,7 +75,7 @@ fn printer_for(rt: &ResourceType, objects: &[Value]) -> Option<&'static Printer>
             let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
             printers::lookup(group, o["kind"].as_str().unwrap_or(""))
         }
-        None => printers::lookup(rt.group, rt.kind),
+        None => printers::lookup(&rt.group, &rt.kind),
     }
 }
 
@@ -90,7 +90,7 @@ pub fn table(
     let custom = rt
         .custom
         .as_ref()
-        .filter(|_| objects.first().is_none_or(|o| o["kind"] == rt.kind));
+        .filter(|_| objects.first().is_none_or(|o| o["kind"] == *rt.kind));
     if let Some(custom) = custom {
         let ctx = Ctx::now();
         let rows: Vec<Value> = objects

@@ -11,6 +11,7 @@ use crate::authentication::service_account::{
 };
 use crate::authentication::Authenticator;
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::timestamp;
 use crate::registry::options::WriteOptions;
 use crate::registry::reply::Reply;
 use crate::registry::ResourceRequest;
@@ -142,8 +143,7 @@ pub async fn create(
     spec["audiences"] = json!(audiences);
     spec["expirationSeconds"] = json!(seconds);
     let expires = time::OffsetDateTime::from_unix_timestamp(exp)
-        .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .map(timestamp::format_time)
         .unwrap_or_default();
     body["apiVersion"] = json!("authentication.k8s.io/v1");
     body["kind"] = json!("TokenRequest");

@@ -166,7 +166,7 @@ impl Encoding {
     /// A frame for an object that is not cached (bookmarks and errors).
     fn value_frame(&self, kind: &str, obj: &Value) -> Bytes {
         match self {
-            Encoding::Yaml => yaml_frame(kind, &Bytes::from(serde_yaml::to_string(obj).unwrap_or_default())),
+            Encoding::Yaml => yaml_frame(kind, &Bytes::from(yaml_serde::to_string(obj).unwrap_or_default())),
             Encoding::Protobuf => match protobuf::encode_object(obj) {
                 Ok(raw) => protobuf::watch_frame(kind, &raw).into(),
                 Err(_) => Bytes::new(),
@@ -335,7 +335,7 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
             include: IncludeObject::parse(q.get("includeObject").map(String::as_str))?,
         },
         // Types without a protobuf message answer JSON, as their non-watch reads do.
-        Format::Protobuf if protobuf::message_for_kind(&req.rt.group_version(), req.rt.kind).is_some() => {
+        Format::Protobuf if protobuf::message_for_kind(&req.rt.group_version(), &req.rt.kind).is_some() => {
             Encoding::Protobuf
         }
         Format::Metadata(version) => Encoding::Metadata(version),
@@ -361,18 +361,18 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
 }
 
 /// Counts a watcher in `apiserver_registered_watchers` for as long as it lives.
-struct Registered(&'static str);
+struct Registered(Arc<str>);
 
 impl Registered {
-    fn new(kind: &'static str) -> Registered {
-        metrics::gauge!("apiserver_registered_watchers", "kind" => kind).increment(1.0);
+    fn new(kind: Arc<str>) -> Registered {
+        metrics::gauge!("apiserver_registered_watchers", "kind" => kind.to_string()).increment(1.0);
         Registered(kind)
     }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        metrics::gauge!("apiserver_registered_watchers", "kind" => self.0).decrement(1.0);
+        metrics::gauge!("apiserver_registered_watchers", "kind" => self.0.to_string()).decrement(1.0);
     }
 }
 
@@ -481,9 +481,9 @@ impl Watcher {
             told: begin.revision,
             ending: false,
             out: Output::default(),
-            sent_total: metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind),
+            sent_total: metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind.to_string()),
             unsent_count: 0,
-            _registered: Registered::new(rt.kind),
+            _registered: Registered::new(rt.kind.clone()),
             rt,
         }
     }
@@ -606,7 +606,8 @@ impl Watcher {
             // Fell further behind than the buffer: close; the client resumes from the last
             // resourceVersion it received.
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                metrics::counter!("apiserver_terminated_watchers_total", "kind" => self.rt.kind).increment(1);
+                metrics::counter!("apiserver_terminated_watchers_total", "kind" => self.rt.kind.to_string())
+                    .increment(1);
                 self.ending = true;
             }
             Err(broadcast::error::RecvError::Closed) => self.ending = true,

@@ -36,7 +36,7 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
             let name = r.name.as_deref().unwrap_or_default();
             // A namespace is in itself, as kube-apiserver's request info has it: a RoleBinding
             // in `shop` can grant `get namespaces/shop`.
-            let namespace = match (r.rt.group, r.rt.plural) {
+            let namespace = match (&*r.rt.group, &*r.rt.plural) {
                 ("", "namespaces") => name,
                 _ => r.namespace.as_deref().unwrap_or_default(),
             };
@@ -44,9 +44,9 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
                 user,
                 verb.as_str(),
                 ResourceAttributes {
-                    api_group: r.rt.group,
-                    api_version: r.rt.version,
-                    resource: r.rt.plural,
+                    api_group: &r.rt.group,
+                    api_version: &r.rt.version,
+                    resource: &r.rt.plural,
                     subresource: r.subresource.as_deref().unwrap_or_default(),
                     namespace,
                     name,

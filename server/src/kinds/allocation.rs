@@ -16,7 +16,8 @@ use std::net::Ipv4Addr;
 use serde_json::{json, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::meta::{meta_str, new_uid, now_rfc3339, Causes};
+use crate::machinery::meta::{meta_str, new_uid, Causes};
+use crate::machinery::timestamp::now_rfc3339;
 use crate::store::keys;
 use crate::store::{Cas, Store, Stored, Written};
 

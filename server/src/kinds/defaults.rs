@@ -823,7 +823,7 @@ const TYPES: &[(&str, &str, &[Rule])] = &[
 /// Fills in the defaults of `rt`'s type (a no-op for types without any).
 pub fn apply(rt: &ResourceType, obj: &mut Value) {
     for (group, kind, rules) in TYPES {
-        if *group == rt.group && *kind == rt.kind {
+        if *group == &*rt.group && *kind == &*rt.kind {
             run(rules, obj);
         }
     }

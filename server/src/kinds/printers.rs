@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::machinery::selector::selector_string;
+use crate::machinery::timestamp;
 
 /// One column of a Table.
 #[derive(Debug, Clone, Copy)]
@@ -232,51 +233,8 @@ pub fn human_duration(secs: i64) -> String {
 /// Parses an RFC 3339 timestamp (`2025-01-02T03:04:05Z`, fractions and offsets allowed) into
 /// milliseconds since the Unix epoch.
 pub fn parse_time(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut millis = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let padded = format!("{:0<3}", &frac[..digits.min(3)]);
-        millis = padded.parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_secs = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (o[1..3].parse::<i64>().ok()? * 3600 + o[4..6].parse::<i64>().ok()? * 60)
-        }
-        _ => return None,
-    };
-    // Days from the civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
-    Some(secs * 1000 + millis)
+    let t = timestamp::parse(s).ok()?;
+    i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
 }
 
 /// `k=v,k2=v2` of a label map, sorted by key; `<none>` when empty.

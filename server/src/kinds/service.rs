@@ -31,7 +31,7 @@ impl Strategy for Service {
     fn prepare_for_update(&self, rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
         SERVICE.prepare_for_update(rt, old, new)?;
         allocation::keep_allocated(old, new).map_err(|causes| {
-            ApiError::invalid(rt.group, rt.kind, meta_str(old, "name").unwrap_or(""), &causes)
+            ApiError::invalid(&rt.group, &rt.kind, meta_str(old, "name").unwrap_or(""), &causes)
         })
     }
 

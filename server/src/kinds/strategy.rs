@@ -8,7 +8,6 @@
 //! their write, so `service` implements the strategy itself. Every built-in object gets its
 //! scheme defaults ([`crate::kinds::defaults`]) on create and update.
 
-use std::fmt;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -23,7 +22,7 @@ use crate::scheme::{self, Hooks, Registry, ResourceType};
 
 /// A built-in kind: what it differs by, as data, and the few functions a kind with behaviour
 /// of its own plugs in (from its module: `pod`, `namespace`, `job`, `replication_controller`).
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Builtin {
     /// The kind's group.
     pub group: &'static str,
@@ -94,11 +93,8 @@ impl Builtin {
     }
 }
 
-impl fmt::Debug for Builtin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Builtin({}/{})", self.group, self.kind)
-    }
-}
+/// A built-in kind that differs in nothing but its defaults.
+const PLAIN: Builtin = Builtin::new("", "");
 
 /// The built-in kinds that differ from a plain type, as kube-apiserver 1.35 has them.
 const BUILTINS: &[Builtin] = &[
@@ -196,12 +192,12 @@ impl Strategy for Builtin {
 
 /// The strategy of the built-in type `rt`.
 fn strategy_of(rt: &ResourceType) -> Arc<dyn Strategy> {
-    match (rt.group, rt.kind) {
+    match (&*rt.group, &*rt.kind) {
         ("", "Service") => Arc::new(service::Service),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => Arc::new(apiextensions::strategy::Definition),
         (group, kind) => match BUILTINS.iter().find(|b| b.group == group && b.kind == kind) {
             Some(b) => Arc::new(*b),
-            None => Arc::new(Builtin::new(group, kind)),
+            None => Arc::new(PLAIN),
         },
     }
 }

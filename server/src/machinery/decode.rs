@@ -5,7 +5,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{decode_tracking_duplicates, Decoded};
 
 /// Decodes a JSON, YAML or Kubernetes protobuf body into a JSON value, noting duplicate fields
-/// for field validation (YAML through serde_yaml, whose alias expansion and nesting are
+/// for field validation (YAML through yaml_serde, whose alias expansion and nesting are
 /// bounded; JSON nesting is bounded by serde_json).
 pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
     match content_type {
@@ -20,7 +20,7 @@ pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
                 })
         }
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            decode_tracking_duplicates(serde_yaml::Deserializer::from_slice(body)).map_err(|e| {
+            decode_tracking_duplicates(yaml_serde::Deserializer::from_slice(body)).map_err(|e| {
                 ApiError::bad_request(format!(
                     "the body of the request could not be decoded as YAML: {e}"
                 ))

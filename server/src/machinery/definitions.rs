@@ -165,11 +165,11 @@ pub fn build(registry: &Registry) -> Definitions {
     for rt in registry.all() {
         let Some(ks) = table
             .iter()
-            .find(|k| k.group == rt.group && k.version == rt.version && k.kind == rt.kind)
+            .find(|k| k.group == &*rt.group && k.version == &*rt.version && k.kind == &*rt.kind)
         else {
             tracing::warn!(
-                kind = rt.kind,
-                group = rt.group,
+                kind = &*rt.kind,
+                group = &*rt.group,
                 "no OpenAPI schema for served kind"
             );
             continue;
@@ -178,7 +178,7 @@ pub fn build(registry: &Registry) -> Definitions {
         let list_name = if rt.review {
             String::new()
         } else {
-            list_name(&name, rt.list_kind)
+            list_name(&name, &rt.list_kind)
         };
         kinds.push(ServedKind {
             rt: rt.clone(),
@@ -243,7 +243,7 @@ fn add_kind_extensions(schemas: &mut Map<String, Value>, k: &ServedKind) {
     };
     def.insert(
         "x-kubernetes-group-version-kind".into(),
-        json!([gvk(rt.group, rt.version, rt.kind)]),
+        json!([gvk(&rt.group, &rt.version, &rt.kind)]),
     );
     if !METADATA_REQUIRED.contains(&k.name.as_str()) {
         if let Some(required) = def.get_mut("required").and_then(Value::as_array_mut) {
@@ -276,14 +276,14 @@ fn add_kind_extensions(schemas: &mut Map<String, Value>, k: &ServedKind) {
             },
         },
         "required": ["items"],
-        "x-kubernetes-group-version-kind": [gvk(rt.group, rt.version, rt.list_kind)],
+        "x-kubernetes-group-version-kind": [gvk(&rt.group, &rt.version, &rt.list_kind)],
     });
     schemas.insert(k.list_name.clone(), list);
 }
 
 /// `Status`, `Scale`, and the per-group-version `DeleteOptions` and `WatchEvent` kinds.
 fn add_shared_gvks(schemas: &mut Map<String, Value>, kinds: &[ServedKind]) {
-    let mut versions: BTreeSet<(&str, &str)> = kinds.iter().map(|k| (k.rt.group, k.rt.version)).collect();
+    let mut versions: BTreeSet<(&str, &str)> = kinds.iter().map(|k| (&*k.rt.group, &*k.rt.version)).collect();
     versions.insert(("", "v1"));
     let mut set = |name: &str, gvks: Value| {
         if let Some(def) = schemas.get_mut(name).and_then(Value::as_object_mut) {

@@ -320,7 +320,7 @@ mod tests {
             d.duplicates,
             ["metadata.name", "spec.template.spec.containers[0].image"]
         );
-        let yaml = serde_yaml::Deserializer::from_slice(b"a: 1\nb:\n  c: 2\n  c: 3\n");
+        let yaml = yaml_serde::Deserializer::from_slice(b"a: 1\nb:\n  c: 2\n  c: 3\n");
         let d = decode_tracking_duplicates(yaml).unwrap_or_default();
         assert_eq!(d.duplicates, ["b.c"]);
     }

@@ -11,8 +11,8 @@ use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::fieldset::{display, fields_of, item_key, value_step, FieldSet, Step};
-use crate::machinery::meta::now_rfc3339;
 use crate::machinery::schema::{schemas, ListType, Node, Shape};
+use crate::machinery::timestamp::now_rfc3339;
 use crate::scheme::ResourceType;
 
 /// The longest manager name kube-apiserver accepts.

@@ -8,6 +8,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::timestamp::now_rfc3339;
 use crate::scheme::ResourceType;
 
 /// Field causes of a validation failure: `(field path, message)`.
@@ -130,11 +131,6 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
     }
 }
 
-/// The current time as kube-apiserver writes `creationTimestamp`.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
 /// A new object uid.
 pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
@@ -191,11 +187,11 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
         None | Some("") => {
             o.insert("kind".into(), json!(rt.kind));
         }
-        Some(k) if k == rt.kind => {}
+        Some(k) if k == &*rt.kind => {}
         Some(k) => {
             return Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
-                rt.kind
+                &rt.kind
             )))
         }
     }
@@ -219,8 +215,8 @@ pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str
             Some(base) => generate_name(base),
             None => {
                 return Err(ApiError::invalid(
-                    rt.group,
-                    rt.kind,
+                    &rt.group,
+                    &rt.kind,
                     "",
                     &[(
                         "metadata.name".into(),
@@ -253,7 +249,7 @@ pub fn prepare_create(rt: &ResourceType, obj: &mut Value, namespace: Option<&str
     }
     validate_metadata(meta, &mut causes);
     if !causes.is_empty() {
-        return Err(ApiError::invalid(rt.group, rt.kind, &name, &causes));
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &causes));
     }
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(new_uid()));
@@ -309,7 +305,7 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, name: &st
     meta.remove("resourceVersion");
     meta.remove("selfLink");
     if !causes.is_empty() {
-        return Err(ApiError::invalid(rt.group, rt.kind, name, &causes));
+        return Err(ApiError::invalid(&rt.group, &rt.kind, name, &causes));
     }
     Ok(())
 }

@@ -17,4 +17,5 @@ pub mod query;
 pub mod schema;
 pub mod selector;
 pub mod strategic_merge;
+pub mod timestamp;
 pub mod type_facts;

@@ -3,12 +3,11 @@
 //! keys, patch strategies, atomic maps). It is built once from the same definitions as
 //! `/openapi/v2`, so what the server enforces is exactly what it publishes.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
-use crate::machinery::definitions::{self, V2_REF};
+use crate::machinery::definitions::{self, ServedKind, V2_REF};
 use crate::scheme::{Registry, ResourceType};
 
 /// References are followed at most this many times in a row (a cycle is a broken table).
@@ -17,19 +16,14 @@ const MAX_REF_HOPS: usize = 16;
 /// Every definition, and the definition of each served kind.
 pub struct Schemas {
     defs: Map<String, Value>,
-    kinds: HashMap<(&'static str, &'static str, &'static str), String>,
+    kinds: Vec<ServedKind>,
 }
 
 static SCHEMAS: LazyLock<Schemas> = LazyLock::new(|| {
     let defs = definitions::build(&Registry::new());
-    let kinds = defs
-        .kinds
-        .iter()
-        .map(|k| ((k.rt.group, k.rt.version, k.rt.kind), k.name.clone()))
-        .collect();
     Schemas {
         defs: defs.schemas,
-        kinds,
+        kinds: defs.kinds,
     }
 });
 
@@ -45,13 +39,16 @@ impl Schemas {
         if let Some(custom) = &rt.custom {
             return Some(Node::at(self, &custom.schema));
         }
-        self.builtin(rt.group, rt.version, rt.kind)
+        self.builtin(&rt.group, &rt.version, &rt.kind)
     }
 
     /// The root schema of a built-in kind.
     pub fn builtin(&self, group: &str, version: &str, kind: &str) -> Option<Node<'_>> {
-        let name = self.kinds.get(&(group, version, kind))?;
-        self.definition(name)
+        let served = self
+            .kinds
+            .iter()
+            .find(|k| *k.rt.group == *group && *k.rt.version == *version && *k.rt.kind == *kind)?;
+        self.definition(&served.name)
     }
 
     /// Every definition, by name (Swagger 2.0 form).
@@ -292,7 +289,7 @@ mod tests {
         let registry = Registry::new();
         let rt = registry.lookup(group, version, plural).expect("served");
         schemas()
-            .builtin(rt.group, rt.version, rt.kind)
+            .builtin(&rt.group, &rt.version, &rt.kind)
             .expect("has a schema")
     }
 

@@ -167,7 +167,7 @@ fn selectable_fields(group: &str, plural: &str) -> &'static [(&'static str, &'st
 /// One `field=value` / `field!=value` requirement, with the JSON path it reads.
 #[derive(Debug, Clone, PartialEq)]
 struct FieldReq {
-    path: &'static str,
+    path: String,
     equal: bool,
     value: String,
 }
@@ -186,12 +186,12 @@ impl FieldSelector {
 
     /// Parses a field selector for a custom resource whose definition declares `selectable`
     /// fields (their JSON paths, which are also their names).
-    pub fn parse_custom(s: &str, selectable: &[&'static str]) -> ApiResult<Self> {
-        let extra: Vec<(&'static str, &'static str)> = selectable.iter().map(|p| (*p, *p)).collect();
+    pub fn parse_custom(s: &str, selectable: &[impl AsRef<str>]) -> ApiResult<Self> {
+        let extra: Vec<(&str, &str)> = selectable.iter().map(|p| (p.as_ref(), p.as_ref())).collect();
         Self::parse_with(s, &extra)
     }
 
-    fn parse_with(s: &str, extra: &[(&'static str, &'static str)]) -> ApiResult<Self> {
+    fn parse_with(s: &str, extra: &[(&str, &str)]) -> ApiResult<Self> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, equal, value) = if let Some((k, v)) = part.split_once("!=") {
@@ -222,7 +222,7 @@ impl FieldSelector {
                 },
             };
             out.push(FieldReq {
-                path,
+                path: path.to_string(),
                 equal,
                 value: value.trim().to_string(),
             });
@@ -237,7 +237,7 @@ impl FieldSelector {
 
     /// Whether the object satisfies the selector; an absent field reads as `""`.
     pub fn matches(&self, obj: &(impl Selectable + ?Sized)) -> bool {
-        self.0.iter().all(|r| (obj.field(r.path) == r.value) == r.equal)
+        self.0.iter().all(|r| (obj.field(&r.path) == r.value) == r.equal)
     }
 }
 

@@ -37,8 +37,8 @@ pub async fn create(
     }
     let attrs = Attributes {
         operation: Operation::Create,
-        group: req.rt.group,
-        resource: req.rt.plural,
+        group: &req.rt.group,
+        resource: &req.rt.plural,
         namespaced: req.rt.namespaced,
         namespace: req.namespace.as_deref(),
         name: &given_name,
@@ -58,7 +58,7 @@ pub async fn create(
     let key = key(req, &name);
     if dry {
         return match store.get(&key, true).await? {
-            Some(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
+            Some(_) => Err(ApiError::already_exists(&req.rt.group, &req.rt.plural, &name)),
             None => {
                 strategy::of(&req.rt).preview(store, &key, &mut obj).await?;
                 Ok(Reply::object(201, obj).with_warnings(warnings))
@@ -70,6 +70,6 @@ pub async fn create(
         .await?
     {
         Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev)).with_warnings(warnings)),
-        Cas::Failed(_) => Err(ApiError::already_exists(req.rt.group, req.rt.plural, &name)),
+        Cas::Failed(_) => Err(ApiError::already_exists(&req.rt.group, &req.rt.plural, &name)),
     }
 }

@@ -6,9 +6,10 @@ use super::read::select;
 use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_RETRIES};
 use crate::admission::{self, Attributes, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::meta::{meta_str, now_rfc3339};
+use crate::machinery::meta::meta_str;
 use crate::machinery::query::{flag, Query};
 use crate::machinery::selector::Selectable;
+use crate::machinery::timestamp::{self, now_rfc3339};
 use crate::registry::options::ListOptions;
 use crate::registry::strategy::{self, GcPolicy};
 use crate::registry::ResourceRequest;
@@ -373,7 +374,7 @@ fn mark_as_deleting(obj: &mut Value) {
 /// Starts or shortens a graceful deletion of `period` seconds.
 fn set_grace_deadline(obj: &mut Value, period: i64) {
     let deleting = meta_str(obj, "deletionTimestamp").is_some();
-    let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(period.unsigned_abs());
+    let deadline = time::OffsetDateTime::now_utc() + std::time::Duration::from_secs(period.unsigned_abs());
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         if !deleting {
             if let Some(g) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
@@ -382,7 +383,7 @@ fn set_grace_deadline(obj: &mut Value, period: i64) {
         }
         meta.insert(
             "deletionTimestamp".into(),
-            json!(humantime::format_rfc3339_seconds(deadline).to_string()),
+            json!(timestamp::format_time(deadline)),
         );
         meta.insert("deletionGracePeriodSeconds".into(), json!(period));
     }
@@ -400,8 +401,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     // Admission sees the delete before the object is read, as kube-apiserver's handler runs it.
     let attrs = Attributes {
         operation: Operation::Delete,
-        group: rt.group,
-        resource: rt.plural,
+        group: &rt.group,
+        resource: &rt.plural,
         namespaced: rt.namespaced,
         namespace: req.namespace.as_deref(),
         name: &name,
@@ -422,8 +423,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
             let actual = meta_str(&cur.obj, "uid").unwrap_or("");
             if actual != uid {
                 return Err(ApiError::conflict(
-                    rt.group,
-                    rt.plural,
+                    &rt.group,
+                    &rt.plural,
                     &name,
                     &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
                 ));
@@ -432,8 +433,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         if let Some(rv) = opts.resource_version {
             if rv != cur.rv {
                 return Err(ApiError::conflict(
-                    rt.group,
-                    rt.plural,
+                    &rt.group,
+                    &rt.plural,
                     &name,
                     &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", cur.rv),
                 ));
@@ -489,8 +490,8 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         }
     }
     Err(ApiError::conflict(
-        rt.group,
-        rt.plural,
+        &rt.group,
+        &rt.plural,
         &name,
         "too many concurrent writes; try again",
     ))
@@ -526,8 +527,8 @@ pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<R
         let corrupt = store.get_raw(&key, true).await?.filter(|kv| !store.decodable(kv));
         let Some(kv) = corrupt else {
             return Err(ApiError::invalid(
-                rt.group,
-                rt.plural,
+                &rt.group,
+                &rt.plural,
                 &name,
                 &[(
                     IGNORE_STORE_READ_ERROR.into(),
@@ -547,8 +548,8 @@ pub async fn delete_corrupt(store: &Store, req: &ResourceRequest) -> ApiResult<R
         }
     }
     Err(ApiError::conflict(
-        rt.group,
-        rt.plural,
+        &rt.group,
+        &rt.plural,
         &name,
         "too many concurrent writes; try again",
     ))

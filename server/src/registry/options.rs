@@ -60,7 +60,7 @@ pub fn selectors(rt: &ResourceType, q: &Query) -> ApiResult<(LabelSelector, Fiel
     let text = q.get("fieldSelector").map_or("", String::as_str);
     let fields = match &rt.custom {
         Some(custom) => FieldSelector::parse_custom(text, &custom.selectable)?,
-        None => FieldSelector::parse(text, rt.group, rt.plural)?,
+        None => FieldSelector::parse(text, &rt.group, &rt.plural)?,
     };
     Ok((labels, fields))
 }

@@ -62,8 +62,8 @@ pub(crate) fn check_grant(req: &ResourceRequest, new: &Value, old: Option<&Value
     r.authorizer.check_write(
         &r.user,
         &RbacWrite {
-            group: req.rt.group,
-            resource: req.rt.plural,
+            group: &req.rt.group,
+            resource: &req.rt.plural,
             namespace: req.namespace.as_deref().unwrap_or_default(),
             new,
             old,
@@ -80,7 +80,7 @@ pub(crate) fn key(req: &ResourceRequest, name: &str) -> String {
 }
 
 pub(crate) fn not_found(rt: &ResourceType, name: &str) -> ApiError {
-    ApiError::not_found(rt.group, rt.plural, name)
+    ApiError::not_found(&rt.group, &rt.plural, name)
 }
 
 /// The client's resourceVersion precondition in a body, if any.

@@ -153,7 +153,7 @@ pub async fn get(store: &crate::store::Store, req: &ResourceRequest, opts: &GetO
         at,
     )
     .await?
-    .ok_or_else(|| ApiError::not_found(req.rt.group, req.rt.plural, &name))?;
+    .ok_or_else(|| ApiError::not_found(&req.rt.group, &req.rt.plural, &name))?;
     let scale = to_scale(&req.rt, &parent.value());
     Ok(Reply {
         code: 200,
@@ -190,7 +190,7 @@ pub async fn update(
     let rt = req.rt.clone();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
-        let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
+        let cur = current.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &n))?;
         rescaled(&rt, &cur.obj, replicas)
     });
     let reply = guaranteed_update(store, req, &name, pinned, false, dry, mutate).await?;
@@ -213,7 +213,7 @@ pub async fn patch(
     let rt = req.rt.clone();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
-        let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
+        let cur = current.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &n))?;
         let mut scale = to_scale(&rt, &cur.obj);
         patch.apply(&mut scale, None)?;
         check_scale_type(&scale)?;

@@ -39,8 +39,8 @@ pub(super) async fn guaranteed_update(
         match (&current, pinned) {
             (None, _) if !create_if_absent => return Err(not_found(rt, name)),
             (Some(cur), Some(rv)) if cur.rv != rv => return Err(ApiError::conflict(
-                rt.group,
-                rt.plural,
+                &rt.group,
+                &rt.plural,
                 name,
                 "the object has been modified; please apply your changes to the latest version and try again",
             )),
@@ -88,8 +88,8 @@ pub(super) async fn guaranteed_update(
                 prepare_create(rt, &mut next, req.namespace.as_deref())?;
                 let attrs = Attributes {
                     operation: Operation::Create,
-                    group: rt.group,
-                    resource: rt.plural,
+                    group: &rt.group,
+                    resource: &rt.plural,
                     namespaced: rt.namespaced,
                     namespace: req.namespace.as_deref(),
                     name: req.name.as_deref().unwrap_or_default(),
@@ -116,8 +116,8 @@ pub(super) async fn guaranteed_update(
         }
     }
     Err(ApiError::conflict(
-        rt.group,
-        rt.plural,
+        &rt.group,
+        &rt.plural,
         name,
         "too many concurrent writes; try again",
     ))
@@ -147,7 +147,7 @@ pub async fn update(
         Some("status") if rt.has_status => true,
         Some(other) => {
             return Err(ApiError::not_found(
-                rt.group,
+                &rt.group,
                 &format!("{}/{other}", rt.plural),
                 &name,
             ))
@@ -364,7 +364,7 @@ pub async fn patch(
         Some("status") if rt.has_status => true,
         Some(other) => {
             return Err(ApiError::not_found(
-                rt.group,
+                &rt.group,
                 &format!("{}/{other}", rt.plural),
                 &name,
             ))
@@ -399,7 +399,7 @@ pub async fn patch(
     let mut warnings = Vec::new();
     let found = &mut warnings;
     let mutate: Mutation<'_> = Box::new(move |current| {
-        let cur = current.ok_or_else(|| ApiError::not_found(rt.group, rt.plural, &n))?;
+        let cur = current.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &n))?;
         let mut next = cur.obj.clone();
         patch.apply(&mut next, schema)?;
         *found = field_validation::check(&rt, &mut next, &[], directive)?;

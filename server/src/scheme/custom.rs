@@ -17,7 +17,7 @@ pub struct CustomType {
     pub definition: String,
     /// The version objects are stored in (every served version reads and writes them, with
     /// only `apiVersion` converted, as the `None` conversion strategy does).
-    pub storage_version: &'static str,
+    pub storage_version: String,
     /// The version's `openAPIV3Schema` as declared (defaults and value validations).
     pub declared: Value,
     /// The declared schema's `pattern`s, compiled.
@@ -35,7 +35,7 @@ pub struct CustomType {
     pub terminating: bool,
     /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
     /// `metadata.name` and `metadata.namespace`.
-    pub selectable: Vec<&'static str>,
+    pub selectable: Vec<String>,
 }
 
 /// Where the scale subresource of a custom resource reads and writes its numbers.
@@ -83,7 +83,7 @@ pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
 
 /// A decoded object as read through `rt` (`apiextensions::as_served` for a cached one).
 pub fn convert_value(rt: &ResourceType, obj: &mut Value) {
-    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(rt.kind) {
+    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(&*rt.kind) {
         obj["apiVersion"] = json!(rt.group_version());
     }
 }

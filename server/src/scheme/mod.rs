@@ -12,9 +12,8 @@
 pub mod custom;
 
 use std::any::Any;
-use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use k8s_openapi::{ClusterResourceScope, ListableResource, NamespaceResourceScope, Resource};
 
@@ -38,23 +37,23 @@ impl ScopeInfo for ClusterResourceScope {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceType {
     /// API group ("" for core).
-    pub group: &'static str,
+    pub group: Arc<str>,
     /// API version.
-    pub version: &'static str,
+    pub version: Arc<str>,
     /// Kind, e.g. `ConfigMap`.
-    pub kind: &'static str,
+    pub kind: Arc<str>,
     /// Kind of the list, e.g. `ConfigMapList`.
-    pub list_kind: &'static str,
+    pub list_kind: Arc<str>,
     /// URL path segment, e.g. `configmaps`.
-    pub plural: &'static str,
+    pub plural: Arc<str>,
     /// Lower-case singular name, e.g. `configmap`.
     pub singular: String,
     /// Whether objects live in a namespace.
     pub namespaced: bool,
     /// Short names kubectl accepts (e.g. `cm`).
-    pub short_names: &'static [&'static str],
+    pub short_names: Arc<[String]>,
     /// Categories (e.g. `all`).
-    pub categories: &'static [&'static str],
+    pub categories: Arc<[String]>,
     /// Whether the type has a `status` subresource.
     pub has_status: bool,
     /// Whether the type has a `scale` subresource.
@@ -136,7 +135,7 @@ impl ResourceType {
 
     /// The subresources this type serves, each with its verbs (discovery lists them; a path to
     /// any other subresource is `404`, a verb a subresource lacks is `405`).
-    pub fn subresources(&self) -> Vec<Subresource> {
+    pub fn subresources(&self) -> Vec<Subresource<'_>> {
         let mut out = Vec::new();
         if self.has_scale {
             out.push(Subresource {
@@ -148,11 +147,11 @@ impl ResourceType {
         if self.has_status {
             out.push(Subresource {
                 name: "status",
-                kind: (self.group, self.version, self.kind),
+                kind: (&self.group, &self.version, &self.kind),
                 verbs: SUBRESOURCE_VERBS,
             });
         }
-        if (self.group, self.plural) == ("", "serviceaccounts") {
+        if (&*self.group, &*self.plural) == ("", "serviceaccounts") {
             out.push(Subresource {
                 name: "token",
                 kind: ("authentication.k8s.io", "v1", "TokenRequest"),
@@ -163,23 +162,26 @@ impl ResourceType {
     }
 
     /// The subresource called `name`, if this type serves it.
-    pub fn subresource(&self, name: &str) -> Option<Subresource> {
+    pub fn subresource(&self, name: &str) -> Option<Subresource<'_>> {
         self.subresources().into_iter().find(|s| s.name == name)
     }
 
     /// Whether names of this type must be DNS-1123 labels (rather than subdomains).
     pub fn name_is_label(&self) -> bool {
-        matches!((self.group, self.plural), ("", "namespaces") | ("", "services"))
+        matches!(
+            (&*self.group, &*self.plural),
+            ("", "namespaces") | ("", "services")
+        )
     }
 }
 
 /// A subresource of a type (`pods/status`, `deployments/scale`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Subresource {
+pub struct Subresource<'a> {
     /// The path segment after the object's name.
     pub name: &'static str,
     /// The group, version and kind of what it reads and writes.
-    pub kind: (&'static str, &'static str, &'static str),
+    pub kind: (&'a str, &'a str, &'a str),
     /// The verbs it answers.
     pub verbs: &'static [&'static str],
 }
@@ -208,15 +210,15 @@ where
     T::Scope: ScopeInfo,
 {
     ResourceType {
-        group: T::GROUP,
-        version: T::VERSION,
-        kind: T::KIND,
-        list_kind: T::LIST_KIND,
-        plural: T::URL_PATH_SEGMENT,
+        group: T::GROUP.into(),
+        version: T::VERSION.into(),
+        kind: T::KIND.into(),
+        list_kind: T::LIST_KIND.into(),
+        plural: T::URL_PATH_SEGMENT.into(),
         singular: T::KIND.to_ascii_lowercase(),
         namespaced: <T::Scope as ScopeInfo>::NAMESPACED,
-        short_names: extra.short_names,
-        categories: extra.categories,
+        short_names: names(extra.short_names),
+        categories: names(extra.categories),
         has_status: extra.status,
         has_scale: extra.scale,
         custom: None,
@@ -232,15 +234,15 @@ where
     T::Scope: ScopeInfo,
 {
     ResourceType {
-        group: T::GROUP,
-        version: T::VERSION,
-        kind: T::KIND,
-        list_kind: "",
-        plural: T::URL_PATH_SEGMENT,
+        group: T::GROUP.into(),
+        version: T::VERSION.into(),
+        kind: T::KIND.into(),
+        list_kind: "".into(),
+        plural: T::URL_PATH_SEGMENT.into(),
         singular: T::KIND.to_ascii_lowercase(),
         namespaced: <T::Scope as ScopeInfo>::NAMESPACED,
-        short_names: &[],
-        categories: &[],
+        short_names: names(&[]),
+        categories: names(&[]),
         has_status: false,
         has_scale: false,
         custom: None,
@@ -250,6 +252,11 @@ where
 }
 
 const ALL: &[&str] = &["all"];
+
+/// A list of names (short names, categories) as a type shares it.
+fn names(list: &[&str]) -> Arc<[String]> {
+    list.iter().map(|n| n.to_string()).collect()
+}
 
 /// Every built-in type kuberaft serves, as data (the server attaches each one's behaviour).
 pub fn builtin() -> Vec<ResourceType> {
@@ -339,7 +346,7 @@ impl Registry {
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
         self.types
             .iter()
-            .find(|t| t.group == group && t.version == version && t.plural == plural)
+            .find(|t| *t.group == *group && *t.version == *version && *t.plural == *plural)
     }
 
     /// Every type.
@@ -357,9 +364,9 @@ impl Registry {
             .filter(|(i, t)| match &t.custom {
                 None => true,
                 Some(c) => {
-                    t.version == c.storage_version
+                    *t.version == *c.storage_version
                         || !self.types.iter().any(|o| {
-                            o.group == t.group && o.plural == t.plural && o.version == c.storage_version
+                            o.group == t.group && o.plural == t.plural && *o.version == *c.storage_version
                         }) && !self.types[..*i]
                             .iter()
                             .any(|o| o.group == t.group && o.plural == t.plural)
@@ -376,17 +383,17 @@ impl Registry {
     ) -> impl Iterator<Item = &'a ResourceType> {
         self.types
             .iter()
-            .filter(move |t| t.group == group && t.version == version)
+            .filter(move |t| *t.group == *group && *t.version == *version)
     }
 
     /// Named API groups (not core) with their versions, in a stable order.
-    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
-        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    pub fn groups(&self) -> Vec<(&str, Vec<&str>)> {
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
         for t in self.types.iter().filter(|t| !t.group.is_empty()) {
-            match out.iter_mut().find(|(g, _)| *g == t.group) {
-                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version),
+            match out.iter_mut().find(|(g, _)| **g == *t.group) {
+                Some((_, versions)) if !versions.contains(&&*t.version) => versions.push(&t.version),
                 Some(_) => {}
-                None => out.push((t.group, vec![t.version])),
+                None => out.push((&t.group, vec![&t.version])),
             }
         }
         out
@@ -456,41 +463,6 @@ impl LiveRegistry {
     }
 }
 
-/// The one `'static` copy of a name a custom resource type uses (group, version, kind,
-/// plural, short name, category). Names are kept for the life of the process, so memory grows
-/// only with the number of distinct names ever defined, not with how often definitions change.
-pub fn intern(name: &str) -> &'static str {
-    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut guard = match NAMES.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    let names = guard.get_or_insert_with(HashSet::new);
-    if let Some(known) = names.get(name) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
-    names.insert(leaked);
-    leaked
-}
-
-/// Interns a list of names (short names, categories) as one `'static` slice; the same list is
-/// shared by every definition that declares it.
-pub fn intern_list(names: &[String]) -> &'static [&'static str] {
-    static LISTS: Mutex<Vec<&'static [&'static str]>> = Mutex::new(Vec::new());
-    let interned: Vec<&'static str> = names.iter().map(|n| intern(n)).collect();
-    let mut lists = match LISTS.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    if let Some(known) = lists.iter().find(|l| **l == interned.as_slice()) {
-        return known;
-    }
-    let leaked: &'static [&'static str] = Box::leak(interned.into_boxed_slice());
-    lists.push(leaked);
-    leaked
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,8 +472,8 @@ mod tests {
         let r = Registry::new();
         let cm = r.lookup("", "v1", "configmaps").unwrap();
         assert!(cm.namespaced);
-        assert_eq!(cm.kind, "ConfigMap");
-        assert_eq!(cm.list_kind, "ConfigMapList");
+        assert_eq!(&*cm.kind, "ConfigMap");
+        assert_eq!(&*cm.list_kind, "ConfigMapList");
         let ns = r.lookup("", "v1", "namespaces").unwrap();
         assert!(!ns.namespaced);
         let deploy = r.lookup("apps", "v1", "deployments").unwrap();

@@ -212,7 +212,7 @@ impl CachedObject {
     /// The object as YAML, serialised once.
     pub fn yaml(&self) -> &Bytes {
         self.yaml
-            .get_or_init(|| Box::new(serde_yaml::to_string(&self.value()).unwrap_or_default().into()))
+            .get_or_init(|| Box::new(yaml_serde::to_string(&self.value()).unwrap_or_default().into()))
     }
 }
 

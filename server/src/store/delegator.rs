@@ -80,7 +80,7 @@ pub fn corrupt_objects<W: ToString>(
         .take(CORRUPT_CAUSES)
         .map(|(key, why)| (key, why.to_string()))
         .collect();
-    ApiError::store_read_error(rt.group, rt.plural, &named)
+    ApiError::store_read_error(&rt.group, &rt.plural, &named)
 }
 
 /// The snapshot, unless it holds corrupt objects.

@@ -65,7 +65,7 @@ struct ConfigFile {
 #[derive(Debug, Deserialize)]
 struct RuleFile {
     resources: Vec<String>,
-    providers: Vec<serde_yaml::Mapping>,
+    providers: Vec<yaml_serde::Mapping>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -221,7 +221,7 @@ impl Encryption {
 
     /// Parses an `EncryptionConfiguration`; the error says what is wrong.
     pub fn parse(text: &str) -> Result<Encryption, String> {
-        let file: ConfigFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        let file: ConfigFile = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
         if file.api_version != "apiserver.config.k8s.io/v1" || file.kind != "EncryptionConfiguration" {
             return Err(format!(
                 "expected apiVersion apiserver.config.k8s.io/v1 and kind EncryptionConfiguration, got {} {}",
@@ -348,7 +348,7 @@ fn open_aes(k: &AesKey, key: &str, rest: &[u8]) -> Result<Vec<u8>, String> {
     Ok(body)
 }
 
-fn provider(p: &serde_yaml::Mapping) -> Result<Provider, String> {
+fn provider(p: &yaml_serde::Mapping) -> Result<Provider, String> {
     if p.len() != 1 {
         return Err("a provider has exactly one of aesgcm or identity".into());
     }
@@ -359,7 +359,7 @@ fn provider(p: &serde_yaml::Mapping) -> Result<Provider, String> {
         "identity" => Ok(Provider::Identity),
         "aesgcm" => {
             let file: AesGcmFile =
-                serde_yaml::from_value(body.clone()).map_err(|e| format!("aesgcm: {e}"))?;
+                yaml_serde::from_value(body.clone()).map_err(|e| format!("aesgcm: {e}"))?;
             if file.keys.is_empty() {
                 return Err("aesgcm.keys: at least one key is required".into());
             }

@@ -28,12 +28,12 @@ pub fn object(group: &str, plural: &str, namespace: Option<&str>, name: &str) ->
 
 /// The prefix of every object of `rt`.
 pub fn of_type(rt: &ResourceType) -> String {
-    type_prefix(rt.group, rt.plural)
+    type_prefix(&rt.group, &rt.plural)
 }
 
 /// The key of one object of `rt` (the namespace is ignored for cluster-scoped types).
 pub fn of_object(rt: &ResourceType, namespace: Option<&str>, name: &str) -> String {
-    object(rt.group, rt.plural, namespace.filter(|_| rt.namespaced), name)
+    object(&rt.group, &rt.plural, namespace.filter(|_| rt.namespaced), name)
 }
 
 /// The prefix of kuberaft's own records of one kind (`servicenodeports`, ...).

@@ -30,10 +30,10 @@ pub fn document(types: &[&ResourceType], builtin: &Map<String, Value>) -> Value 
         let Some(custom) = &rt.custom else {
             continue;
         };
-        let name = definition_name(rt, rt.kind);
-        let list_name = definition_name(rt, rt.list_kind);
+        let name = definition_name(rt, &rt.kind);
+        let list_name = definition_name(rt, &rt.list_kind);
         let mut schema = definitions::to_v3(&name, &custom.schema);
-        schema["x-kubernetes-group-version-kind"] = gvk(rt, rt.kind);
+        schema["x-kubernetes-group-version-kind"] = gvk(rt, &rt.kind);
         schemas.insert(name.clone(), schema);
         schemas.insert(
             list_name.clone(),
@@ -47,7 +47,7 @@ pub fn document(types: &[&ResourceType], builtin: &Map<String, Value>) -> Value 
                     "kind": {"type": "string"},
                     "metadata": {"$ref": format!("{V3_REF}{LIST_META}")},
                 },
-                "x-kubernetes-group-version-kind": gvk(rt, rt.list_kind),
+                "x-kubernetes-group-version-kind": gvk(rt, &rt.list_kind),
             }),
         );
         kinds.push(ServedKind {

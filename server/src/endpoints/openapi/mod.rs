@@ -111,7 +111,7 @@ fn v3_values(defs: &definitions::Definitions) -> BTreeMap<String, Value> {
     let mut by_gv: BTreeMap<String, Vec<&definitions::ServedKind>> = BTreeMap::new();
     for k in &defs.kinds {
         by_gv
-            .entry(group_version_key(k.rt.group, k.rt.version))
+            .entry(group_version_key(&k.rt.group, &k.rt.version))
             .or_default()
             .push(k);
     }
@@ -264,7 +264,7 @@ fn custom_documents(api: &Api) -> BTreeMap<String, Doc> {
     let mut by_gv: BTreeMap<String, Vec<&ResourceType>> = BTreeMap::new();
     for rt in registry.all().filter(|t| t.custom.is_some()) {
         by_gv
-            .entry(group_version_key(rt.group, rt.version))
+            .entry(group_version_key(&rt.group, &rt.version))
             .or_default()
             .push(rt);
     }
@@ -468,7 +468,7 @@ mod tests {
         let paths = index["paths"].as_object().unwrap();
         let mut expected: Vec<String> = registry
             .all()
-            .map(|t| group_version_key(t.group, t.version))
+            .map(|t| group_version_key(&t.group, &t.version))
             .collect();
         expected.sort();
         expected.dedup();
@@ -489,16 +489,16 @@ mod tests {
         let v2 = json_of(&docs().v2_json);
         for t in registry.all() {
             let gvk = json!({"group": t.group, "kind": t.kind, "version": t.version});
-            let doc = json_of(&docs().v3[&group_version_key(t.group, t.version)]);
+            let doc = json_of(&docs().v3[&group_version_key(&t.group, &t.version)]);
             let schemas = doc["components"]["schemas"].as_object().unwrap();
             let with_gvk = |kind: &str| {
                 schemas.values().any(|s| {
                     s["x-kubernetes-group-version-kind"]
                         .as_array()
-                        .is_some_and(|l| l.iter().any(|g| g["kind"] == kind && g["group"] == t.group))
+                        .is_some_and(|l| l.iter().any(|g| g["kind"] == kind && g["group"] == *t.group))
                 })
             };
-            assert!(with_gvk(t.kind), "{} has no schema", t.kind);
+            assert!(with_gvk(&t.kind), "{} has no schema", t.kind);
             let prefix = if t.group.is_empty() {
                 format!("/api/{}", t.version)
             } else {
@@ -519,7 +519,7 @@ mod tests {
                 );
                 continue;
             }
-            assert!(with_gvk(t.list_kind), "{} has no schema", t.list_kind);
+            assert!(with_gvk(&t.list_kind), "{} has no schema", t.list_kind);
             let object = if t.namespaced {
                 format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
             } else {

@@ -240,11 +240,11 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
     let ns = if rt.namespaced { "Namespaced" } else { "" };
     let id_base = format!(
         "{}{}",
-        group_camel(rt.group),
-        map_first(rt.version, char::to_ascii_uppercase)
+        group_camel(&rt.group),
+        map_first(&rt.version, char::to_ascii_uppercase)
     );
     let gvk = json!({"group": rt.group, "kind": rt.kind, "version": rt.version});
-    let kind = rt.kind;
+    let kind = &rt.kind;
     let collection = if rt.namespaced {
         format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
     } else {
@@ -537,7 +537,7 @@ fn paths<'a>(
 ) -> Map<String, Value> {
     let mut out = Map::new();
     for k in kinds {
-        let tag = tag(k.rt.group, k.rt.version);
+        let tag = tag(&k.rt.group, &k.rt.version);
         for item in kind_paths(k) {
             let mut v = Map::new();
             for op in &item.ops {

@@ -6,7 +6,10 @@
 //! input is an error, so a new keyword cannot silently vanish from the protobuf form. Vendor
 //! extensions, defaults and enum values travel as YAML text (`Any.yaml`); JSON is valid YAML.
 
+use prost::encoding;
 use serde_json::{Map, Value};
+
+use crate::machinery::protobuf::wire::Write;
 
 /// The JSON document holds something the encoder does not know how to write.
 #[derive(Debug, thiserror::Error)]
@@ -38,55 +41,34 @@ struct Writer {
 }
 
 impl Writer {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
-    }
-
-    fn tag(&mut self, field: u32, wire: u8) {
-        self.varint((u64::from(field) << 3) | u64::from(wire));
-    }
-
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.tag(field, 2);
-        self.varint(b.len() as u64);
-        self.buf.extend_from_slice(b);
-    }
-
     fn string(&mut self, field: u32, s: &str) {
         if !s.is_empty() {
-            self.bytes(field, s.as_bytes());
+            self.buf.len_field(field, s.as_bytes());
         }
     }
 
     fn boolean(&mut self, field: u32, b: bool) {
         if b {
-            self.tag(field, 0);
-            self.varint(1);
+            encoding::bool::encode(field, &b, &mut self.buf);
         }
     }
 
     fn int64(&mut self, field: u32, v: i64) {
         if v != 0 {
-            self.tag(field, 0);
-            self.varint(v as u64);
+            encoding::int64::encode(field, &v, &mut self.buf);
         }
     }
 
     fn double(&mut self, field: u32, v: f64) {
         if v != 0.0 {
-            self.tag(field, 1);
-            self.buf.extend_from_slice(&v.to_le_bytes());
+            encoding::double::encode(field, &v, &mut self.buf);
         }
     }
 
     fn message(&mut self, field: u32, f: impl FnOnce(&mut Writer) -> Result) -> Result {
         let mut inner = Writer::default();
         f(&mut inner)?;
-        self.bytes(field, &inner.buf);
+        self.buf.len_field(field, &inner.buf);
         Ok(())
     }
 
@@ -135,7 +117,7 @@ fn array<'a>(v: &'a Value, key: &str, context: &'static str) -> Result<&'a Vec<V
 
 fn strings(w: &mut Writer, field: u32, v: &Value, key: &str, context: &'static str) -> Result {
     for s in array(v, key, context)? {
-        w.bytes(field, text(s, key, context)?.as_bytes());
+        w.buf.len_field(field, text(s, key, context)?.as_bytes());
     }
     Ok(())
 }
@@ -415,8 +397,8 @@ fn schema(w: &mut Writer, v: &Value) -> Result {
             // AdditionalPropertiesItem { schema = 1 | boolean = 2 }
             "additionalProperties" => w.message(21, |m| match v {
                 Value::Bool(b) => {
-                    m.tag(2, 0);
-                    m.varint(u64::from(*b));
+                    // A oneof member: written even when false.
+                    encoding::bool::encode(2, b, &mut m.buf);
                     Ok(())
                 }
                 _ => m.message(1, |s| schema(s, v)),
@@ -452,42 +434,32 @@ fn schema(w: &mut Writer, v: &Value) -> Result {
 
 #[cfg(test)]
 mod tests {
+    use prost::encoding::WireType;
     use serde_json::json;
 
     use super::*;
 
     /// Reads one level of protobuf fields: (field number, wire type, payload or varint).
     fn fields(mut b: &[u8]) -> Vec<(u32, u8, Vec<u8>)> {
-        fn varint(b: &mut &[u8]) -> u64 {
-            let mut v = 0u64;
-            let mut shift = 0;
-            loop {
-                let byte = b[0];
-                *b = &b[1..];
-                v |= u64::from(byte & 0x7f) << shift;
-                if byte < 0x80 {
-                    return v;
-                }
-                shift += 7;
-            }
-        }
         let mut out = Vec::new();
         while !b.is_empty() {
-            let key = varint(&mut b);
-            let (field, wire) = ((key >> 3) as u32, (key & 7) as u8);
-            match wire {
-                0 => out.push((field, wire, varint(&mut b).to_le_bytes().to_vec())),
-                2 => {
-                    let len = varint(&mut b) as usize;
-                    out.push((field, wire, b[..len].to_vec()));
-                    b = &b[len..];
+            let (field, wire) = encoding::decode_key(&mut b).unwrap();
+            let payload = match wire {
+                WireType::Varint => encoding::decode_varint(&mut b).unwrap().to_le_bytes().to_vec(),
+                WireType::LengthDelimited => {
+                    let len = encoding::decode_varint(&mut b).unwrap() as usize;
+                    let (payload, rest) = b.split_at(len);
+                    b = rest;
+                    payload.to_vec()
                 }
-                1 => {
-                    out.push((field, wire, b[..8].to_vec()));
-                    b = &b[8..];
+                WireType::SixtyFourBit => {
+                    let (payload, rest) = b.split_at(8);
+                    b = rest;
+                    payload.to_vec()
                 }
-                _ => panic!("unexpected wire type {wire}"),
-            }
+                other => panic!("unexpected wire type {other:?}"),
+            };
+            out.push((field, wire as u8, payload));
         }
         out
     }
@@ -519,7 +491,7 @@ mod tests {
         let ext = fields(&by_field(31)[0].2);
         assert_eq!(ext[0].2, b"x-kubernetes-group-version-kind".to_vec());
         let yaml = String::from_utf8(fields(&ext[1].2)[0].2.clone()).unwrap();
-        let parsed: Value = serde_yaml::from_str(&yaml).unwrap();
+        let parsed: Value = yaml_serde::from_str(&yaml).unwrap();
         assert_eq!(parsed[0]["kind"], "B");
         let prop = fields(&fields(&by_field(25)[0].2)[0].2);
         let prop_schema = fields(&prop[1].2);

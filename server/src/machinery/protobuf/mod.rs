@@ -100,7 +100,7 @@ fn open_envelope(body: &[u8]) -> Result<Envelope<'_>> {
         }
         if wire != LEN {
             return Err(Reason::Mismatch {
-                found: wire,
+                found: wire as u8,
                 expected: "envelope field",
             }
             .into());

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::timefmt;
 use super::transcode::{decode_message, encode_nested, integer, shape, utf8, MAX_DEPTH};
 use super::wire::{ProtoError, Reader, Reason, Result, Write, LEN, VARINT};
+use crate::machinery::timestamp;
 
 const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.";
 const APIEXTENSIONS: [&str; 2] = [
@@ -79,8 +80,8 @@ fn schema_name(pkg: &str) -> String {
     format!("{pkg}JSONSchemaProps")
 }
 
-fn invalid(msg: impl Into<String>) -> ProtoError {
-    Reason::Invalid(msg.into()).into()
+fn invalid(msg: impl ToString) -> ProtoError {
+    Reason::Invalid(msg.to_string()).into()
 }
 
 /// One field of a special message, read without the type facts.
@@ -197,7 +198,7 @@ fn time(fields: &[(u32, Raw<'_>)], micro: bool) -> Result<Value> {
     let seconds = last_varint(fields, 1)? as i64;
     let nanos = last_varint(fields, 2)? as i64 as i32;
     Ok(Value::String(
-        timefmt::format_rfc3339(seconds, nanos, micro).map_err(invalid)?,
+        timestamp::format_rfc3339(seconds, nanos, micro).map_err(invalid)?,
     ))
 }
 
@@ -281,7 +282,7 @@ pub fn encode(name: &str, v: &Value, depth: usize, out: &mut Vec<u8>) -> Result<
         Special::IntOrString => encode_int_or_string(v, out)?,
         Special::Quantity => encode_quantity(v, out)?,
         Special::RawExtension | Special::RawJson => {
-            let raw = serde_json::to_vec(v).map_err(|e| invalid(e.to_string()))?;
+            let raw = serde_json::to_vec(v).map_err(invalid)?;
             out.len_field(1, &raw);
         }
         Special::SchemaOrArray(pkg) => match v {
@@ -319,7 +320,7 @@ pub fn encode(name: &str, v: &Value, depth: usize, out: &mut Vec<u8>) -> Result<
 #[inline(never)]
 fn encode_time(v: &Value, out: &mut Vec<u8>) -> Result<()> {
     let text = v.as_str().ok_or_else(|| shape("an RFC 3339 string", v))?;
-    let (seconds, nanos) = timefmt::parse_rfc3339(text).map_err(invalid)?;
+    let (seconds, nanos) = timestamp::parse_rfc3339(text).map_err(invalid)?;
     // Go's Timestamp has plain fields: both are always written.
     out.varint_field(1, seconds);
     out.varint_field(2, i64::from(nanos));

@@ -1,6 +1,7 @@
 //! Tests of the protobuf transcoder: round trips of built-in kinds, known bytes, Go decoding
 //! semantics, and refusals of truncated, garbage, deeply nested and mistyped input.
 
+use prost::encoding::encode_varint;
 use serde_json::{json, Value};
 
 use super::transcode::{decode_message, encode_message, MAX_DEPTH};
@@ -245,8 +246,8 @@ fn decoding_hand_built_bytes_follows_go_semantics() {
 
     // Packed repeated int64 is accepted too.
     let mut packed = Vec::new();
-    packed.varint(1000);
-    packed.varint(-1i64 as u64);
+    encode_varint(1000, &mut packed);
+    encode_varint(-1i64 as u64, &mut packed);
     let mut psc = Vec::new();
     psc.len_field(4, &packed);
     let v = decode_message("k8s.io.api.core.v1.PodSecurityContext", &psc, 1).unwrap();
@@ -287,9 +288,9 @@ fn registry_kinds_all_have_messages() {
     let mut n = 0;
     for rt in registry.all().filter(|t| !t.review) {
         let gv = rt.group_version();
-        assert!(message_for_kind(&gv, rt.kind).is_some(), "{gv} {}", rt.kind);
+        assert!(message_for_kind(&gv, &rt.kind).is_some(), "{gv} {}", rt.kind);
         assert!(
-            message_for_kind(&gv, rt.list_kind).is_some(),
+            message_for_kind(&gv, &rt.list_kind).is_some(),
             "{gv} {}",
             rt.list_kind
         );

@@ -14,6 +14,7 @@
 //! ([`KEEP_EMPTY`]).
 
 use base64::Engine;
+use prost::encoding::WireType;
 use serde_json::{Map, Number, Value};
 
 use super::special;
@@ -78,8 +79,12 @@ pub fn shape(expected: &'static str, found: &Value) -> ProtoError {
     .into()
 }
 
-fn mismatch(found: u8, expected: &'static str) -> ProtoError {
-    Reason::Mismatch { found, expected }.into()
+fn mismatch(found: WireType, expected: &'static str) -> ProtoError {
+    Reason::Mismatch {
+        found: found as u8,
+        expected,
+    }
+    .into()
 }
 
 /// A UTF-8 string from a length-delimited payload.
@@ -141,7 +146,7 @@ fn push(obj: &mut Map<String, Value>, name: &str, v: Value) {
 fn decode_field(
     msg_name: &str,
     field: &FieldFacts,
-    wire: u8,
+    wire: WireType,
     r: &mut Reader<'_>,
     depth: usize,
     obj: &mut Map<String, Value>,
@@ -216,7 +221,7 @@ fn decode_message_field(
 fn decode_scalar_field(
     msg_name: &str,
     field: &FieldFacts,
-    wire: u8,
+    wire: WireType,
     r: &mut Reader<'_>,
     obj: &mut Map<String, Value>,
 ) -> Result<()> {
@@ -249,8 +254,8 @@ fn decode_scalar_field(
 
 /// One scalar value (strings, bytes, numbers, booleans).
 #[inline(never)]
-fn scalar(kind: FieldKind, wire: u8, r: &mut Reader<'_>) -> Result<Value> {
-    let expect = |want: u8, what: &'static str| {
+fn scalar(kind: FieldKind, wire: WireType, r: &mut Reader<'_>) -> Result<Value> {
+    let expect = |want: WireType, what: &'static str| {
         if wire == want {
             Ok(())
         } else {
@@ -456,8 +461,7 @@ fn encode_scalar(field: &FieldFacts, v: &Value, out: &mut Vec<u8>) -> Result<()>
         }
         FieldKind::Double => {
             let f = v.as_f64().ok_or_else(|| shape("a number", v))?;
-            out.key(tag, FIXED64);
-            out.extend_from_slice(&f.to_le_bytes());
+            prost::encoding::double::encode(tag, &f, out);
         }
         FieldKind::Message | FieldKind::Map => {
             return Err(Reason::Invalid(format!("field {} is not a scalar", field.name)).into())

@@ -1,10 +1,13 @@
 //! The protobuf wire format at the byte level: a bounds-checked reader over untrusted input and
-//! a writer, plus the error every layer of the transcoder reports.
+//! a writer, plus the error every layer of the transcoder reports. Varints, keys and wire types
+//! are prost's; this module adds the checks and the errors the transcoder reports.
 //!
 //! The reader never allocates: length prefixes are checked against the bytes actually present
 //! and yield sub-slices of the input, so a hostile length cannot reserve memory.
 
 use std::fmt;
+
+use prost::encoding::{decode_varint, encode_key, encode_varint, WireType, MAX_TAG};
 
 /// Why a protobuf body or object could not be transcoded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -12,8 +15,8 @@ pub enum Reason {
     /// The input ends inside a key, varint, fixed-size value or length-delimited field.
     #[error("unexpected end of input (truncated {0})")]
     Truncated(&'static str),
-    /// A varint runs past ten bytes.
-    #[error("varint longer than 10 bytes")]
+    /// A varint runs past ten bytes, or its tenth byte carries bits beyond the 64th.
+    #[error("varint longer than 64 bits")]
     VarintTooLong,
     /// Field number 0 or above 2^29-1.
     #[error("invalid field number {0}")]
@@ -96,16 +99,13 @@ impl std::error::Error for ProtoError {}
 pub type Result<T> = std::result::Result<T, ProtoError>;
 
 /// Varint (wire type 0).
-pub const VARINT: u8 = 0;
+pub const VARINT: WireType = WireType::Varint;
 /// Little-endian 64-bit value (wire type 1).
-pub const FIXED64: u8 = 1;
+pub const FIXED64: WireType = WireType::SixtyFourBit;
 /// Length-delimited bytes (wire type 2).
-pub const LEN: u8 = 2;
+pub const LEN: WireType = WireType::LengthDelimited;
 /// Little-endian 32-bit value (wire type 5).
-pub const FIXED32: u8 = 5;
-
-/// Largest field number protobuf allows.
-const MAX_FIELD: u64 = (1 << 29) - 1;
+pub const FIXED32: WireType = WireType::ThirtyTwoBit;
 
 /// A cursor over one message's bytes.
 pub struct Reader<'a> {
@@ -129,34 +129,34 @@ impl<'a> Reader<'a> {
 
     /// One varint.
     pub fn varint(&mut self) -> Result<u64> {
-        let mut value = 0u64;
-        for i in 0..10 {
-            let Some((&b, rest)) = self.buf.split_first() else {
-                return Err(Reason::Truncated("varint").into());
+        let start = self.buf;
+        decode_varint(&mut self.buf).map_err(|_| {
+            // prost does not say why: the input ended inside the varint, or it is too long.
+            let truncated = start.len() < 10 && start.iter().all(|b| b & 0x80 != 0);
+            let reason = if truncated {
+                Reason::Truncated("varint")
+            } else {
+                Reason::VarintTooLong
             };
-            self.buf = rest;
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                return Ok(value);
-            }
-        }
-        Err(Reason::VarintTooLong.into())
+            reason.into()
+        })
     }
 
     /// The next field key (number, wire type), or `None` at the end of the message.
-    pub fn key(&mut self) -> Result<Option<(u32, u8)>> {
+    pub fn key(&mut self) -> Result<Option<(u32, WireType)>> {
         if self.buf.is_empty() {
             return Ok(None);
         }
         let key = self.varint()?;
         let field = key >> 3;
-        if field == 0 || field > MAX_FIELD {
+        if field == 0 || field > u64::from(MAX_TAG) {
             return Err(Reason::FieldNumber(field).into());
         }
-        let wire = (key & 7) as u8;
-        if !matches!(wire, VARINT | FIXED64 | LEN | FIXED32) {
-            return Err(Reason::WireType(wire).into());
-        }
+        let wire = match WireType::try_from(key & 7) {
+            Ok(wire @ (VARINT | FIXED64 | LEN | FIXED32)) => wire,
+            // Groups (3 and 4), 6 and 7; `key & 7` fits in a byte.
+            _ => return Err(Reason::WireType((key & 7) as u8).into()),
+        };
         // Checked above: at most 2^29-1.
         Ok(Some((field as u32, wire)))
     }
@@ -178,13 +178,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips a value of an unknown field.
-    pub fn skip(&mut self, wire: u8) -> Result<()> {
+    pub fn skip(&mut self, wire: WireType) -> Result<()> {
         match wire {
             VARINT => self.varint().map(drop),
             FIXED64 => self.take(8, "fixed64").map(drop),
             LEN => self.bytes().map(drop),
             FIXED32 => self.take(4, "fixed32").map(drop),
-            other => Err(Reason::WireType(other).into()),
+            other => Err(Reason::WireType(other as u8).into()),
         }
     }
 
@@ -194,12 +194,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Appends protobuf values to a buffer.
+/// Appends protobuf fields to a buffer.
 pub trait Write {
-    /// One varint.
-    fn varint(&mut self, v: u64);
-    /// A field key.
-    fn key(&mut self, field: u32, wire: u8);
     /// A length-delimited field.
     fn len_field(&mut self, field: u32, payload: &[u8]);
     /// A varint field (negative `int32`/`int64` are sign-extended to ten bytes, as Go does).
@@ -207,27 +203,15 @@ pub trait Write {
 }
 
 impl Write for Vec<u8> {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.push(v as u8);
-    }
-
-    fn key(&mut self, field: u32, wire: u8) {
-        self.varint((u64::from(field) << 3) | u64::from(wire));
-    }
-
     fn len_field(&mut self, field: u32, payload: &[u8]) {
-        self.key(field, LEN);
-        self.varint(payload.len() as u64);
+        encode_key(field, LEN, self);
+        encode_varint(payload.len() as u64, self);
         self.extend_from_slice(payload);
     }
 
     fn varint_field(&mut self, field: u32, v: i64) {
-        self.key(field, VARINT);
-        self.varint(v as u64);
+        encode_key(field, VARINT, self);
+        encode_varint(v as u64, self);
     }
 }
 
@@ -256,10 +240,10 @@ mod tests {
             assert!(r.is_empty());
         }
         let mut b = Vec::new();
-        b.varint(-1i64 as u64);
+        encode_varint(-1i64 as u64, &mut b);
         assert_eq!(b.len(), 10);
         let mut b = Vec::new();
-        b.varint(300);
+        encode_varint(300, &mut b);
         assert_eq!(b, [0xac, 0x02]);
     }
 
@@ -291,6 +275,18 @@ mod tests {
             r.fixed64().unwrap_err().reason,
             Reason::Truncated("fixed64")
         ));
+    }
+
+    #[test]
+    fn a_varint_past_64_bits_is_too_long() {
+        let mut b = [0xff; 10];
+        b[9] = 0x01;
+        assert_eq!(Reader::new(&b).varint().unwrap(), u64::MAX);
+        b[9] = 0x02;
+        assert_eq!(
+            Reader::new(&b).varint().unwrap_err().reason,
+            Reason::VarintTooLong
+        );
     }
 
     #[test]

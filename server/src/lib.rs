@@ -4,7 +4,7 @@
 //! code map below says, for each module, its job, what it may import and what it must never
 //! know. Imports follow the arrows of the diagram, never against them; `scheme`, `machinery`
 //! and `config` are usable from everywhere. `tests/layers.rs` checks every rule on the source,
-//! with no exception.
+//! with no exception, and that no two modules import each other even indirectly.
 //!
 //! ```text
 //! cli ─┐

@@ -1,7 +1,9 @@
 //! The dependency rules of `src/lib.rs`, checked on the source: which top-level module may name
-//! which, and that only the storage facade (and process assembly) talks to Raft. A rule broken by
-//! a new import fails here with the file that broke it. No exception is allowed.
+//! which, that the modules import each other in no cycle, and that only the storage facade (and
+//! process assembly) talks to Raft. A rule broken by a new import fails here with the file that
+//! broke it. No exception is allowed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Modules that must never be named by the module on the left.
@@ -17,7 +19,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("admission", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
     ("kinds", &["audit", "cli", "controllers", "endpoints", "filters", "server"]),
     ("registry", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),
-    ("apiextensions", &["admission", "audit", "cli", "controllers", "endpoints", "filters", "server"]),
+    ("apiextensions", &["admission", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),
     ("controllers", &["audit", "cli", "endpoints", "filters", "server"]),
     ("endpoints", &["audit", "cli", "controllers", "filters", "server"]),
     ("filters", &["cli", "controllers", "server"]),
@@ -49,28 +51,94 @@ fn module_of(src: &Path, file: &Path) -> String {
         .to_string()
 }
 
-#[test]
-fn modules_import_only_downward() {
+/// Every source file with its top-level module and its code (comment lines left out).
+fn modules() -> Vec<(PathBuf, String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
     assert!(files.len() > 50, "found only {} files", files.len());
+    files
+        .into_iter()
+        .map(|file| {
+            let module = module_of(&src, &file);
+            let text = std::fs::read_to_string(&file).expect("readable source");
+            let code: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            (file, module, code)
+        })
+        .collect()
+}
+
+/// Whether `code` names the top-level module `to`.
+fn names(code: &str, to: &str) -> bool {
+    code.contains(&format!("crate::{to}::")) || code.contains(&format!("crate::{to};"))
+}
+
+#[test]
+fn modules_import_each_other_in_no_cycle() {
+    let all = modules();
+    let tops: BTreeSet<String> = all.iter().map(|(_, m, _)| m.clone()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (_, from, code) in &all {
+        for to in tops
+            .iter()
+            .filter(|t| *t != from && !["lib", "main"].contains(&t.as_str()))
+        {
+            if names(code, to) {
+                edges.entry(from.clone()).or_default().insert(to.clone());
+            }
+        }
+    }
+    // Depth-first search; a module met again while on the path closes a cycle.
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == m) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in edges.get(m).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for m in &tops {
+        let cycle = visit(m, &edges, &mut Vec::new(), &mut done);
+        assert!(
+            cycle.is_none(),
+            "an import cycle: {}",
+            cycle.unwrap_or_default().join(" → ")
+        );
+    }
+}
+
+#[test]
+fn modules_import_only_downward() {
     let mut broken = Vec::new();
     let mut raft = Vec::new();
-    for file in &files {
-        let module = module_of(&src, file);
-        let text = std::fs::read_to_string(file).expect("readable source");
-        let code: String = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+    for (file, module, code) in modules() {
         for (from, forbidden) in FORBIDDEN {
             if *from != module {
                 continue;
             }
             for to in *forbidden {
-                if code.contains(&format!("crate::{to}::")) || code.contains(&format!("crate::{to};")) {
+                if names(&code, to) {
                     broken.push(format!("{} ({from}) imports {to}", file.display()));
                 }
             }

@@ -5,7 +5,7 @@
 use jsonpath_rust::JsonPath;
 use serde_json::{json, Value};
 
-use crate::kinds::printers::Ctx;
+use crate::machinery::age::Ctx;
 use crate::scheme::custom::Column;
 
 impl Column {

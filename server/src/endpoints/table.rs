@@ -7,7 +7,8 @@
 use serde_json::{json, Value};
 
 use crate::apiextensions::columns;
-use crate::kinds::printers::{self, Ctx, Printer, CREATED_AT, NAME};
+use crate::kinds::printers::{self, Printer, CREATED_AT, NAME};
+use crate::machinery::age::Ctx;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::scheme::ResourceType;
 

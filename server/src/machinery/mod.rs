@@ -4,6 +4,7 @@
 //! the OpenAPI definitions of the built-in types.
 //! No I/O, no axum routing, no Raft: everything here is testable without a server.
 
+pub mod age;
 pub mod decode;
 pub mod definitions;
 pub mod errors;

@@ -126,44 +126,6 @@ impl LabelSelector {
     }
 }
 
-/// The fields a type can be selected by beyond `metadata.name` and `metadata.namespace`, as
-/// kube-apiserver registers them per type: `(field, JSON path)`. A path ending in `?` is a
-/// boolean that matches as `"true"`/`"false"`; a number matches as its decimal text.
-fn selectable_fields(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
-    match (group, plural) {
-        ("", "pods") => &[
-            ("spec.nodeName", "spec.nodeName"),
-            ("spec.restartPolicy", "spec.restartPolicy"),
-            ("spec.schedulerName", "spec.schedulerName"),
-            ("spec.serviceAccountName", "spec.serviceAccountName"),
-            ("spec.hostNetwork", "spec.hostNetwork?"),
-            ("status.phase", "status.phase"),
-            ("status.podIP", "status.podIP"),
-            ("status.nominatedNodeName", "status.nominatedNodeName"),
-        ],
-        ("", "events") | ("events.k8s.io", "events") => &[
-            ("involvedObject.kind", "involvedObject.kind"),
-            ("involvedObject.namespace", "involvedObject.namespace"),
-            ("involvedObject.name", "involvedObject.name"),
-            ("involvedObject.uid", "involvedObject.uid"),
-            ("involvedObject.apiVersion", "involvedObject.apiVersion"),
-            ("involvedObject.resourceVersion", "involvedObject.resourceVersion"),
-            ("involvedObject.fieldPath", "involvedObject.fieldPath"),
-            ("reason", "reason"),
-            ("reportingComponent", "reportingComponent"),
-            ("source", "source.component"),
-            ("type", "type"),
-        ],
-        ("", "secrets") => &[("type", "type")],
-        ("", "namespaces") => &[("status.phase", "status.phase")],
-        ("", "nodes") => &[("spec.unschedulable", "spec.unschedulable?")],
-        ("", "replicationcontrollers") | ("apps", "replicasets") => &[("status.replicas", "status.replicas")],
-        ("batch", "jobs") => &[("status.successful", "status.successful")],
-        ("certificates.k8s.io", "certificatesigningrequests") => &[("spec.signerName", "spec.signerName")],
-        _ => &[],
-    }
-}
-
 /// One `field=value` / `field!=value` requirement, with the JSON path it reads.
 #[derive(Debug, Clone, PartialEq)]
 struct FieldReq {
@@ -178,10 +140,11 @@ struct FieldReq {
 pub struct FieldSelector(Vec<FieldReq>);
 
 impl FieldSelector {
-    /// Parses a field selector for the type `(group, plural)`; an unknown field is a 400 with
-    /// kube-apiserver's message.
-    pub fn parse(s: &str, group: &str, plural: &str) -> ApiResult<Self> {
-        Self::parse_with(s, selectable_fields(group, plural))
+    /// Parses a field selector for a built-in type that can be selected by `fields` (its
+    /// entry in the type table: `(field, JSON path)`, see `scheme::field_selectors`); an
+    /// unknown field is a 400 with kube-apiserver's message.
+    pub fn parse(s: &str, fields: &[(&str, &str)]) -> ApiResult<Self> {
+        Self::parse_with(s, fields)
     }
 
     /// Parses a field selector for a custom resource whose definition declares `selectable`
@@ -241,11 +204,12 @@ impl FieldSelector {
     }
 }
 
-/// The JSON paths a field selector on objects of `(group, plural)` can compare.
-pub fn selectable_paths(group: &str, plural: &str) -> impl Iterator<Item = &'static str> {
+/// The JSON paths a field selector on objects of a type that can be selected by `fields` can
+/// compare.
+pub fn selectable_paths<'a>(fields: &'a [(&'a str, &'a str)]) -> impl Iterator<Item = &'a str> {
     ["metadata.name", "metadata.namespace"]
         .into_iter()
-        .chain(selectable_fields(group, plural).iter().map(|(_, path)| *path))
+        .chain(fields.iter().map(|(_, path)| *path))
 }
 
 /// The text a field selector compares for `path` in `obj`.
@@ -307,6 +271,7 @@ fn label_text(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheme::field_selectors;
     use serde_json::json;
 
     #[test]
@@ -323,7 +288,7 @@ mod tests {
     #[test]
     fn field_selectors_match_name_and_namespace() {
         let o = json!({"metadata": {"name": "a", "namespace": "ns"}});
-        let f = |s: &str, plural: &str| FieldSelector::parse(s, "", plural);
+        let f = |s: &str, plural: &str| FieldSelector::parse(s, field_selectors("", plural));
         assert!(f("metadata.name=a,metadata.namespace!=x", "pods")
             .unwrap()
             .matches(&o));
@@ -359,19 +324,31 @@ mod tests {
     #[test]
     fn field_selectors_cover_per_type_fields() {
         let pod = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
-        let f = |s: &str| FieldSelector::parse(s, "", "pods").unwrap().matches(&pod);
+        let f = |s: &str| {
+            FieldSelector::parse(s, field_selectors("", "pods"))
+                .unwrap()
+                .matches(&pod)
+        };
         assert!(f("spec.nodeName=n1,status.phase=Running") && f("spec.hostNetwork=false"));
         assert!(!f("spec.nodeName=n2") && !f("status.phase!=Running"));
         let ev = json!({"involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "kubelet"}});
-        let e = |s: &str| FieldSelector::parse(s, "", "events").unwrap().matches(&ev);
+        let e = |s: &str| {
+            FieldSelector::parse(s, field_selectors("", "events"))
+                .unwrap()
+                .matches(&ev)
+        };
         assert!(e("involvedObject.kind=Pod,involvedObject.name=p,source=kubelet"));
         let secret = json!({"type": "Opaque"});
-        assert!(FieldSelector::parse("type=Opaque", "", "secrets")
-            .unwrap()
-            .matches(&secret));
+        assert!(
+            FieldSelector::parse("type=Opaque", field_selectors("", "secrets"))
+                .unwrap()
+                .matches(&secret)
+        );
         let rs = json!({"status": {"replicas": 3}});
-        assert!(FieldSelector::parse("status.replicas=3", "apps", "replicasets")
-            .unwrap()
-            .matches(&rs));
+        assert!(
+            FieldSelector::parse("status.replicas=3", field_selectors("apps", "replicasets"))
+                .unwrap()
+                .matches(&rs)
+        );
     }
 }

@@ -8,7 +8,7 @@ use crate::machinery::field_validation::Directive;
 use crate::machinery::managed;
 use crate::machinery::query::{flag, Query};
 use crate::machinery::selector::{FieldSelector, LabelSelector};
-use crate::scheme::ResourceType;
+use crate::scheme::{field_selectors, ResourceType};
 use crate::store::plans::{self, ListPlan, ReadAt};
 
 /// The manager of writes that name none: the server's own (controllers, the garbage
@@ -60,7 +60,7 @@ pub fn selectors(rt: &ResourceType, q: &Query) -> ApiResult<(LabelSelector, Fiel
     let text = q.get("fieldSelector").map_or("", String::as_str);
     let fields = match &rt.custom {
         Some(custom) => FieldSelector::parse_custom(text, &custom.selectable)?,
-        None => FieldSelector::parse(text, &rt.group, &rt.plural)?,
+        None => FieldSelector::parse(text, field_selectors(&rt.group, &rt.plural))?,
     };
     Ok((labels, fields))
 }

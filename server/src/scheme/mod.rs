@@ -324,6 +324,44 @@ pub fn builtin() -> Vec<ResourceType> {
     ]
 }
 
+/// The fields a built-in type (by group and plural) can be selected by beyond `metadata.name`
+/// and `metadata.namespace`, as kube-apiserver registers them per type: `(field, JSON path)`. A path ending in `?` is a
+/// boolean that matches as `"true"`/`"false"`; a number matches as its decimal text.
+pub fn field_selectors(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, plural) {
+        ("", "pods") => &[
+            ("spec.nodeName", "spec.nodeName"),
+            ("spec.restartPolicy", "spec.restartPolicy"),
+            ("spec.schedulerName", "spec.schedulerName"),
+            ("spec.serviceAccountName", "spec.serviceAccountName"),
+            ("spec.hostNetwork", "spec.hostNetwork?"),
+            ("status.phase", "status.phase"),
+            ("status.podIP", "status.podIP"),
+            ("status.nominatedNodeName", "status.nominatedNodeName"),
+        ],
+        ("", "events") | ("events.k8s.io", "events") => &[
+            ("involvedObject.kind", "involvedObject.kind"),
+            ("involvedObject.namespace", "involvedObject.namespace"),
+            ("involvedObject.name", "involvedObject.name"),
+            ("involvedObject.uid", "involvedObject.uid"),
+            ("involvedObject.apiVersion", "involvedObject.apiVersion"),
+            ("involvedObject.resourceVersion", "involvedObject.resourceVersion"),
+            ("involvedObject.fieldPath", "involvedObject.fieldPath"),
+            ("reason", "reason"),
+            ("reportingComponent", "reportingComponent"),
+            ("source", "source.component"),
+            ("type", "type"),
+        ],
+        ("", "secrets") => &[("type", "type")],
+        ("", "namespaces") => &[("status.phase", "status.phase")],
+        ("", "nodes") => &[("spec.unschedulable", "spec.unschedulable?")],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &[("status.replicas", "status.replicas")],
+        ("batch", "jobs") => &[("status.successful", "status.successful")],
+        ("certificates.k8s.io", "certificatesigningrequests") => &[("spec.signerName", "spec.signerName")],
+        _ => &[],
+    }
+}
+
 /// The set of types, looked up by group, version and plural.
 #[derive(Debug, Clone)]
 pub struct Registry {

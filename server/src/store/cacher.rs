@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
 use crate::machinery::selector::{field_text, selectable_paths, Selectable};
+use crate::scheme::field_selectors;
 use crate::store::decode_value;
 use crate::store::encryption::Encryption;
 use crate::store::keys::{INTERNAL_PREFIX, ROOT};
@@ -53,7 +54,7 @@ impl Extract {
             })
             .unwrap_or_default();
         let (group, plural) = type_of_key(key);
-        let fields = selectable_paths(group, plural)
+        let fields = selectable_paths(field_selectors(group, plural))
             .map(|path| (path, field_text(obj, path).into()))
             .collect();
         Extract { labels, fields }
@@ -891,7 +892,7 @@ mod tests {
             ("", "status.podIP="),
         ] {
             let l = LabelSelector::parse(labels).unwrap();
-            let f = FieldSelector::parse(fields, "", "pods").unwrap();
+            let f = FieldSelector::parse(fields, field_selectors("", "pods")).unwrap();
             assert_eq!(
                 (l.matches(&*cached), f.matches(&*cached)),
                 (l.matches(&pod), f.matches(&pod)),

@@ -1085,3 +1085,154 @@ async fn immortal_namespaces_cannot_be_deleted() {
         "configmap/keep\n"
     );
 }
+
+/// Issue 20, bug 4: a write whose result equals the stored object stores nothing — the
+/// resourceVersion stays, no watcher hears of it, and kubectl says "(no change)" — for a
+/// patch, a PUT, a label set to its value and a repeated server-side apply alike.
+#[tokio::test]
+async fn writes_that_change_nothing_store_nothing() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "configmap", "same", "--from-literal=a=1"]);
+    let rv =
+        |k: &Kube| k.json("node-2", &["get", "configmap", "same"])["metadata"]["resourceVersion"].clone();
+    let before = rv(&k);
+    let out = k.ok(
+        "node-1",
+        &["patch", "configmap", "same", "-p", r#"{"data":{"a":"1"}}"#],
+    );
+    assert_eq!(out, "configmap/same patched (no change)\n");
+    k.ok("node-1", &["label", "configmap", "same", "tier=web"]);
+    let labelled = rv(&k);
+    assert_ne!(labelled, before, "a real change is stored");
+    let out = k.ok(
+        "node-2",
+        &["label", "configmap", "same", "tier=web", "--overwrite"],
+    );
+    assert_eq!(out, "configmap/same not labeled\n");
+    // A PUT of the object as read.
+    let path = "/api/v1/namespaces/default/configmaps/same";
+    let (_, current) = k.send(reqwest::Method::GET, 0, path, None).await;
+    let (code, put) = k.send(reqwest::Method::PUT, 1, path, Some(&current)).await;
+    assert_eq!(
+        (code, &put["metadata"]["resourceVersion"]),
+        (200, &labelled),
+        "{put}"
+    );
+    assert_eq!(put, current, "the stored object comes back as it was");
+    // Server-side apply of the same configuration, twice.
+    let manifest = k.manifest(
+        "same.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  b: \"2\"\n",
+    );
+    k.ok("node-1", &["apply", "--server-side", "-f", &manifest]);
+    let applied = k.json("node-1", &["get", "configmap", "applied"]);
+    k.ok("node-3", &["apply", "--server-side", "-f", &manifest]);
+    let again = k.json("node-3", &["get", "configmap", "applied"]);
+    assert_eq!(
+        again, applied,
+        "a repeated apply changes nothing, managedFields' times included"
+    );
+    // A watch from before the no-op writes sees only the real changes after it.
+    k.ok(
+        "node-1",
+        &["patch", "configmap", "same", "-p", r#"{"data":{"a":"2"}}"#],
+    );
+    let events = k
+        .text(&k.url(
+            2,
+            &format!(
+                "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={}&timeoutSeconds=2&fieldSelector=metadata.name%3Dsame",
+                before.as_str().unwrap()
+            ),
+        ))
+        .await;
+    let seen: Vec<(String, String)> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let last = rv(&k);
+    assert_eq!(
+        seen,
+        vec![
+            ("MODIFIED".to_string(), labelled.as_str().unwrap().to_string()),
+            ("MODIFIED".to_string(), last.as_str().unwrap().to_string()),
+        ],
+        "{events}"
+    );
+}
+
+/// Issue 20, bug 5: `resourceVersion: "0"` in an update names no revision, so the update is
+/// unconditional, as kube-apiserver treats it — except for types that require a precondition
+/// (PodDisruptionBudgets), which refuse an update without one with kube's 422.
+#[tokio::test]
+async fn an_update_with_resource_version_zero_is_unconditional() {
+    let k = Kube::start().await;
+    let node = k.manifest(
+        "node.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: worker-1\n  labels:\n    zone: a\n",
+    );
+    k.ok("node-1", &["create", "-f", &node]);
+    let mut stored = k.json("node-2", &["get", "node", "worker-1"]);
+    stored["metadata"]["resourceVersion"] = json!("0");
+    stored["metadata"]["labels"]["zone"] = json!("b");
+    let replaced = k.manifest("node-rv0.json", &stored.to_string());
+    let out = k.ok("node-3", &["replace", "-f", &replaced]);
+    assert_eq!(out, "node/worker-1 replaced\n");
+    let now = k.json("node-1", &["get", "node", "worker-1"]);
+    assert_eq!(now["metadata"]["labels"]["zone"], "b");
+    // Over HTTP, a ConfigMap alike.
+    k.ok("node-1", &["create", "configmap", "zero", "--from-literal=a=1"]);
+    let path = "/api/v1/namespaces/default/configmaps/zero";
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "zero", "resourceVersion": "0"}, "data": {"a": "2"}});
+    let (code, put) = k.send(reqwest::Method::PUT, 1, path, Some(&body)).await;
+    assert_eq!((code, &put["data"]["a"]), (200, &json!("2")), "{put}");
+    // PodDisruptionBudgets must name the revision they replace.
+    let pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+    let (code, created) = k.send(reqwest::Method::POST, 0, pdbs, Some(&pdb)).await;
+    assert_eq!(code, 201, "{created}");
+    let mut unpinned = pdb.clone();
+    unpinned["spec"]["minAvailable"] = json!(2);
+    for rv in [None, Some("0")] {
+        if let Some(rv) = rv {
+            unpinned["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let (code, status) = k
+            .send(reqwest::Method::PUT, 2, &format!("{pdbs}/web"), Some(&unpinned))
+            .await;
+        assert_eq!(
+            (code, status),
+            (
+                422,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "poddisruptionbudgets.policy \"web\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+                    "reason": "Invalid",
+                    "details": {"name": "web", "group": "policy", "kind": "poddisruptionbudgets",
+                        "causes": [{"reason": "FieldValueInvalid",
+                            "message": "Invalid value: 0x0: must be specified for an update",
+                            "field": "metadata.resourceVersion"}]},
+                    "code": 422})
+            )
+        );
+    }
+    unpinned["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    let (code, updated) = k
+        .send(reqwest::Method::PUT, 2, &format!("{pdbs}/web"), Some(&unpinned))
+        .await;
+    assert_eq!(
+        (code, &updated["spec"]["minAvailable"]),
+        (200, &json!(2)),
+        "{updated}"
+    );
+}

@@ -148,7 +148,7 @@ enum ClaimState {
 }
 
 async fn claim_state(store: &Store, pool: &Pool, v: u32, owner: &Owner<'_>) -> ApiResult<ClaimState> {
-    let Some(Stored { obj: claim, rv }) = store.get(&pool.key(v), true).await? else {
+    let Some(Stored { obj: claim, rv, .. }) = store.get(&pool.key(v), true).await? else {
         return Ok(ClaimState::Free(None));
     };
     let parent = &claim["spec"]["parentRef"];

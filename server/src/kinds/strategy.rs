@@ -45,6 +45,8 @@ pub struct Builtin {
     pub returns_deleted_object: bool,
     /// A PUT of an absent object creates it.
     pub create_on_update: bool,
+    /// A PUT must name the resourceVersion it replaces.
+    pub conditional_update: bool,
     /// What happens to dependents when a delete names no policy.
     pub gc: GcPolicy,
 }
@@ -63,6 +65,7 @@ impl Builtin {
             scale_selector: None,
             returns_deleted_object: false,
             create_on_update: false,
+            conditional_update: false,
             gc: GcPolicy::Delete,
         }
     }
@@ -84,6 +87,11 @@ impl Builtin {
 
     const fn created_on_update(mut self) -> Self {
         self.create_on_update = true;
+        self
+    }
+
+    const fn conditional_update(mut self) -> Self {
+        self.conditional_update = true;
         self
     }
 
@@ -121,9 +129,12 @@ const BUILTINS: &[Builtin] = &[
     ),
     Builtin::new("batch", "CronJob").generation().status(|| json!({})),
     Builtin::new("autoscaling", "HorizontalPodAutoscaler").status(|| json!({"desiredReplicas": 0})),
-    Builtin::new("policy", "PodDisruptionBudget").generation().status(
-        || json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}),
-    ),
+    Builtin::new("policy", "PodDisruptionBudget")
+        .generation()
+        .conditional_update()
+        .status(
+            || json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}),
+        ),
     Builtin::new("networking.k8s.io", "Ingress")
         .generation()
         .status(|| json!({"loadBalancer": {}})),
@@ -180,6 +191,10 @@ impl Strategy for Builtin {
 
     fn allow_create_on_update(&self) -> bool {
         self.create_on_update
+    }
+
+    fn allow_unconditional_update(&self) -> bool {
+        !self.conditional_update
     }
 
     fn scale_selector(&self, parent: &Value) -> String {

@@ -86,7 +86,8 @@ pub(crate) fn not_found(rt: &ResourceType, name: &str) -> ApiError {
 /// The client's resourceVersion precondition in a body, if any.
 pub(crate) fn precondition(obj: &Value) -> ApiResult<Option<i64>> {
     match meta_str(obj, "resourceVersion") {
-        None | Some("") => Ok(None),
+        // "0" names no revision: an update carrying it is unconditional, as in kube-apiserver.
+        None | Some("") | Some("0") => Ok(None),
         Some(rv) => rv.parse::<i64>().map(Some).map_err(|_| {
             ApiError::bad_request(format!(
                 "invalid resourceVersion {rv:?}: must be a decimal revision"

@@ -134,6 +134,11 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether a PUT may leave out the resourceVersion (kube's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
     /// The `Scale` subresource's `status.selector` for `parent`.
     fn scale_selector(&self, parent: &Value) -> String {
         crate::machinery::selector::selector_string(&parent["spec"]["selector"])

@@ -80,6 +80,10 @@ pub(super) async fn guaranteed_update(
                         }
                     }
                 }
+                if !cur.stale && unchanged(&cur.obj, &next) {
+                    // Nothing to store: no new revision, no watch event (kubectl says "no change").
+                    return Ok(Reply::object(200, with_rv(cur.obj.clone(), cur.rv)));
+                }
                 strategy::of(rt)
                     .write(store, rt, &key, &mut next, Some(cur.rv))
                     .await?
@@ -123,6 +127,27 @@ pub(super) async fn guaranteed_update(
     ))
 }
 
+/// Whether `next` would store the same object as `current`. kube-apiserver compares the
+/// encoded objects and writes nothing when they are equal; the resourceVersion is not part of
+/// either, and neither is when a manager last applied fields it already owned (kube stamps a
+/// managedFields entry's time only when its operation changes the object).
+fn unchanged(current: &Value, next: &Value) -> bool {
+    fn comparable(obj: &Value) -> Value {
+        let mut obj = obj.clone();
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            if let Some(Value::Array(entries)) = meta.get_mut("managedFields") {
+                for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+                    entry.remove("time");
+                }
+                entries.sort_by_cached_key(Value::to_string);
+            }
+        }
+        obj
+    }
+    comparable(current) == comparable(next)
+}
+
 /// PUT of an object (or of its status subresource).
 pub async fn update(
     store: &Store,
@@ -154,10 +179,23 @@ pub async fn update(
         }
     };
     let create = strategy::of(&rt).allow_create_on_update() && !status_only;
+    let unconditional_refused = pinned.is_none() && !strategy::of(&rt).allow_unconditional_update();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
         let mut next = body.clone();
         match current {
+            Some(_) if unconditional_refused => {
+                // kube-apiserver's refusal names the resource where the kind would be.
+                return Err(ApiError::invalid(
+                    &rt.group,
+                    &rt.plural,
+                    &n,
+                    &[(
+                        "metadata.resourceVersion".to_string(),
+                        "Invalid value: 0x0: must be specified for an update".to_string(),
+                    )],
+                ));
+            }
             Some(cur) => {
                 if status_only {
                     next = take_status_only(&cur.obj, &next);

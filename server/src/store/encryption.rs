@@ -298,6 +298,19 @@ impl Encryption {
         Ok(out)
     }
 
+    /// Whether the value stored under `key` is in another form than [`Encryption::seal`]
+    /// would write now: encrypted with a key that is not the first, encrypted where the first
+    /// provider is `identity` (or nothing covers the key), or plaintext where it encrypts.
+    /// kube-apiserver calls such a value stale and rewrites it even when the object is unchanged.
+    pub fn stale(&self, key: &str, stored: &[u8]) -> bool {
+        match self.rule_for(key).and_then(|r| r.providers.first()) {
+            Some(Provider::AesGcm(keys)) if !keys.is_empty() => {
+                keys.first().is_none_or(|k| !stored.starts_with(&k.prefix))
+            }
+            _ => stored.starts_with(ENCRYPTED),
+        }
+    }
+
     /// The plaintext of the value stored under `key`, or why no provider can read it.
     pub fn open<'a>(&self, key: &str, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
         let Some(rule) = self.rule_for(key) else {
@@ -479,6 +492,34 @@ mod tests {
             .seal(SECRET_KEY, b"{}".to_vec())
             .unwrap()
             .starts_with(b"k8s:enc:aesgcm:v1:k2:"));
+    }
+
+    #[test]
+    fn values_not_written_as_a_write_would_write_them_now_are_stale() {
+        let old = config(&aes(&[("k1", 1)]));
+        let sealed_old = old.seal(SECRET_KEY, b"{}".to_vec()).unwrap();
+        assert!(!old.stale(SECRET_KEY, &sealed_old));
+        assert!(
+            old.stale(SECRET_KEY, b"{}"),
+            "plaintext where the first provider encrypts"
+        );
+        let rotated = config(&(aes(&[("k2", 2), ("k1", 1)]) + "  - identity: {}\n"));
+        assert!(
+            rotated.stale(SECRET_KEY, &sealed_old),
+            "sealed with a key that is not the first"
+        );
+        let sealed_new = rotated.seal(SECRET_KEY, b"{}".to_vec()).unwrap();
+        assert!(!rotated.stale(SECRET_KEY, &sealed_new));
+        let decrypting = config(&("  - identity: {}\n".to_string() + &aes(&[("k2", 2)])));
+        assert!(
+            decrypting.stale(SECRET_KEY, &sealed_new),
+            "encrypted where identity comes first"
+        );
+        assert!(!decrypting.stale(SECRET_KEY, b"{}"));
+        assert!(
+            !old.stale("/registry/core/configmaps/shop/a", b"{}"),
+            "not covered, plain"
+        );
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub struct Stored {
     pub obj: Value,
     /// Its mod revision (= resourceVersion).
     pub rv: i64,
+    /// It is stored in another form than a write would store it now (encrypted with a key
+    /// that is no longer the first, or encrypted or not against the encryption config), so
+    /// writing it back unchanged is not a no-op: that is how keys are rotated.
+    pub stale: bool,
 }
 
 /// The outcome of a compare-and-swap write.
@@ -112,7 +116,8 @@ impl Store {
     /// Decodes a record read from the store (decrypting it if the encryption covers it).
     fn decode(&self, kv: pb::KeyValue) -> ApiResult<Stored> {
         let key = String::from_utf8_lossy(&kv.key);
-        let obj = if key.starts_with(keys::INTERNAL_PREFIX) {
+        let internal = key.starts_with(keys::INTERNAL_PREFIX);
+        let obj = if internal {
             serde_json::from_slice(&kv.value).map_err(|e| format!("record not decodable: {e}"))
         } else {
             decode_value(&self.encryption, &key, &kv.value, kv.mod_revision)
@@ -121,6 +126,7 @@ impl Store {
         Ok(Stored {
             obj,
             rv: kv.mod_revision,
+            stale: !internal && self.encryption.stale(&key, &kv.value),
         })
     }
 

@@ -106,6 +106,11 @@ pub struct WatchArgs {
     /// over the same HTTP (no storage, no replication), the least any watch server pays here.
     #[arg(long)]
     pub floor: bool,
+    /// How kuberaft runs: `secure` (the default: HTTPS, watchers and writers authenticated by
+    /// the admin's client certificate, RBAC on every request) or `insecure` (plain HTTP, as
+    /// the floor server speaks).
+    #[arg(long, value_enum, default_value = "secure")]
+    pub kuberaft_security: Security,
 }
 
 /// The kuberaft binary to start: the one given, else `kuberaft` next to this executable.
@@ -128,8 +133,8 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
         match system {
             System::Kuberaft => {
                 let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
-                // The watch benchmark's clients speak plain HTTP: --insecure.
-                kuberaft = Some(KuberaftCluster::start(&bin, ports, false, false).await?);
+                let secure = args.kuberaft_security == Security::Secure;
+                kuberaft = Some(KuberaftCluster::start(&bin, ports, false, secure).await?);
             }
             System::Etcd => etcd = Some(EtcdCluster::start(&args.etcd_bin, ports, false).await?),
         }
@@ -143,7 +148,10 @@ async fn run_watch_bench(args: WatchArgs) -> anyhow::Result<()> {
         targets.push((watchbench::Target::Etcd(&e.addrs), e.pids()));
     }
     if let Some(k) = &kuberaft {
-        targets.push((watchbench::Target::Kuberaft(&k.api_addrs), vec![k.pid()]));
+        targets.push((
+            watchbench::Target::Kuberaft(&k.api_addrs, k.tls.as_ref()),
+            vec![k.pid()],
+        ));
     }
     if let Some(f) = &floor {
         targets.push((watchbench::Target::Floor(&f.addrs), vec![f.pid()]));

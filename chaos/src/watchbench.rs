@@ -25,7 +25,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::client::etcdpb;
-use crate::client::{connect, prefix_end};
+use crate::client::{connect, prefix_end, Tls};
 use crate::report::{fmt_ms, fmt_rate};
 use crate::workload::new_histogram;
 
@@ -62,8 +62,9 @@ impl WatchCell {
 /// The system a cell drives, by the addresses of its replicas.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
-    /// kuberaft replicas' Kubernetes API (`host:port`).
-    Kuberaft(&'a [String]),
+    /// kuberaft replicas' Kubernetes API (`host:port`), over HTTPS as the admin when the
+    /// cluster is secure.
+    Kuberaft(&'a [String], Option<&'a Tls>),
     /// etcd members' client URLs (`host:port`).
     Etcd(&'a [String]),
     /// The fan-out floor (`crate::floor`): the same HTTP requests as kuberaft's.
@@ -74,7 +75,7 @@ impl Target<'_> {
     /// The system's name in reports.
     pub fn name(&self) -> &'static str {
         match self {
-            Target::Kuberaft(_) => "kuberaft",
+            Target::Kuberaft(..) => "kuberaft",
             Target::Etcd(_) => "etcd",
             Target::Floor(_) => "floor",
         }
@@ -326,12 +327,22 @@ async fn open_cell(
     watchers: &mut JoinSet<anyhow::Result<Vec<(usize, Instant)>>>,
 ) -> anyhow::Result<Writer> {
     match target {
-        Target::Kuberaft(api_addrs) | Target::Floor(api_addrs) => {
-            let http = reqwest::Client::builder()
+        Target::Kuberaft(api_addrs, _) | Target::Floor(api_addrs) => {
+            let tls = match target {
+                Target::Kuberaft(_, tls) => tls,
+                _ => None,
+            };
+            // The admin's certificate over HTTPS for a secure cluster, plain HTTP otherwise.
+            let builder = || match tls {
+                Some(t) => t.http_builder(),
+                None => Ok(reqwest::Client::builder()),
+            };
+            let http = builder()?
                 .tcp_nodelay(true)
                 .build()
                 .context("cannot build an HTTP client")?;
-            let base = |i: usize| format!("http://{}", api_addrs[i % api_addrs.len()]);
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            let base = |i: usize| format!("{scheme}://{}", api_addrs[i % api_addrs.len()]);
             let namespace = format!("watch-{tag}");
             let ns =
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
@@ -350,17 +361,18 @@ async fn open_cell(
                 .context("a list without resourceVersion")?
                 .to_string();
             // Watchers first, their connections spread over the replicas.
+            // Over TLS, ALPN offers only h2 with prior knowledge; in plaintext, h2c.
             let connections = (0..cell.connections())
                 .map(|_| {
-                    let builder = reqwest::Client::builder().tcp_nodelay(true);
+                    let builder = builder()?.tcp_nodelay(true);
                     match cell.per_connection {
                         1 => builder.http1_only(),
                         _ => builder.http2_prior_knowledge(),
                     }
                     .build()
+                    .context("cannot build an HTTP client")
                 })
-                .collect::<Result<Vec<_>, _>>()
-                .context("cannot build an HTTP client")?;
+                .collect::<anyhow::Result<Vec<_>>>()?;
             for w in 0..cell.watchers {
                 let c = w / cell.per_connection;
                 let url = format!("{}?watch=1&resourceVersion={from}", collection(c));

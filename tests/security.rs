@@ -415,6 +415,34 @@ async fn anonymous_and_bad_credentials_get_401_and_write_nothing() {
         r.text().await.unwrap(),
         r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"tim\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}"#
     );
+    // What nothing serves is authorized first, as kube-apiserver does: the user without
+    // bindings is refused for the path as named, and only the admin learns it is a 404.
+    for (path, message) in [
+        (
+            "/api/v1/namespaces/default/nosuchresource",
+            r#"nosuchresource is forbidden: User "tim" cannot list resource "nosuchresource" in API group "" in the namespace "default""#,
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps/kube-root-ca.crt/bogus",
+            r#"configmaps "kube-root-ca.crt" is forbidden: User "tim" cannot get resource "configmaps/bogus" in API group "" in the namespace "default""#,
+        ),
+    ] {
+        let r = anonymous
+            .get(k.url(0, path))
+            .header("authorization", "Bearer s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{path}");
+        let status: Value = r.json().await.unwrap();
+        assert_eq!(status["message"], message, "{status}");
+        let (code, status) = k.send(reqwest::Method::GET, 0, path, None).await;
+        assert_eq!(
+            (code, &status["message"]),
+            (404, &json!("the server could not find the requested resource")),
+            "{status}"
+        );
+    }
 }
 
 /// Asks replica 0 (as the admin) who `token` is: (status code, TokenReview).

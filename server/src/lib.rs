@@ -29,8 +29,9 @@
 //! **`filters`** — tower layers every request passes before an endpoint, in the order
 //! `server::router` lists them: request id and panic recovery, compression, audit (when
 //! configured; the filters inside it record into its per-request record), authentication
-//! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`, `404`/`405`
-//! for what nothing serves), authorization (`403`). In-flight limits go here.
+//! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`; what
+//! nothing serves is kept as `Unserved`, answered `404`/`405` by the endpoint once authorized),
+//! authorization (`403`). In-flight limits go here.
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
 //!

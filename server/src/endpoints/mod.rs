@@ -114,6 +114,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         RequestInfo::Resource { request, verb } => (Target::Resource(request), Some(verb)),
         RequestInfo::Discovery(target) => (target, None),
         RequestInfo::NonResource { .. } => return Err(ApiError::no_route()),
+        RequestInfo::Unserved(e) => return Err(e),
     };
     let offer = match &target {
         Target::Resource(_) => Offer::Resource,

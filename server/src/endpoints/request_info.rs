@@ -51,6 +51,10 @@ pub enum RequestInfo {
         /// `get`, `post`, ...
         verb: String,
     },
+    /// A path under `/api` or `/apis` that serves nothing (`404`) or not this verb (`405`):
+    /// the endpoint answers the error, after authorization has had its say on the path as
+    /// kube-apiserver's request info names it (so an unauthorized user learns nothing).
+    Unserved(ApiError),
 }
 
 /// `sub` if `rt` serves it, else `404` as for any path that serves nothing.

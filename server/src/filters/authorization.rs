@@ -10,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
+use crate::audit::request::RequestInfo as KubeRequestInfo;
 use crate::authentication::UserInfo;
 use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
 use crate::endpoints::request_info::RequestInfo;
@@ -31,6 +32,7 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
     };
     let path = request.uri().path();
     let method: String;
+    let named: KubeRequestInfo<'_>;
     let attrs = match info {
         RequestInfo::Resource { request: r, verb } => {
             let name = r.name.as_deref().unwrap_or_default();
@@ -58,6 +60,26 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
         RequestInfo::Discovery(_) => {
             method = request.method().as_str().to_ascii_lowercase();
             Attributes::non_resource(user, &method, path)
+        }
+        // What nothing serves is authorized as kube-apiserver's request info names the path
+        // (`nosuchresource` in `default`), so only a user allowed to ask learns it is `404`.
+        RequestInfo::Unserved(_) => {
+            named = KubeRequestInfo::parse(request.method(), path, request.uri().query());
+            match &named.resource {
+                Some(r) => Attributes::resource(
+                    user,
+                    &named.verb,
+                    ResourceAttributes {
+                        api_group: r.api_group,
+                        api_version: r.api_version,
+                        resource: r.resource,
+                        subresource: r.subresource,
+                        namespace: r.namespace,
+                        name: r.name,
+                    },
+                ),
+                None => Attributes::non_resource(user, &named.verb, path),
+            }
         }
     };
     let decision = authorizer.authorize(&attrs);

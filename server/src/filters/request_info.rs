@@ -1,7 +1,8 @@
 //! The request info filter: parses every request into a `RequestInfo` once
-//! (`endpoints::request_info`), stores it in the request's extensions, and answers `404` for a
-//! path that serves nothing and `405` for a verb the path does not serve before any endpoint
-//! runs — kube-apiserver's `WithRequestInfo`.
+//! (`endpoints::request_info`) and stores it in the request's extensions — kube-apiserver's
+//! `WithRequestInfo`. A path that serves nothing (`404`) or not this verb (`405`) is kept as
+//! `RequestInfo::Unserved`: authorization decides on it first, as kube's does, and the endpoint
+//! answers the error without touching anything.
 
 use axum::extract::{Request, State};
 use axum::http::{Method, Uri};
@@ -16,18 +17,18 @@ use crate::machinery::errors::ApiResult;
 use crate::machinery::query::watch_requested;
 
 /// The request info filter: parses the request into a [`RequestInfo`] and stores it in the
-/// request's extensions, or answers `404`/`405` itself so that no endpoint sees a path that
-/// serves nothing or a verb the path does not serve.
+/// request's extensions (a `404`/`405` as [`RequestInfo::Unserved`]); any other failure to
+/// resolve the path (no quorum to look up new types) is answered here.
 pub async fn filter(State(api): State<Api>, mut request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let uri = request.uri().clone();
-    match resolve(&api, &method, &uri).await {
-        Ok(info) => {
-            request.extensions_mut().insert(info);
-            next.run(request).await
-        }
-        Err(e) => error_response(e, wants_protobuf(request.headers())),
-    }
+    let info = match resolve(&api, &method, &uri).await {
+        Ok(info) => info,
+        Err(e) if e.code == 404 || e.code == 405 => RequestInfo::Unserved(e),
+        Err(e) => return error_response(e, wants_protobuf(request.headers())),
+    };
+    request.extensions_mut().insert(info);
+    next.run(request).await
 }
 
 async fn resolve(api: &Api, method: &Method, uri: &Uri) -> ApiResult<RequestInfo> {

@@ -13,9 +13,7 @@
 
 use kuberaft::cli::certs::ensure_encryption_config;
 use kuberaft::cli::cluster_up::{ADMIN_GROUP, ADMIN_USER};
-use kuberaft::config::{
-    CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig,
-};
+use kuberaft::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
 use kuberaft::pki::layout::Layout;
 use std::path::PathBuf;
 use std::process::Command;
@@ -223,19 +221,7 @@ impl ChaosCluster {
                 request_timeout_seconds: 3,
                 watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
                 feature_gates: FeatureGates::default(),
-                security: Some({
-                    let files = pki.replica(&format!("node-{}", i + 1));
-                    SecurityConfig {
-                        certificate_authority: pki.ca_cert(),
-                        serving_certificate: files.api_cert,
-                        serving_key: files.api_key,
-                        peer_certificate: files.peer_cert,
-                        peer_key: files.peer_key,
-                        service_account_key: Some(pki.sa_key()),
-                        token_file: None,
-                        encryption_config: Some(pki.encryption_config()),
-                    }
-                }),
+                security: Some(pki.security_config(&format!("node-{}", i + 1))),
                 audit: None,
             }
             .to_yaml()

@@ -144,7 +144,7 @@ pub fn config_yaml(
     use kuberaft::config::{
         AuditConfig, CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig,
     };
-    let files = pki.replica(&format!("node-{id}"));
+    let name = format!("node-{id}");
     let mut feature_gates = FeatureGates::default();
     for gate in &o.feature_gates {
         feature_gates
@@ -178,14 +178,8 @@ pub fn config_yaml(
         watch_buffer: o.watch_buffer,
         feature_gates,
         security: Some(SecurityConfig {
-            certificate_authority: pki.ca_cert(),
-            serving_certificate: files.api_cert,
-            serving_key: files.api_key,
-            peer_certificate: files.peer_cert,
-            peer_key: files.peer_key,
-            service_account_key: Some(pki.sa_key()),
             token_file: o.token_file.as_ref().map(|_| pki.dir.join("tokens.csv")),
-            encryption_config: Some(pki.encryption_config()),
+            ..pki.security_config(&name)
         }),
         audit: o.audit_policy.as_ref().map(|policy| AuditConfig {
             policy_file: policy.clone(),

@@ -73,18 +73,10 @@ fn ensure_pki(dir: &Path, nodes: u64) -> anyhow::Result<Layout> {
 
 /// The `security` section of node `id`'s config: paths relative to the config's directory.
 fn security(id: u64) -> SecurityConfig {
-    let rel = |p: &str| PathBuf::from("pki").join(p);
-    let node = format!("replicas/node-{id}");
-    SecurityConfig {
-        certificate_authority: rel("ca.crt"),
-        serving_certificate: rel(&format!("{node}/api.crt")),
-        serving_key: rel(&format!("{node}/api.key")),
-        peer_certificate: rel(&format!("{node}/peer.crt")),
-        peer_key: rel(&format!("{node}/peer.key")),
-        service_account_key: Some(rel("service-account.key")),
-        token_file: None,
-        encryption_config: Some(rel("encryption-config.yaml")),
+    Layout {
+        dir: PathBuf::from("pki"),
     }
+    .security_config(&format!("node-{id}"))
 }
 
 fn random_suffix() -> String {

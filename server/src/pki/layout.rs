@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::issue::{self, Authority, Pair};
 use super::{check, PkiError};
+use crate::config::SecurityConfig;
 
 /// A PKI directory.
 #[derive(Debug, Clone)]
@@ -86,6 +87,23 @@ impl Layout {
             api_key: d.join("api.key"),
             peer_cert: d.join("peer.crt"),
             peer_key: d.join("peer.key"),
+        }
+    }
+
+    /// The `security` section of replica `name`'s config: this PKI's CA, the replica's
+    /// certificates, the service-account key and the encryption config (relative paths when
+    /// the directory is, as `cluster up` writes them), and no token file.
+    pub fn security_config(&self, name: &str) -> SecurityConfig {
+        let files = self.replica(name);
+        SecurityConfig {
+            certificate_authority: self.ca_cert(),
+            serving_certificate: files.api_cert,
+            serving_key: files.api_key,
+            peer_certificate: files.peer_cert,
+            peer_key: files.peer_key,
+            service_account_key: Some(self.sa_key()),
+            token_file: None,
+            encryption_config: Some(self.encryption_config()),
         }
     }
 

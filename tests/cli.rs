@@ -11,10 +11,12 @@ use support::*;
 const T: Duration = Duration::from_secs(30);
 
 fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(kuberaft_bin())
-        .args(args)
-        .output()
-        .expect("run kuberaft");
+    outcome(Command::new(kuberaft_bin()).args(args))
+}
+
+/// Runs `cmd` to completion: whether it succeeded, its stdout and its stderr.
+fn outcome(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.output().expect("run the command");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -269,33 +271,12 @@ async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
     }
     // A second `cluster up` on the same dir restarts the same cluster with its data.
     let configs_before = std::fs::read_to_string(dir.path().join("node-1.yaml")).unwrap();
-    let mut again = Command::new(kuberaft_bin())
-        .args(["cluster", "up", "--nodes", "3", "--dir"])
-        .arg(dir.path())
-        .args(["--api-port", &api.to_string(), "--peer-port", &peer.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(again.stdout.take().unwrap());
-    let mut line = String::new();
-    use std::io::BufRead;
-    while !line.contains("Ctrl-C") {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "second cluster up exited early"
-        );
-    }
+    let again = UpCluster::start(dir.path(), api, peer);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("node-1.yaml")).unwrap(),
         configs_before
     );
-    // SAFETY: as above.
-    unsafe {
-        libc::kill(again.id() as libc::pid_t, libc::SIGTERM);
-    }
-    assert!(again.wait().unwrap().success());
+    assert!(again.stop().success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -496,4 +477,288 @@ async fn a_replica_of_another_cluster_is_refused_and_exits() {
     let mut kv = c.kv(leader).await;
     put(&mut kv, "/still/fine", b"1").await.unwrap();
     assert!(c.log(0).contains("another cluster") || c.log(1).contains("another cluster"));
+}
+
+/// A `cluster up` in the background, stopped (SIGTERM) when dropped.
+struct UpCluster {
+    child: std::process::Child,
+    /// Its stdout, kept open: `cluster up` must be able to print while it stops the nodes.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl UpCluster {
+    /// Runs `cluster up` in `dir` and waits for its banner.
+    fn start(dir: &std::path::Path, api: u16, peer: u16) -> UpCluster {
+        use std::io::BufRead;
+        let mut child = Command::new(kuberaft_bin())
+            .args(["cluster", "up", "--nodes", "3", "--dir"])
+            .arg(dir)
+            .args(["--api-port", &api.to_string(), "--peer-port", &peer.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("Ctrl-C") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "cluster up exited early");
+        }
+        UpCluster {
+            child,
+            _stdout: out,
+            kubeconfig: dir.join("kubeconfig"),
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        outcome(
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .args(args),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.kubectl(args);
+        assert!(ok, "kubectl {args:?}: {err}");
+        out
+    }
+}
+
+impl UpCluster {
+    /// Stops every node as Ctrl-C would; returns how `cluster up` exited.
+    fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for UpCluster {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_dir, new_dir) = (dir.path().join("old"), dir.path().join("new"));
+    let api = base_port();
+    let old = UpCluster::start(&old_dir, api, api + 12000);
+    let kubeconfig = old.kubeconfig.to_str().unwrap().to_string();
+    old.ok(&["create", "namespace", "shop"]);
+    old.ok(&["-n", "shop", "create", "configmap", "app", "--from-literal=a=1"]);
+    old.ok(&[
+        "-n",
+        "shop",
+        "create",
+        "secret",
+        "generic",
+        "db",
+        "--from-literal=pw=s3cret",
+    ]);
+    let seen_rv: i64 = old
+        .ok(&[
+            "-n",
+            "shop",
+            "get",
+            "configmap",
+            "app",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ])
+        .parse()
+        .unwrap();
+
+    // Online, from the replicas the kubeconfig names, as the admin over mutual TLS.
+    let file = dir.path().join("backup.snap");
+    let (ok, out, err) = run(&[
+        "snapshot",
+        "save",
+        file.to_str().unwrap(),
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!("Snapshot saved at {}: revision ", file.display())),
+        "{out}"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the backup is readable by others: {mode:o}");
+    }
+    assert!(!dir.path().join("backup.snap.part").exists());
+    old.ok(&["-n", "shop", "create", "configmap", "after-the-backup"]);
+    let old_name = std::fs::read_to_string(old_dir.join("node-1.yaml")).unwrap();
+    let old_name = old_name
+        .lines()
+        .find_map(|l| l.strip_prefix("clusterName: "))
+        .unwrap()
+        .to_string();
+
+    let (ok, out, err) = run(&["snapshot", "status", file.to_str().unwrap(), "-o", "json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["clusterName"], old_name.as_str(), "{status}");
+    assert_eq!(status["formatVersion"], 1, "{status}");
+    let revision = status["revision"].as_i64().unwrap();
+    assert!(revision >= seen_rv, "{status}");
+    assert!(status["keys"].as_u64().unwrap() > 10, "{status}");
+    assert_eq!(
+        status["sizeBytes"].as_u64().unwrap(),
+        std::fs::metadata(&file).unwrap().len()
+    );
+    assert_eq!(status["sha256"].as_str().unwrap().len(), 64, "{status}");
+
+    // A damaged file is refused by status and restore, and restore writes nothing.
+    let bytes = std::fs::read(&file).unwrap();
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x01;
+    for (what, bad) in [
+        ("truncated", bytes[..bytes.len() - 100].to_vec()),
+        ("flipped", flipped),
+    ] {
+        let path = dir.path().join(format!("{what}.snap"));
+        std::fs::write(&path, bad).unwrap();
+        let (ok, _, err) = run(&["snapshot", "status", path.to_str().unwrap()]);
+        assert!(!ok && err.contains("is not a usable backup"), "{what}: {err}");
+        let target = dir.path().join(format!("{what}-cluster"));
+        let (ok, _, err) = run(&[
+            "snapshot",
+            "restore",
+            path.to_str().unwrap(),
+            "--dir",
+            target.to_str().unwrap(),
+        ]);
+        assert!(!ok && err.contains("is not a usable backup"), "{what}: {err}");
+        assert!(
+            !target.exists(),
+            "{what}: a refused restore left {}",
+            target.display()
+        );
+    }
+
+    // The Secret is sealed with the old cluster's key: a new cluster without it is refused
+    // before anything is written...
+    let restore = |extra: &[&str]| {
+        let mut args = vec![
+            "snapshot",
+            "restore",
+            file.to_str().unwrap(),
+            "--dir",
+            new_dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (new_api, new_peer) = (api + 3, api + 12003);
+    let ports = [
+        "--api-port".to_string(),
+        new_api.to_string(),
+        "--peer-port".to_string(),
+        new_peer.to_string(),
+    ];
+    let ports: Vec<&str> = ports.iter().map(String::as_str).collect();
+    let (ok, _, err) = restore(&ports);
+    assert!(
+        !ok && err.contains("/registry/core/secrets/shop/db") && err.contains("cannot be opened"),
+        "{err}"
+    );
+    assert!(!new_dir.exists());
+    // ...and with the old PKI copied over, it is restored.
+    std::fs::create_dir_all(&new_dir).unwrap();
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(old_dir.join("pki"))
+        .arg(new_dir.join("pki"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let (ok, out, err) = restore(&ports);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("at revision {}", revision + 1_000_000_000)),
+        "{out}"
+    );
+    let (ok, _, err) = restore(&ports);
+    assert!(!ok && err.contains("already holds a cluster"), "{err}");
+    assert!(old.stop().success());
+
+    let new = UpCluster::start(&new_dir, new_api, new_peer);
+    let new_name = std::fs::read_to_string(new_dir.join("node-1.yaml")).unwrap();
+    assert!(!new_name.contains(&old_name), "a restore makes a new cluster");
+    assert_eq!(
+        new.ok(&[
+            "-n",
+            "shop",
+            "get",
+            "configmap",
+            "app",
+            "-o",
+            "jsonpath={.data.a}"
+        ]),
+        "1"
+    );
+    assert_eq!(
+        new.ok(&["-n", "shop", "get", "secret", "db", "-o", "jsonpath={.data.pw}"]),
+        "czNjcmV0"
+    );
+    let (ok, _, err) = new.kubectl(&["-n", "shop", "get", "configmap", "after-the-backup"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    let created: i64 = new
+        .ok(&[
+            "-n",
+            "shop",
+            "create",
+            "configmap",
+            "new",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ])
+        .parse()
+        .unwrap();
+    assert!(created > revision + 1_000_000_000, "{created}");
+    // An informer resuming with a resourceVersion of the old cluster is told to re-list.
+    let pem = |f: &str| std::fs::read(new_dir.join("pki").join(f)).unwrap();
+    let http = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem("ca.crt")).unwrap())
+        .identity(
+            reqwest::Identity::from_pem(
+                &[pem("users/kuberaft-admin.crt"), pem("users/kuberaft-admin.key")].concat(),
+            )
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let watch = http
+        .get(format!(
+            "https://127.0.0.1:{}/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion={seen_rv}",
+            new_api + 1
+        ))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    let first_event = watch.text().await.unwrap_or_default();
+    let event: serde_json::Value = serde_json::from_str(first_event.lines().next().unwrap_or("")).unwrap();
+    assert_eq!(event["type"], "ERROR", "{first_event}");
+    assert_eq!(event["object"]["code"], 410, "{first_event}");
+    assert_eq!(event["object"]["reason"], "Expired", "{first_event}");
+    assert!(new.stop().success());
 }

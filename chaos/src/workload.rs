@@ -425,6 +425,15 @@ mod tests {
 
         #[tonic::async_trait]
         impl Kv for FakeKv {
+            type SnapshotStream = futures::stream::Empty<Result<pb::SnapshotChunk, Status>>;
+
+            async fn snapshot(
+                &self,
+                _: Request<pb::SnapshotRequest>,
+            ) -> Result<Response<Self::SnapshotStream>, Status> {
+                Err(Status::unimplemented("snapshot"))
+            }
+
             async fn range(
                 &self,
                 req: Request<pb::RangeRequest>,

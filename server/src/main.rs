@@ -1,9 +1,10 @@
 //! The `kuberaft` binary: parses the command line and runs the library's command.
 //!
 //! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas), `certs`
-//! (the PKI step by step) and `endpoint status` (one row per member).
+//! (the PKI step by step), `endpoint status` (one row per member) and `snapshot` (backup and
+//! restore).
 
-use kuberaft::cli::{certs, cluster_up, endpoint_status};
+use kuberaft::cli::{certs, cluster_up, endpoint_status, snapshot};
 use kuberaft::server::{self, observability};
 
 use std::path::PathBuf;
@@ -52,6 +53,11 @@ enum Cmd {
         #[command(subcommand)]
         command: EndpointCmd,
     },
+    /// Back up a running cluster, inspect a backup, make a new cluster from one.
+    Snapshot {
+        #[command(subcommand)]
+        command: snapshot::SnapshotCmd,
+    },
 }
 
 #[derive(Subcommand)]
@@ -90,6 +96,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Endpoint {
                 command: EndpointCmd::Status(args),
             } => endpoint_status::run(args).await,
+            Cmd::Snapshot { command } => snapshot::run(command).await,
         }
     });
     match result {

@@ -9,13 +9,16 @@
 //!   RocksDB write;
 //! * log appends are fsync'd before the caller is told they are durable.
 
+pub mod backup;
 pub mod db;
 pub mod error;
+mod hashing;
 pub mod keys;
 pub mod log;
 pub mod mvcc;
 pub mod snapshot;
 
+pub use backup::{read_backup, BackupOrigin, BackupSummary, RestoreSummary, BACKUP_FORMAT_VERSION};
 pub use db::{Db, Identity};
 pub use error::StorageError;
 pub use log::LogStore;

@@ -31,8 +31,10 @@ pub const MAX_KEY_BYTES: usize = 4096;
 /// Largest encoded transaction.
 pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 
-const META_REVISION: &[u8] = b"revision";
-const META_COMPACTED: &[u8] = b"compacted";
+/// Key of the current revision in the `sm` family.
+pub(crate) const META_REVISION: &[u8] = b"revision";
+/// Key of the compacted revision in the `sm` family.
+pub(crate) const META_COMPACTED: &[u8] = b"compacted";
 /// Key of the Raft layer's applied marker in the `sm` family.
 pub(crate) const META_APPLIED: &[u8] = b"applied";
 /// Key of the Raft layer's membership record in the `sm` family.
@@ -171,7 +173,7 @@ fn encode_without_key(kv: &KeyValue) -> Vec<u8> {
     .encode_to_vec()
 }
 
-fn decode_i64(bytes: Option<Vec<u8>>) -> Result<i64, StorageError> {
+pub(crate) fn decode_i64(bytes: Option<Vec<u8>>) -> Result<i64, StorageError> {
     match bytes {
         None => Ok(0),
         Some(b) => from_be(&b)

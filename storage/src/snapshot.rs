@@ -13,6 +13,7 @@ use rocksdb::{IteratorMode, WriteBatch, WriteOptions};
 use sha2::{Digest, Sha256};
 
 use crate::db::{CF_EVENTS, CF_HISTORY, CF_KV, CF_SM};
+use crate::hashing::HashingWriter;
 use crate::mvcc::{META_APPLIED, META_MEMBERSHIP};
 use crate::{Mvcc, StorageError};
 
@@ -32,35 +33,13 @@ pub struct SnapshotInfo {
     pub size: u64,
 }
 
-struct HashingWriter<W: Write> {
-    inner: W,
-    hash: Sha256,
-    written: u64,
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hash.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 impl Mvcc {
     /// Writes a snapshot of the state machine to `path` (via a temporary file and rename).
     pub fn write_snapshot(&self, path: &Path) -> Result<SnapshotInfo, StorageError> {
         let tmp = path.with_extension("tmp");
         let snap = self.db.db.snapshot();
         let file = std::fs::File::create(&tmp)?;
-        let mut w = HashingWriter {
-            inner: BufWriter::new(file),
-            hash: Sha256::new(),
-            written: 0,
-        };
+        let mut w = HashingWriter::new(BufWriter::new(file));
         w.write_all(MAGIC)?;
         let mut info = SnapshotInfo::default();
         for (tag, cf) in FAMILIES {

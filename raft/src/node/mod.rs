@@ -13,8 +13,10 @@
 //! * `compaction`: the leader proposes compaction on a schedule so that at least the
 //!   configured history window is kept; compaction is a log command, so every replica compacts
 //!   identically;
-//! * `status`: one replica's row of `kuberaft endpoint status`.
+//! * `status`: one replica's row of `kuberaft endpoint status`;
+//! * `backup`: a consistent backup of the store while the replica serves.
 
+pub mod backup;
 mod compaction;
 mod read;
 mod status;
@@ -149,7 +151,7 @@ impl RaftNode {
             cluster_name: config.cluster_name.clone(),
             node_id: config.id,
         };
-        let db = Db::open(&config.data_dir.join("db"), &identity)?;
+        let db = Db::open(&db_dir(&config.data_dir), &identity)?;
         let log = RaftLog::new(LogStore::new(db.clone())?);
         let mvcc = Mvcc::new(db.clone());
         let (progress_tx, progress) = watch::channel(Progress::default());
@@ -308,6 +310,11 @@ impl RaftNode {
             tracing::warn!(error = %e, "raft shutdown");
         }
     }
+}
+
+/// Where a replica's database lives inside its data dir.
+fn db_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("db")
 }
 
 /// Starts the task behind [`RaftNode::leader_changes`]: it waits on openraft's metrics watch and

@@ -130,7 +130,7 @@ impl RaftNode {
     }
 
     /// Runs a blocking store read on tokio's blocking pool.
-    async fn blocking_read<T, F>(&self, read: F) -> Result<T, NodeError>
+    pub(super) async fn blocking_read<T, F>(&self, read: F) -> Result<T, NodeError>
     where
         T: Send + 'static,
         F: FnOnce(&Mvcc) -> Result<T, StorageError> + Send + 'static,

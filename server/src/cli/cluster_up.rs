@@ -38,10 +38,10 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 7443)]
     pub peer_port: u16,
     /// Seconds of history to keep before compaction.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = DEFAULT_RETENTION_SECONDS)]
     pub retention_seconds: u64,
     /// How long to wait for every replica to become ready.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = DEFAULT_READY_TIMEOUT_SECONDS)]
     pub ready_timeout_seconds: u64,
     /// Alpha features to turn on, as `Name=true,...` (e.g.
     /// `AllowUnsafeMalformedObjectDeletion=true`); passed to every replica.
@@ -52,6 +52,11 @@ pub struct UpArgs {
     #[arg(long)]
     pub insecure: bool,
 }
+
+/// Seconds of history a local cluster keeps before compaction, unless told otherwise.
+pub const DEFAULT_RETENTION_SECONDS: u64 = 300;
+/// Seconds `cluster up` waits for every replica to become ready, unless told otherwise.
+pub const DEFAULT_READY_TIMEOUT_SECONDS: u64 = 60;
 
 /// The admin user `cluster up` makes a client certificate for.
 pub const ADMIN_USER: &str = "kuberaft-admin";

@@ -5,30 +5,21 @@
 //! a row that says so.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
-use kuberaft_proto::kv_client::KvClient;
 use kuberaft_proto::{CertificateExpiry, StatusRequest, StatusResponse};
 use time::OffsetDateTime;
 
+use crate::cli::admin::{Admin, AdminArgs};
 use crate::cli::certs::RENEW_WITHIN_DAYS;
-use crate::cli::kubeconfig;
 use crate::machinery::timestamp;
 
 /// Options of `endpoint status`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
-    /// kubeconfig written by `cluster up` (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Peer addresses (host:port, comma separated) to ask instead of the kubeconfig's.
-    #[arg(long, value_delimiter = ',')]
-    pub endpoints: Vec<String>,
-    /// Talk plaintext to replicas started with `serve --insecure`.
-    #[arg(long)]
-    pub insecure: bool,
+    /// Where the cluster is and who to speak as.
+    #[command(flatten)]
+    pub admin: AdminArgs,
     /// Also compute each replica's state hash (a full scan).
     #[arg(long)]
     pub hash: bool,
@@ -107,25 +98,10 @@ fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
-async fn ask(
-    addr: &str,
-    hash: bool,
-    tls: Option<&tonic::transport::ClientTlsConfig>,
-) -> Result<StatusResponse, String> {
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint =
-        tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).map_err(|e| e.to_string())?;
-    if let Some(tls) = tls {
-        endpoint = endpoint.tls_config(tls.clone()).map_err(|e| e.to_string())?;
-    }
-    let endpoint = endpoint
-        .connect_timeout(Duration::from_secs(1))
-        .timeout(Duration::from_secs(if hash { 30 } else { 3 }));
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| format!("unreachable: {e}"))?;
-    let mut client = KvClient::new(channel);
+async fn ask(admin: &Admin, addr: &str, hash: bool) -> Result<StatusResponse, String> {
+    let mut client = admin
+        .connect(addr, Some(Duration::from_secs(if hash { 30 } else { 3 })))
+        .await?;
     client
         .status(StatusRequest { with_hash: hash })
         .await
@@ -133,60 +109,14 @@ async fn ask(
         .map_err(|s| format!("unreachable: {}", s.message()))
 }
 
-fn default_kubeconfig() -> Option<PathBuf> {
-    if let Ok(k) = std::env::var("KUBECONFIG") {
-        if let Some(first) = k.split(':').find(|s| !s.is_empty()) {
-            return Some(PathBuf::from(first));
-        }
-    }
-    std::env::var("HOME")
-        .ok()
-        .map(|h| PathBuf::from(h).join(".kube/config"))
-}
-
 /// Collects every member's row.
 pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
-    let mut targets: BTreeMap<String, (u64, String)> = BTreeMap::new();
-    let path = args
-        .kubeconfig
-        .clone()
-        .or_else(default_kubeconfig)
-        .context("no kubeconfig given and no $KUBECONFIG or $HOME")?;
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()));
-    // The peer port takes the kubeconfig's client certificate (of the cluster CA); --insecure
-    // replicas are asked in plaintext.
-    let tls = match &text {
-        Ok(t) if !args.insecure => {
-            kubeconfig::credentials(t, path.parent().unwrap_or(std::path::Path::new(".")))
-                .with_context(|| format!("cannot parse {}", path.display()))?
-                .map(|c| crate::pki::tls::peer_client(&c.ca_pem, &c.cert_pem, &c.key_pem))
-        }
-        _ => None,
-    };
-    if tls.is_none() && !args.insecure {
-        anyhow::bail!(
-            "{} has no client certificate and CA for the current context; pass --insecure for replicas started with --insecure",
-            path.display()
-        );
-    }
-    if args.endpoints.is_empty() {
-        let text = text?;
-        let found =
-            kubeconfig::replicas(&text).with_context(|| format!("cannot parse {}", path.display()))?;
-        if found.is_empty() {
-            anyhow::bail!(
-                "{} names no kuberaft replicas (no `kuberaft` cluster extensions); pass --endpoints",
-                path.display()
-            );
-        }
-        for r in found {
-            targets.insert(r.peer_addr, (r.node_id, String::new()));
-        }
-    } else {
-        for e in &args.endpoints {
-            targets.insert(e.clone(), (0, String::new()));
-        }
-    }
+    let admin = args.admin.resolve()?;
+    let mut targets: BTreeMap<String, (u64, String)> = admin
+        .targets
+        .iter()
+        .map(|t| (t.peer_addr.clone(), (t.node_id, String::new())))
+        .collect();
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut pending: Vec<String> = targets.keys().cloned().collect();
     while let Some(addr) = pending.pop() {
@@ -194,7 +124,7 @@ pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
             continue;
         }
         let (id, api) = targets.get(&addr).cloned().unwrap_or_default();
-        let row = match ask(&addr, args.hash, tls.as_ref()).await {
+        let row = match ask(&admin, &addr, args.hash).await {
             Ok(s) => {
                 for m in &s.members {
                     targets
@@ -257,7 +187,7 @@ pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
     Ok(out)
 }
 
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
     let mut v = n as f64;
     let mut u = 0;

@@ -1,7 +1,9 @@
-//! The commands that are not the server: `cluster up`, `certs`, `endpoint status`, and the
-//! kubeconfig they write and read.
+//! The commands that are not the server: `cluster up`, `certs`, `endpoint status`, `snapshot`,
+//! the admin-service connection they share, and the kubeconfig they write and read.
 
+pub mod admin;
 pub mod certs;
 pub mod cluster_up;
 pub mod endpoint_status;
 pub mod kubeconfig;
+pub mod snapshot;

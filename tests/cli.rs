@@ -699,6 +699,14 @@ async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
     assert!(!ok && err.contains("already holds a cluster"), "{err}");
     assert!(old.stop().success());
 
+    // Node 2 of the new cluster also backs itself up on a schedule, keeping the newest two.
+    let node2 = new_dir.join("node-2.yaml");
+    let config = std::fs::read_to_string(&node2).unwrap();
+    std::fs::write(
+        &node2,
+        format!("{config}backup:\n  intervalSeconds: 1\n  keep: 2\n  dir: backups\n"),
+    )
+    .unwrap();
     let new = UpCluster::start(&new_dir, new_api, new_peer);
     let new_name = std::fs::read_to_string(new_dir.join("node-1.yaml")).unwrap();
     assert!(!new_name.contains(&old_name), "a restore makes a new cluster");
@@ -760,5 +768,38 @@ async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
     assert_eq!(event["type"], "ERROR", "{first_event}");
     assert_eq!(event["object"]["code"], 410, "{first_event}");
     assert_eq!(event["object"]["reason"], "Expired", "{first_event}");
+    let backups = || {
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(new_dir.join("backups"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    };
+    let first = eventually(T, || async {
+        let files = backups();
+        if files.len() == 2 {
+            Ok(files)
+        } else {
+            Err(format!("backups so far: {files:?}"))
+        }
+    })
+    .await;
+    // Later backups replace the oldest: never more than two.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let files = backups();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(
+        !files.contains(&first[0]),
+        "the oldest was not removed: {first:?} then {files:?}"
+    );
+    for f in &files {
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert!(name.contains("-node2-") && name.ends_with(".snap"), "{name}");
+    }
+    let (ok, out, err) = run(&["snapshot", "status", files[1].to_str().unwrap(), "-o", "json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(status["revision"].as_i64().unwrap() >= created, "{status}");
+    assert_eq!(status["nodeId"], 2, "{status}");
     assert!(new.stop().success());
 }

@@ -223,6 +223,7 @@ impl ChaosCluster {
                 feature_gates: FeatureGates::default(),
                 security: Some(pki.security_config(&format!("node-{}", i + 1))),
                 audit: None,
+                backup: None,
             }
             .to_yaml()
             .map_err(|e| HarnessError::Config(e.to_string()))?;

@@ -233,6 +233,45 @@ impl AuditConfig {
     }
 }
 
+/// Scheduled backups of this replica's store (as k3s's etcd snapshots): every
+/// `intervalSeconds` a backup file is written to `dir` and all but the newest `keep` are removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackupConfig {
+    /// Seconds between backups (the first is taken one interval after start).
+    pub interval_seconds: u64,
+    /// Where the files go; relative paths are relative to the config file's directory
+    /// (default: `backups` in the data dir).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// How many of the newest files to keep.
+    #[serde(default = "default_backup_keep")]
+    pub keep: usize,
+}
+
+fn default_backup_keep() -> usize {
+    BackupConfig::DEFAULT_KEEP
+}
+
+impl BackupConfig {
+    /// `keep` when the file does not set it.
+    pub const DEFAULT_KEEP: usize = 5;
+
+    /// The directory made absolute against `base` (the config file's directory), defaulting
+    /// to `backups` in `data_dir`.
+    pub fn resolved(&self, base: &Path, data_dir: &Path) -> BackupConfig {
+        let dir = match &self.dir {
+            Some(d) if d.is_absolute() => d.clone(),
+            Some(d) => base.join(d),
+            None => data_dir.join("backups"),
+        };
+        BackupConfig {
+            dir: Some(dir),
+            ..self.clone()
+        }
+    }
+}
+
 /// The whole config file of one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -274,6 +313,9 @@ pub struct ServeConfig {
     /// Audit logging; off without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditConfig>,
+    /// Scheduled backups; off without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupConfig>,
 }
 
 fn default_request_timeout() -> u64 {
@@ -313,11 +355,20 @@ impl ServeConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         config.security = config.security.map(|s| s.resolved(base));
         config.audit = config.audit.map(|a| a.resolved(base));
+        config.backup = config.backup.map(|b| b.resolved(base, &config.data_dir));
         Ok(config)
     }
 
     /// Checks the rules between fields.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(b) = &self.backup {
+            if b.interval_seconds == 0 {
+                return Err("backup.intervalSeconds must be greater than 0".into());
+            }
+            if b.keep == 0 {
+                return Err("backup.keep must be at least 1".into());
+            }
+        }
         if self.id == 0 {
             return Err("id must be greater than 0".into());
         }

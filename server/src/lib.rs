@@ -17,14 +17,17 @@
 //! scheme (the type data): below everything, even machinery
 //! ```
 //!
-//! **`cli`** — the commands that are not the server (`cluster up`, `certs`, `endpoint status`)
-//! and the kubeconfig they write. Talks to replicas over their public ports only.
+//! **`cli`** — the commands that are not the server (`cluster up`, `certs`, `endpoint status`,
+//! `snapshot save|status|restore`) and the kubeconfig they write. Talks to replicas over their
+//! public ports only (`cli::admin` reaches the admin service); `snapshot restore` writes new
+//! data dirs through `kuberaft_raft::node::backup`, before any replica runs on them.
 //! *Invariant:* never imports `server`'s internals beyond `config` and the shutdown signal.
 //!
 //! **`server`** — process assembly: binds the listeners, starts the Raft node, the store, the
 //! registry and the controllers, builds the router with its filter chain in one function
-//! (`server::router::router`), serves health and metrics, and drains on shutdown. The only module
-//! that constructs and wires the others.
+//! (`server::router::router`), serves health and metrics, runs the backup schedule
+//! (`server::backups`), and drains on shutdown. The only module that constructs and wires the
+//! others.
 //!
 //! **`filters`** — tower layers every request passes before an endpoint, in the order
 //! `server::router` lists them: request id and panic recovery, compression, audit (when

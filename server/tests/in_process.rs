@@ -39,6 +39,7 @@ async fn replica(dir: &Path) -> Replica {
         feature_gates: Default::default(),
         security: None,
         audit: None,
+        backup: None,
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
     let replica = Replica::start(&config, metrics, &Security::insecure())

@@ -188,6 +188,7 @@ pub fn config_yaml(
             log_max_backups: 0,
             log_max_age_days: 0,
         }),
+        backup: None,
     };
     config.to_yaml().expect("a config renders as YAML")
 }

@@ -169,6 +169,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             feature_gates: FeatureGates::default(),
             security: Some(security(m.id)),
             audit: None,
+            backup: None,
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, config.to_yaml()?)?;

@@ -1,5 +1,6 @@
 //! `kuberaft serve`: runs one replica until SIGTERM/SIGINT or a fatal condition.
 
+pub mod backups;
 pub mod listener;
 pub mod observability;
 pub mod router;
@@ -141,6 +142,9 @@ pub async fn run(path: &Path, feature_gates: Option<&str>, insecure: bool) -> an
         mut fatal,
     } = Replica::start(&config, metrics, &security).await?;
     spawn_gauges(&node);
+    if let Some(backup) = &config.backup {
+        backups::spawn(node.clone(), backup.clone());
+    }
     // The API stops first and Raft last, so that requests in flight (also those other
     // replicas forward here) finish while this replica still takes part in the cluster.
     let (stop_api, api_stopping) = watch::channel(false);

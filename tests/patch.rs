@@ -443,3 +443,75 @@ async fn server_side_apply_with_kubectl() {
     let d = k.json("node-3", &["get", "deployment", "api", "--show-managed-fields"]);
     assert!(d["metadata"].get("managedFields").is_none(), "{d}");
 }
+
+const PORTS: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ports
+  namespace: default
+spec:
+  selector: {matchLabels: {app: ports}}
+  template:
+    metadata: {labels: {app: ports}}
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        ports: [{containerPort: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: ports
+  namespace: default
+spec:
+  selector: {app: ports}
+  ports: [{port: 80}]
+";
+
+/// Issue 20, bug 6: list-map items match on their keys with the keys' schema defaults filled
+/// (`protocol: TCP` for container and service ports), so a re-apply is a no-op and a second
+/// manager applying the same values shares them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_matches_list_items_by_defaulted_keys() {
+    let k = Kube::start().await;
+    let ports = k.manifest("ports.yaml", PORTS);
+    for _ in 0..3 {
+        k.ok("node-1", &["apply", "--server-side", "-f", &ports]);
+    }
+    let d = k.json("node-2", &["get", "deployment", "ports"]);
+    assert_eq!(d["metadata"]["generation"], 1, "re-applies change nothing: {d}");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+    let svc = k.json("node-2", &["get", "service", "ports"]);
+    let svc_ports = svc["spec"]["ports"].as_array().expect("ports");
+    assert_eq!(svc_ports.len(), 1, "{svc}");
+    assert_eq!(svc_ports[0]["protocol"], "TCP");
+
+    // A second manager applying the same values shares them instead of conflicting.
+    let (ok, out, err) = k.kubectl(
+        "node-3",
+        &["apply", "--server-side", "--field-manager=other", "-f", &ports],
+    );
+    assert!(ok, "identical values are shared: {out}{err}");
+    let d = k.json("node-1", &["get", "deployment", "ports", "--show-managed-fields"]);
+    assert_eq!(d["metadata"]["generation"], 1, "{d}");
+    let port_key = r#"k:{"containerPort":80,"protocol":"TCP"}"#;
+    for manager in ["kubectl", "other"] {
+        let entry = d["metadata"]["managedFields"]
+            .as_array()
+            .expect("managedFields")
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("{manager} has an entry: {d}"));
+        let ports = &entry["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"web"}"#]
+            ["f:ports"];
+        assert_eq!(
+            ports[port_key],
+            json!({".": {}, "f:containerPort": {}}),
+            "{manager} owns the port by its defaulted key: {entry}"
+        );
+    }
+}

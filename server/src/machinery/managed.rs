@@ -5,7 +5,8 @@
 //! operations (the manager's whole applied configuration). An apply merges its configuration
 //! into the live object by the schema's list and map types, removes fields the manager applied
 //! before and no longer applies (when nobody else owns them), and refuses with `409` to change a
-//! field another manager owns unless forced. Values that agree are owned jointly.
+//! field another manager owns unless forced. Values that agree are owned jointly. List-map
+//! items are matched by their keys with the keys' schema defaults filled in.
 
 use serde_json::{json, Map, Value};
 
@@ -174,11 +175,12 @@ fn value_at<'v>(obj: &'v Value, path: &[Step], node: Option<Node<'_>>) -> Option
                 Some(ListType::Map(keys)) => keys,
                 _ => return None,
             };
+            let element = node.and_then(|n| n.element());
             let item = obj
                 .as_array()?
                 .iter()
-                .find(|i| item_key(i, keys).as_ref() == Some(step))?;
-            value_at(item, rest, node.and_then(|n| n.element()))
+                .find(|i| item_key(i, keys, element).as_ref() == Some(step))?;
+            value_at(item, rest, element)
         }
         Step::Value(_) => obj.as_array()?.iter().find(|i| value_step(i) == *step),
         Step::Index(i) => value_at(obj.as_array()?.get(*i)?, rest, node.and_then(|n| n.element())),
@@ -285,10 +287,10 @@ fn merge(live: &mut Value, config: &Value, node: Option<Node<'_>>) {
                     return;
                 };
                 for item in items {
-                    let key = item_key(item, keys);
+                    let key = item_key(item, keys, element);
                     match existing
                         .iter_mut()
-                        .find(|e| key.is_some() && item_key(e, keys) == key)
+                        .find(|e| key.is_some() && item_key(e, keys, element) == key)
                     {
                         Some(e) => merge(e, item, element),
                         None => existing.push(item.clone()),
@@ -344,14 +346,15 @@ fn remove_path(obj: &mut Value, path: &[Step], node: Option<Node<'_>>) {
             let Some(items) = obj.as_array_mut() else {
                 return;
             };
+            let element = node.and_then(|n| n.element());
             let position = items
                 .iter()
-                .position(|i| item_key(i, keys).as_ref() == Some(step));
+                .position(|i| item_key(i, keys, element).as_ref() == Some(step));
             match (position, rest.is_empty()) {
                 (Some(i), true) => {
                     items.remove(i);
                 }
-                (Some(i), false) => remove_path(&mut items[i], rest, node.and_then(|n| n.element())),
+                (Some(i), false) => remove_path(&mut items[i], rest, element),
                 (None, _) => {}
             }
         }
@@ -648,5 +651,62 @@ mod tests {
         assert!(reset["metadata"].get("managedFields").is_none());
         assert!(check_manager(&"m".repeat(129)).is_err());
         assert!(check_manager("kubectl").is_ok());
+    }
+
+    fn container(obj: &Value) -> &Value {
+        &obj["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    fn containers_mut(obj: &mut Value) -> &mut Value {
+        &mut obj["spec"]["template"]["spec"]["containers"]
+    }
+
+    /// What the store's defaulting does to an applied object's ports (`protocol: TCP`).
+    fn default_protocols(obj: &mut Value) {
+        for c in containers_mut(obj).as_array_mut().into_iter().flatten() {
+            for p in c["ports"].as_array_mut().into_iter().flatten() {
+                if p.get("protocol").is_none() {
+                    p["protocol"] = json!("TCP");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn list_map_items_match_by_their_keys_with_defaults_filled() {
+        let rt = deployments();
+        let mut with_port = config(1, "nginx:1");
+        containers_mut(&mut with_port)[0]["ports"] = json!([{"containerPort": 80}]);
+        let mut live = apply(&rt, Part::Main, &json!({}), &with_port, "alice", false).unwrap();
+        default_protocols(&mut live);
+        let port_key = r#"k:{"containerPort":80,"protocol":"TCP"}"#;
+        let fields = &live["metadata"]["managedFields"][0]["fieldsV1"];
+        let owned =
+            &fields["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"nginx"}"#]["f:ports"];
+        assert_eq!(
+            owned[port_key],
+            json!({".": {}, "f:containerPort": {}}),
+            "{fields}"
+        );
+
+        // Re-applying matches the defaulted item: nothing is appended.
+        let again = apply(&rt, Part::Main, &live, &with_port, "alice", false).unwrap();
+        assert_eq!(
+            container(&again)["ports"],
+            json!([{"containerPort": 80, "protocol": "TCP"}])
+        );
+        // Another manager applying the same values shares them.
+        let shared = apply(&rt, Part::Main, &again, &with_port, "bob", false).unwrap();
+        assert_eq!(managers(&shared).len(), 2);
+        assert_eq!(container(&shared)["ports"].as_array().map(Vec::len), Some(1));
+        // Dropping the port from Alice's configuration keeps it for Bob; dropping it from
+        // both removes the defaulted item.
+        let alice_only = apply(&rt, Part::Main, &shared, &config(1, "nginx:1"), "alice", false).unwrap();
+        assert_eq!(container(&alice_only)["ports"].as_array().map(Vec::len), Some(1));
+        let none = apply(&rt, Part::Main, &alice_only, &config(1, "nginx:1"), "bob", false).unwrap();
+        assert!(
+            container(&none)["ports"].as_array().is_none_or(Vec::is_empty),
+            "{none}"
+        );
     }
 }

@@ -515,3 +515,93 @@ async fn server_side_apply_matches_list_items_by_defaulted_keys() {
         );
     }
 }
+
+const CSA_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: upgraded
+  namespace: default
+  labels: {app: upgraded}
+spec:
+  containers:
+  - name: main
+    image: busybox:1
+";
+
+/// Issue 20, bug 7: an object applied client-side (`kubectl apply`) can be applied
+/// server-side by kubectl: the fields its last-applied configuration recorded move to the
+/// `kubectl` manager instead of conflicting with `kubectl-client-side-apply`, and the
+/// annotation follows the new configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_side_apply_upgrades_to_server_side() {
+    let k = Kube::start().await;
+    let pod = k.manifest("pod.yaml", CSA_POD);
+    let changed = k.manifest(
+        "pod-changed.yaml",
+        &CSA_POD
+            .replace("busybox:1", "busybox:2")
+            .replace("{app: upgraded}", "{app: upgraded, tier: new}"),
+    );
+    k.ok("node-1", &["apply", "-f", &pod]);
+
+    // diff --server-side is a dry-run apply by the same manager: it shows the change.
+    let (ok, out, err) = k.kubectl("node-2", &["diff", "--server-side", "-f", &changed]);
+    assert!(!ok && err.is_empty(), "diff exits 1 on a difference: {out}{err}");
+    assert!(
+        out.contains("-  - image: busybox:1") && out.contains("+  - image: busybox:2"),
+        "{out}"
+    );
+
+    // Another manager still conflicts with the client-side owner.
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &["apply", "--server-side", "--field-manager=other", "-f", &changed],
+    );
+    assert!(
+        !ok && err.contains("conflict with \"kubectl-client-side-apply\""),
+        "{err}"
+    );
+
+    // kubectl follows a successful apply with its own migration of the client-side
+    // managers (an apply of the annotation, a JSON patch of managedFields, the apply again):
+    // all of it succeeds, without warnings.
+    let (ok, out, err) = k.kubectl("node-3", &["apply", "--server-side", "-f", &changed]);
+    assert!(ok && err.is_empty(), "{out}{err}");
+    assert!(out.contains("pod/upgraded serverside-applied"), "{out}");
+    let p = k.json("node-1", &["get", "pod", "upgraded", "--show-managed-fields"]);
+    assert_eq!(p["spec"]["containers"][0]["image"], "busybox:2");
+    assert_eq!(p["metadata"]["labels"]["tier"], "new");
+    let last: Value = serde_json::from_str(
+        p["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .expect("the annotation is kept"),
+    )
+    .expect("the annotation is JSON");
+    assert_eq!(last["spec"]["containers"][0]["image"], "busybox:2", "{last}");
+    assert_eq!(last["metadata"]["labels"]["tier"], "new", "{last}");
+    let entries = p["metadata"]["managedFields"].as_array().expect("managedFields");
+    let owner_of_image: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            e["fieldsV1"]["f:spec"]["f:containers"][r#"k:{"name":"main"}"#]
+                .get("f:image")
+                .is_some()
+        })
+        .map(|e| e["manager"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(owner_of_image, ["kubectl"], "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["manager"] != "kubectl-client-side-apply"),
+        "kubectl migrated the client-side manager's fields to its own: {entries:?}"
+    );
+
+    // Client-side apply keeps working from the annotation the server-side apply kept current:
+    // the original manifest is a change back, not a no-op.
+    let out = k.ok("node-1", &["apply", "-f", &pod]);
+    assert!(out.contains("pod/upgraded configured"), "{out}");
+    let p = k.json("node-2", &["get", "pod", "upgraded"]);
+    assert_eq!(p["spec"]["containers"][0]["image"], "busybox:1");
+    assert!(p["metadata"]["labels"].get("tier").is_none(), "{p}");
+}

@@ -443,3 +443,165 @@ async fn server_side_apply_with_kubectl() {
     let d = k.json("node-3", &["get", "deployment", "api", "--show-managed-fields"]);
     assert!(d["metadata"].get("managedFields").is_none(), "{d}");
 }
+
+const PORTS: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ports
+  namespace: default
+spec:
+  selector: {matchLabels: {app: ports}}
+  template:
+    metadata: {labels: {app: ports}}
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        ports: [{containerPort: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: ports
+  namespace: default
+spec:
+  selector: {app: ports}
+  ports: [{port: 80}]
+";
+
+/// Issue 20, bug 6: list-map items match on their keys with the keys' schema defaults filled
+/// (`protocol: TCP` for container and service ports), so a re-apply is a no-op and a second
+/// manager applying the same values shares them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_matches_list_items_by_defaulted_keys() {
+    let k = Kube::start().await;
+    let ports = k.manifest("ports.yaml", PORTS);
+    for _ in 0..3 {
+        k.ok("node-1", &["apply", "--server-side", "-f", &ports]);
+    }
+    let d = k.json("node-2", &["get", "deployment", "ports"]);
+    assert_eq!(d["metadata"]["generation"], 1, "re-applies change nothing: {d}");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+    let svc = k.json("node-2", &["get", "service", "ports"]);
+    let svc_ports = svc["spec"]["ports"].as_array().expect("ports");
+    assert_eq!(svc_ports.len(), 1, "{svc}");
+    assert_eq!(svc_ports[0]["protocol"], "TCP");
+
+    // A second manager applying the same values shares them instead of conflicting.
+    let (ok, out, err) = k.kubectl(
+        "node-3",
+        &["apply", "--server-side", "--field-manager=other", "-f", &ports],
+    );
+    assert!(ok, "identical values are shared: {out}{err}");
+    let d = k.json("node-1", &["get", "deployment", "ports", "--show-managed-fields"]);
+    assert_eq!(d["metadata"]["generation"], 1, "{d}");
+    let port_key = r#"k:{"containerPort":80,"protocol":"TCP"}"#;
+    for manager in ["kubectl", "other"] {
+        let entry = d["metadata"]["managedFields"]
+            .as_array()
+            .expect("managedFields")
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("{manager} has an entry: {d}"));
+        let ports = &entry["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"web"}"#]
+            ["f:ports"];
+        assert_eq!(
+            ports[port_key],
+            json!({".": {}, "f:containerPort": {}}),
+            "{manager} owns the port by its defaulted key: {entry}"
+        );
+    }
+}
+
+const CSA_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: upgraded
+  namespace: default
+  labels: {app: upgraded}
+spec:
+  containers:
+  - name: main
+    image: busybox:1
+";
+
+/// Issue 20, bug 7: an object applied client-side (`kubectl apply`) can be applied
+/// server-side by kubectl: the fields its last-applied configuration recorded move to the
+/// `kubectl` manager instead of conflicting with `kubectl-client-side-apply`, and the
+/// annotation follows the new configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_side_apply_upgrades_to_server_side() {
+    let k = Kube::start().await;
+    let pod = k.manifest("pod.yaml", CSA_POD);
+    let changed = k.manifest(
+        "pod-changed.yaml",
+        &CSA_POD
+            .replace("busybox:1", "busybox:2")
+            .replace("{app: upgraded}", "{app: upgraded, tier: new}"),
+    );
+    k.ok("node-1", &["apply", "-f", &pod]);
+
+    // diff --server-side is a dry-run apply by the same manager: it shows the change.
+    let (ok, out, err) = k.kubectl("node-2", &["diff", "--server-side", "-f", &changed]);
+    assert!(!ok && err.is_empty(), "diff exits 1 on a difference: {out}{err}");
+    assert!(
+        out.contains("-  - image: busybox:1") && out.contains("+  - image: busybox:2"),
+        "{out}"
+    );
+
+    // Another manager still conflicts with the client-side owner.
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &["apply", "--server-side", "--field-manager=other", "-f", &changed],
+    );
+    assert!(
+        !ok && err.contains("conflict with \"kubectl-client-side-apply\""),
+        "{err}"
+    );
+
+    // kubectl follows a successful apply with its own migration of the client-side
+    // managers (an apply of the annotation, a JSON patch of managedFields, the apply again):
+    // all of it succeeds, without warnings.
+    let (ok, out, err) = k.kubectl("node-3", &["apply", "--server-side", "-f", &changed]);
+    assert!(ok && err.is_empty(), "{out}{err}");
+    assert!(out.contains("pod/upgraded serverside-applied"), "{out}");
+    let p = k.json("node-1", &["get", "pod", "upgraded", "--show-managed-fields"]);
+    assert_eq!(p["spec"]["containers"][0]["image"], "busybox:2");
+    assert_eq!(p["metadata"]["labels"]["tier"], "new");
+    let last: Value = serde_json::from_str(
+        p["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .expect("the annotation is kept"),
+    )
+    .expect("the annotation is JSON");
+    assert_eq!(last["spec"]["containers"][0]["image"], "busybox:2", "{last}");
+    assert_eq!(last["metadata"]["labels"]["tier"], "new", "{last}");
+    let entries = p["metadata"]["managedFields"].as_array().expect("managedFields");
+    let owner_of_image: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            e["fieldsV1"]["f:spec"]["f:containers"][r#"k:{"name":"main"}"#]
+                .get("f:image")
+                .is_some()
+        })
+        .map(|e| e["manager"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(owner_of_image, ["kubectl"], "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["manager"] != "kubectl-client-side-apply"),
+        "kubectl migrated the client-side manager's fields to its own: {entries:?}"
+    );
+
+    // Client-side apply keeps working from the annotation the server-side apply kept current:
+    // the original manifest is a change back, not a no-op.
+    let out = k.ok("node-1", &["apply", "-f", &pod]);
+    assert!(out.contains("pod/upgraded configured"), "{out}");
+    let p = k.json("node-2", &["get", "pod", "upgraded"]);
+    assert_eq!(p["spec"]["containers"][0]["image"], "busybox:1");
+    assert!(p["metadata"]["labels"].get("tier").is_none(), "{p}");
+}

@@ -299,6 +299,9 @@ fn marker_json(m: &Markers) -> Value {
     if let Some(v) = &m.map_type {
         o.insert("mapType".into(), json!(v));
     }
+    if let Some(v) = &m.default {
+        o.insert("default".into(), v.clone());
+    }
     Value::Object(o)
 }
 

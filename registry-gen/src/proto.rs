@@ -10,7 +10,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
 use syn::{Attribute, Expr, Fields, GenericArgument, Item, Lit, Meta, PathArguments, Type};
+
+/// The Go constants `+default=ref(...)` markers name, with their values. k8s-pb keeps the
+/// markers but not the constants; a reference missing here fails the generation.
+const DEFAULT_REFS: &[(&str, &str)] = &[
+    ("AzureDataDiskCachingReadWrite", "ReadWrite"),
+    ("AzureSharedBlobDisk", "Shared"),
+];
 
 /// The module paths (below k8s-pb's `src/`) that are not Kubernetes 1.35 API server types:
 /// the metrics APIs are served by metrics-server, and `testapigroup` is a fixture.
@@ -74,6 +82,8 @@ pub struct Markers {
     pub map_type: Option<String>,
     /// `+structType=` (only meaningful on a message).
     pub struct_type: Option<String>,
+    /// `+default=`: the value the field defaults to (published as the schema's `default`).
+    pub default: Option<Value>,
 }
 
 impl Markers {
@@ -89,6 +99,12 @@ impl Markers {
                 continue;
             };
             let value = value.trim().to_string();
+            if key.trim() == "default" {
+                if m.default.replace(default_value(&value)?).is_some() {
+                    bail!("marker +default repeated in one doc comment");
+                }
+                continue;
+            }
             let slot = match key.trim() {
                 "listType" => &mut m.list_type,
                 "patchStrategy" => &mut m.patch_strategy,
@@ -115,7 +131,20 @@ impl Markers {
             || self.patch_strategy.is_some()
             || self.patch_merge_key.is_some()
             || self.map_type.is_some()
+            || self.default.is_some()
     }
+}
+
+/// The value of a `+default=` marker: JSON, or `ref(GoConstant)` for a known constant.
+fn default_value(marker: &str) -> Result<Value> {
+    if let Some(name) = marker.strip_prefix("ref(").and_then(|r| r.strip_suffix(')')) {
+        return DEFAULT_REFS
+            .iter()
+            .find(|(constant, _)| *constant == name)
+            .map(|(_, value)| Value::from(*value))
+            .ok_or_else(|| anyhow!("+default={marker}: unknown constant (add it to DEFAULT_REFS)"));
+    }
+    serde_json::from_str(marker).with_context(|| format!("+default={marker} is not JSON"))
 }
 
 /// One field of a message.
@@ -410,4 +439,28 @@ pub fn parse_crate(root: &Path) -> Result<BTreeMap<MessageId, Message>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(lines: &[&str]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn default_markers_are_json_or_known_constants() {
+        let m = Markers::from_doc(&doc(&[" Protocol for port.", " +optional", " +default=\"TCP\""]))
+            .expect("parses");
+        assert_eq!(m.default, Some(Value::from("TCP")));
+        assert!(m.has_field_markers());
+        let m = Markers::from_doc(&doc(&[" +default=0"])).expect("parses");
+        assert_eq!(m.default, Some(Value::from(0)));
+        let m = Markers::from_doc(&doc(&[" +default=ref(AzureSharedBlobDisk)"])).expect("parses");
+        assert_eq!(m.default, Some(Value::from("Shared")));
+        assert!(Markers::from_doc(&doc(&[" +default=ref(NoSuchConstant)"])).is_err());
+        assert!(Markers::from_doc(&doc(&[" +default=TCP"])).is_err());
+        assert!(Markers::from_doc(&doc(&[" +default=1", " +default=2"])).is_err());
+    }
 }

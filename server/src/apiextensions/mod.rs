@@ -341,4 +341,29 @@ mod tests {
             ["v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
         );
     }
+
+    /// Server-side apply of a custom resource matches list-map items by their keys with the
+    /// defaults the definition's schema declares for them, as for the built-in types.
+    #[test]
+    fn applies_match_list_map_items_by_their_schema_defaulted_keys() {
+        use crate::machinery::managed::{apply, Part};
+        let mut crd = crontab_crd();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["ports"] = json!({
+            "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port", "protocol"],
+            "items": {"type": "object", "properties": {
+                "port": {"type": "integer"}, "protocol": {"type": "string", "default": "TCP"}}}});
+        let rt = types_of(&crd).remove(0);
+        let config = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "n"},
+                            "spec": {"ports": [{"port": 80}]}});
+        let mut live = apply(&rt, Part::Main, &json!({}), &config, "alice", false).expect("created");
+        live["spec"]["ports"][0]["protocol"] = json!("TCP");
+        let again = apply(&rt, Part::Main, &live, &config, "bob", false).expect("shared, no conflict");
+        assert_eq!(again["spec"]["ports"], json!([{"port": 80, "protocol": "TCP"}]));
+        let fields = &again["metadata"]["managedFields"][1]["fieldsV1"];
+        assert!(
+            fields["f:spec"]["f:ports"][r#"k:{"port":80,"protocol":"TCP"}"#].is_object(),
+            "{fields}"
+        );
+    }
 }

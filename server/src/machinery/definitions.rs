@@ -305,9 +305,12 @@ fn map_type_name(t: MapType) -> &'static str {
     }
 }
 
-/// The `x-kubernetes-*` extensions of one property.
+/// The `x-kubernetes-*` extensions and the `default` of one property.
 fn property_extensions(p: &PropertyFacts) -> Vec<(&'static str, Value)> {
     let mut out = Vec::new();
+    if let Some(d) = &p.default {
+        out.push(("default", d.clone()));
+    }
     if let Some(t) = p.list_type {
         let name = match t {
             ListType::Atomic => "atomic",
@@ -337,7 +340,8 @@ fn property_extensions(p: &PropertyFacts) -> Vec<(&'static str, Value)> {
     out
 }
 
-/// Adds the list, map and patch metadata no crate carries, from the project's type facts.
+/// Adds the list, map and patch metadata and the defaults no crate carries, from the
+/// project's type facts.
 fn overlay_type_facts(schemas: &mut Map<String, Value>) {
     let facts = type_facts::facts();
     for (name, def) in schemas.iter_mut() {

@@ -195,12 +195,27 @@ pub fn display(path: &[Step]) -> String {
     out
 }
 
-/// The key step of a list-map item: its key fields as canonical JSON (`{"name":"web"}`).
-pub fn item_key(item: &Value, keys: &[Value]) -> Option<Step> {
-    let mut m = Map::new();
+/// The key step of a list-map item: its key fields as canonical JSON, sorted by name
+/// (`{"containerPort":80,"protocol":"TCP"}`). A key field the item omits takes the default the
+/// item's schema `element` declares for it, as structured-merge-diff does, so `{containerPort:
+/// 80}` and the defaulted `{containerPort: 80, protocol: TCP}` are the same item. `None` if a
+/// key field is missing and has no default.
+pub fn item_key(item: &Value, keys: &[Value], element: Option<Node<'_>>) -> Option<Step> {
+    let mut fields: Vec<(&str, &Value)> = Vec::with_capacity(keys.len());
     for key in keys {
         let key = key.as_str()?;
-        m.insert(key.to_string(), item.get(key)?.clone());
+        let value = match item.get(key) {
+            Some(v) => v,
+            None => element
+                .and_then(|e| e.field(key))
+                .and_then(|f| f.default_value())?,
+        };
+        fields.push((key, value));
+    }
+    fields.sort_by_key(|(k, _)| *k);
+    let mut m = Map::new();
+    for (k, v) in fields {
+        m.insert(k.to_string(), v.clone());
     }
     serde_json::to_string(&m).ok().map(Step::Key)
 }
@@ -243,7 +258,7 @@ fn walk(value: &Value, node: Option<Node<'_>>, out: &mut FieldSet) {
             Some(ListType::Map(keys)) => {
                 let element = node.and_then(|n| n.element());
                 for item in items {
-                    match item_key(item, keys) {
+                    match item_key(item, keys, element) {
                         Some(step) => {
                             let entry = out.child(step);
                             entry.member = true;

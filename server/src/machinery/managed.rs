@@ -5,18 +5,33 @@
 //! operations (the manager's whole applied configuration). An apply merges its configuration
 //! into the live object by the schema's list and map types, removes fields the manager applied
 //! before and no longer applies (when nobody else owns them), and refuses with `409` to change a
-//! field another manager owns unless forced. Values that agree are owned jointly.
+//! field another manager owns unless forced. Values that agree are owned jointly. List-map
+//! items are matched by their keys with the keys' schema defaults filled in. kubectl's
+//! server-side applies take over the fields its client-side apply recorded in the
+//! last-applied annotation, and keep that annotation current.
 
+use std::io;
+
+use serde::Serialize;
+use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
 use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::fieldset::{display, fields_of, item_key, value_step, FieldSet, Step};
+use crate::machinery::meta::MAX_ANNOTATIONS_BYTES;
 use crate::machinery::schema::{schemas, ListType, Node, Shape};
 use crate::machinery::timestamp::now_rfc3339;
 use crate::scheme::ResourceType;
 
 /// The longest manager name kube-apiserver accepts.
 const MAX_MANAGER_LEN: usize = 128;
+
+/// The manager of `kubectl apply --server-side`: only its applies take over from, and keep
+/// current, kubectl's client-side apply annotation (other managers opt out, as in kube).
+const KUBECTL_MANAGER: &str = "kubectl";
+
+/// kubectl's client-side apply annotation: the configuration it last applied, as JSON.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Metadata the server owns: never part of anyone's field set.
 const SERVER_METADATA: &[&str] = &[
@@ -155,11 +170,16 @@ fn ownable(rt: &ResourceType, obj: &Value, part: Part) -> Value {
     v
 }
 
-/// The value at `path` in `obj`, if present.
-fn value_at<'v>(obj: &'v Value, path: &[Step], node: Option<Node<'_>>) -> Option<&'v Value> {
+/// The value at `path` in `obj`, if present, with its schema.
+fn value_at<'v, 's>(
+    obj: &'v Value,
+    path: &[Step],
+    node: Option<Node<'s>>,
+) -> Option<(&'v Value, Option<Node<'s>>)> {
     let Some((step, rest)) = path.split_first() else {
-        return Some(obj);
+        return Some((obj, node));
     };
+    let element = node.and_then(|n| n.element());
     match step {
         Step::Field(f) => {
             let child = node.and_then(|n| match n.shape() {
@@ -177,19 +197,45 @@ fn value_at<'v>(obj: &'v Value, path: &[Step], node: Option<Node<'_>>) -> Option
             let item = obj
                 .as_array()?
                 .iter()
-                .find(|i| item_key(i, keys).as_ref() == Some(step))?;
-            value_at(item, rest, node.and_then(|n| n.element()))
+                .find(|i| item_key(i, keys, element).as_ref() == Some(step))?;
+            value_at(item, rest, element)
         }
-        Step::Value(_) => obj.as_array()?.iter().find(|i| value_step(i) == *step),
-        Step::Index(i) => value_at(obj.as_array()?.get(*i)?, rest, node.and_then(|n| n.element())),
+        Step::Value(_) => obj
+            .as_array()?
+            .iter()
+            .find(|i| value_step(i) == *step)
+            .map(|i| (i, element)),
+        Step::Index(i) => value_at(obj.as_array()?.get(*i)?, rest, element),
     }
 }
 
-/// Paths of `set` whose values differ between `a` and `b`.
+/// Whether `value` is owned field by field (a struct, a map, a list-map or a set that is not
+/// atomic) rather than as one leaf.
+fn granular(value: &Value, node: Option<Node<'_>>) -> bool {
+    let shape = node.map_or(Shape::Any, |n| n.shape());
+    match value {
+        Value::Object(_) => {
+            matches!(shape, Shape::Struct | Shape::Map | Shape::Any) && !node.is_some_and(|n| n.is_atomic())
+        }
+        Value::Array(_) => matches!(
+            node.map(|n| n.list_type()),
+            Some(ListType::Map(_) | ListType::Set)
+        ),
+        _ => false,
+    }
+}
+
+/// Paths of `set` whose values differ between `a` and `b`, as structured-merge-diff compares:
+/// a leaf by its value, a granular value (a struct, a list-map item) only by whether it is
+/// there at all; what changed inside it is its own paths' business.
 fn differing(set: &FieldSet, a: &Value, b: &Value, node: Option<Node<'_>>) -> FieldSet {
     let mut out = FieldSet::default();
     for path in set.paths() {
-        if value_at(a, &path, node) != value_at(b, &path, node) {
+        let changed = match (value_at(a, &path, node), value_at(b, &path, node)) {
+            (Some((x, schema)), Some((y, _))) => x != y && !(granular(x, schema) && granular(y, schema)),
+            (x, y) => x.is_some() != y.is_some(),
+        };
+        if changed {
             out.insert(&path);
         }
     }
@@ -285,10 +331,10 @@ fn merge(live: &mut Value, config: &Value, node: Option<Node<'_>>) {
                     return;
                 };
                 for item in items {
-                    let key = item_key(item, keys);
+                    let key = item_key(item, keys, element);
                     match existing
                         .iter_mut()
-                        .find(|e| key.is_some() && item_key(e, keys) == key)
+                        .find(|e| key.is_some() && item_key(e, keys, element) == key)
                     {
                         Some(e) => merge(e, item, element),
                         None => existing.push(item.clone()),
@@ -344,14 +390,15 @@ fn remove_path(obj: &mut Value, path: &[Step], node: Option<Node<'_>>) {
             let Some(items) = obj.as_array_mut() else {
                 return;
             };
+            let element = node.and_then(|n| n.element());
             let position = items
                 .iter()
-                .position(|i| item_key(i, keys).as_ref() == Some(step));
+                .position(|i| item_key(i, keys, element).as_ref() == Some(step));
             match (position, rest.is_empty()) {
                 (Some(i), true) => {
                     items.remove(i);
                 }
-                (Some(i), false) => remove_path(&mut items[i], rest, node.and_then(|n| n.element())),
+                (Some(i), false) => remove_path(&mut items[i], rest, element),
                 (None, _) => {}
             }
         }
@@ -364,7 +411,21 @@ fn remove_path(obj: &mut Value, path: &[Step], node: Option<Node<'_>>) {
     }
 }
 
-fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[(String, String, Vec<String>)]) -> ApiError {
+/// Fields of one other manager an apply would change.
+struct Conflict {
+    manager: String,
+    api_version: String,
+    fields: FieldSet,
+}
+
+fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[Conflict]) -> ApiError {
+    let conflicts: Vec<(&str, &str, Vec<String>)> = conflicts
+        .iter()
+        .map(|c| {
+            let paths = c.fields.paths().iter().map(|p| display(p)).collect();
+            (c.manager.as_str(), c.api_version.as_str(), paths)
+        })
+        .collect();
     let total: usize = conflicts.iter().map(|(_, _, p)| p.len()).sum();
     let groups: Vec<String> = conflicts
         .iter()
@@ -447,16 +508,29 @@ pub fn apply(
         let overlap = e.fields.intersection(&applied);
         let changed = differing(&overlap, &live_part, &candidate, node);
         if !changed.is_empty() {
-            conflicts.push((
-                e.manager.clone(),
-                e.api_version.clone(),
-                changed.paths().iter().map(|p| display(p)).collect::<Vec<_>>(),
-            ));
             taken.union(&changed);
+            conflicts.push(Conflict {
+                manager: e.manager.clone(),
+                api_version: e.api_version.clone(),
+                fields: changed,
+            });
         }
     }
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(rt, name, &conflicts));
+        // kubectl moving from client-side to server-side apply takes over, as if forced, the
+        // fields its last-applied configuration recorded (and still holds); only conflicts
+        // beyond those refuse the apply.
+        if manager == KUBECTL_MANAGER {
+            if let Some(recorded) = last_applied_fields(rt, part, live, node) {
+                for c in &mut conflicts {
+                    c.fields.subtract(&recorded);
+                }
+                conflicts.retain(|c| !c.fields.is_empty());
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(conflict_error(rt, name, &conflicts));
+        }
     }
 
     // Fields this manager applied before and no longer applies go, unless someone else owns
@@ -506,8 +580,123 @@ pub fn apply(
             }
         }
     }
+    if manager == KUBECTL_MANAGER {
+        keep_last_applied_current(&mut merged, config);
+    }
     write_entries(&mut merged, entries);
     Ok(merged)
+}
+
+/// The fields `live`'s last-applied configuration (kubectl's client-side apply annotation)
+/// records with the values they still have: what kubectl's server-side apply may take over
+/// from their owners, as kube-apiserver's lastAppliedManager allows. `None` without an
+/// annotation for this type's version that parses.
+fn last_applied_fields(
+    rt: &ResourceType,
+    part: Part,
+    live: &Value,
+    node: Option<Node<'_>>,
+) -> Option<FieldSet> {
+    let text = live["metadata"]["annotations"][LAST_APPLIED]
+        .as_str()
+        .filter(|t| !t.is_empty())?;
+    let recorded: Value = serde_json::from_str(text).ok()?;
+    if recorded["apiVersion"].as_str() != Some(rt.group_version().as_str()) {
+        return None;
+    }
+    let recorded = ownable(rt, &recorded, part);
+    let mut fields = fields_of(&recorded, node);
+    let since_changed = differing(&fields, &recorded, &ownable(rt, live, part), node);
+    fields.subtract(&since_changed);
+    Some(fields)
+}
+
+/// Keeps kubectl's client-side apply annotation current on kubectl's server-side applies, as
+/// kube-apiserver's lastAppliedUpdater does: where the object to store has one, it becomes the
+/// applied configuration (without the annotation itself) in Go's JSON encoding, or goes if
+/// that would make the annotations too large.
+fn keep_last_applied_current(merged: &mut Value, config: &Value) {
+    let Some(annotations) = merged
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if annotations
+        .get(LAST_APPLIED)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return;
+    }
+    let mut recorded = config.clone();
+    if let Some(own) = recorded
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        own.remove(LAST_APPLIED);
+    }
+    let Some(text) = go_json(&recorded) else {
+        return;
+    };
+    annotations.insert(LAST_APPLIED.into(), Value::String(text));
+    let total: usize = annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if total > MAX_ANNOTATIONS_BYTES {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// `value` as Go's `encoding/json` encoder writes it (how kube-apiserver and kubectl write the
+/// last-applied configuration): keys sorted, `<`, `>`, `&`, U+2028 and U+2029 escaped, control
+/// characters as `\u00XX` except `\n`, `\r` and `\t`, and a final newline.
+fn go_json(value: &Value) -> Option<String> {
+    struct GoFormatter;
+    impl Formatter for GoFormatter {
+        fn write_string_fragment<W: ?Sized + io::Write>(
+            &mut self,
+            w: &mut W,
+            fragment: &str,
+        ) -> io::Result<()> {
+            let mut start = 0;
+            for (i, c) in fragment.char_indices() {
+                let escaped = match c {
+                    '<' => "\\u003c",
+                    '>' => "\\u003e",
+                    '&' => "\\u0026",
+                    '\u{2028}' => "\\u2028",
+                    '\u{2029}' => "\\u2029",
+                    _ => continue,
+                };
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                w.write_all(escaped.as_bytes())?;
+                start = i + c.len_utf8();
+            }
+            w.write_all(&fragment.as_bytes()[start..])
+        }
+
+        fn write_char_escape<W: ?Sized + io::Write>(
+            &mut self,
+            w: &mut W,
+            escape: CharEscape,
+        ) -> io::Result<()> {
+            match escape {
+                CharEscape::Backspace => w.write_all(b"\\u0008"),
+                CharEscape::FormFeed => w.write_all(b"\\u000c"),
+                other => CompactFormatter.write_char_escape(w, other),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    value
+        .serialize(&mut serde_json::Serializer::with_formatter(&mut out, GoFormatter))
+        .ok()?;
+    out.push(b'\n');
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -526,6 +715,14 @@ mod tests {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "nginx", "image": image}]}}}})
+    }
+
+    /// The managedFields entry of `manager`.
+    fn entry<'a>(obj: &'a Value, manager: &str) -> &'a Value {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .and_then(|entries| entries.iter().find(|e| e["manager"] == manager))
+            .unwrap_or_else(|| panic!("{manager} has an entry: {obj}"))
     }
 
     fn managers(obj: &Value) -> Vec<(String, String)> {
@@ -575,12 +772,7 @@ mod tests {
         // Forced: Bob takes the field, Alice loses it.
         let forced = apply(&rt, Part::Main, &shared, &config(3, "nginx:1"), "bob", true).unwrap();
         assert_eq!(forced["spec"]["replicas"], 3);
-        let alice = forced["metadata"]["managedFields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["manager"] == "alice")
-            .unwrap();
+        let alice = entry(&forced, "alice");
         assert!(alice["fieldsV1"]["f:spec"].get("f:replicas").is_none(), "{alice}");
         // Alice re-applying her old value now conflicts with Bob.
         let e = apply(&rt, Part::Main, &forced, &config(1, "nginx:1"), "alice", false).unwrap_err();
@@ -623,9 +815,8 @@ mod tests {
         let mut edited = live.clone();
         edited["spec"]["replicas"] = json!(5);
         record_update(&rt, Part::Main, Some(&live), &mut edited, "kubectl-edit", None);
-        let entries = edited["metadata"]["managedFields"].as_array().unwrap();
-        let alice = entries.iter().find(|e| e["manager"] == "alice").unwrap();
-        let editor = entries.iter().find(|e| e["manager"] == "kubectl-edit").unwrap();
+        let alice = entry(&edited, "alice");
+        let editor = entry(&edited, "kubectl-edit");
         assert_eq!(editor["operation"], "Update");
         assert_eq!(editor["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
         assert!(alice["fieldsV1"]["f:spec"].get("f:replicas").is_none());
@@ -648,5 +839,160 @@ mod tests {
         assert!(reset["metadata"].get("managedFields").is_none());
         assert!(check_manager(&"m".repeat(129)).is_err());
         assert!(check_manager("kubectl").is_ok());
+    }
+
+    fn container(obj: &Value) -> &Value {
+        &obj["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    fn containers_mut(obj: &mut Value) -> &mut Value {
+        &mut obj["spec"]["template"]["spec"]["containers"]
+    }
+
+    /// What the store's defaulting does to an applied object's ports (`protocol: TCP`).
+    fn default_protocols(obj: &mut Value) {
+        for c in containers_mut(obj).as_array_mut().into_iter().flatten() {
+            for p in c["ports"].as_array_mut().into_iter().flatten() {
+                if p.get("protocol").is_none() {
+                    p["protocol"] = json!("TCP");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn list_map_items_match_by_their_keys_with_defaults_filled() {
+        let rt = deployments();
+        let mut with_port = config(1, "nginx:1");
+        containers_mut(&mut with_port)[0]["ports"] = json!([{"containerPort": 80}]);
+        let mut live = apply(&rt, Part::Main, &json!({}), &with_port, "alice", false).unwrap();
+        default_protocols(&mut live);
+        let port_key = r#"k:{"containerPort":80,"protocol":"TCP"}"#;
+        let fields = &live["metadata"]["managedFields"][0]["fieldsV1"];
+        let owned =
+            &fields["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"nginx"}"#]["f:ports"];
+        assert_eq!(
+            owned[port_key],
+            json!({".": {}, "f:containerPort": {}}),
+            "{fields}"
+        );
+
+        // Re-applying matches the defaulted item: nothing is appended.
+        let again = apply(&rt, Part::Main, &live, &with_port, "alice", false).unwrap();
+        assert_eq!(
+            container(&again)["ports"],
+            json!([{"containerPort": 80, "protocol": "TCP"}])
+        );
+        // Another manager applying the same values shares them.
+        let shared = apply(&rt, Part::Main, &again, &with_port, "bob", false).unwrap();
+        assert_eq!(managers(&shared).len(), 2);
+        assert_eq!(container(&shared)["ports"].as_array().map(Vec::len), Some(1));
+        // Dropping the port from Alice's configuration keeps it for Bob; dropping it from
+        // both removes the defaulted item.
+        let alice_only = apply(&rt, Part::Main, &shared, &config(1, "nginx:1"), "alice", false).unwrap();
+        assert_eq!(container(&alice_only)["ports"].as_array().map(Vec::len), Some(1));
+        let none = apply(&rt, Part::Main, &alice_only, &config(1, "nginx:1"), "bob", false).unwrap();
+        assert!(
+            container(&none)["ports"].as_array().is_none_or(Vec::is_empty),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn conflicts_name_the_changed_leaves_not_the_items_around_them() {
+        let rt = deployments();
+        let live = apply(&rt, Part::Main, &json!({}), &config(1, "nginx:1"), "alice", false).unwrap();
+        let e = apply(&rt, Part::Main, &live, &config(1, "nginx:2"), "bob", false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"alice\" using apps/v1: .spec.template.spec.containers[name=\"nginx\"].image"
+        );
+    }
+
+    /// An object as `kubectl apply` (client-side) creates it: its configuration in the
+    /// last-applied annotation, its fields owned by an `Update` of kubectl-client-side-apply.
+    fn client_side_applied(rt: &ResourceType, configuration: &Value) -> Value {
+        let mut obj = configuration.clone();
+        obj["metadata"]["annotations"] = json!({LAST_APPLIED: go_json(configuration).unwrap()});
+        record_update(rt, Part::Main, None, &mut obj, "kubectl-client-side-apply", None);
+        obj
+    }
+
+    #[test]
+    fn kubectl_takes_over_what_its_client_side_apply_recorded() {
+        let rt = deployments();
+        let live = client_side_applied(&rt, &config(1, "nginx:1"));
+
+        // Another manager conflicts with the client-side owner.
+        let e = apply(&rt, Part::Main, &live, &config(1, "nginx:2"), "other", false).unwrap_err();
+        assert!(
+            e.message.contains("conflict with \"kubectl-client-side-apply\""),
+            "{}",
+            e.message
+        );
+
+        // kubectl takes the recorded fields over; the annotation follows its configuration.
+        let upgraded = apply(&rt, Part::Main, &live, &config(1, "nginx:2"), "kubectl", false).unwrap();
+        assert_eq!(container(&upgraded)["image"], "nginx:2");
+        let annotation = upgraded["metadata"]["annotations"][LAST_APPLIED]
+            .as_str()
+            .unwrap();
+        assert_eq!(Some(annotation.to_string()), go_json(&config(1, "nginx:2")));
+        let csa = entry(&upgraded, "kubectl-client-side-apply");
+        let container =
+            &csa["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"nginx"}"#];
+        assert!(container.get("f:image").is_none(), "{csa}");
+
+        // A field changed since the client-side apply is no longer recorded: it conflicts.
+        let mut edited = live.clone();
+        edited["spec"]["replicas"] = json!(5);
+        record_update(&rt, Part::Main, Some(&live), &mut edited, "kubectl-edit", None);
+        let e = apply(&rt, Part::Main, &edited, &config(2, "nginx:2"), "kubectl", false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using apps/v1: .spec.replicas"
+        );
+
+        // Without the annotation (or for another version) nothing is taken over.
+        let mut unrecorded = live.clone();
+        unrecorded["metadata"]["annotations"][LAST_APPLIED] = json!(r#"{"apiVersion":"apps/v1beta1"}"#);
+        assert_eq!(
+            apply(
+                &rt,
+                Part::Main,
+                &unrecorded,
+                &config(1, "nginx:2"),
+                "kubectl",
+                false
+            )
+            .unwrap_err()
+            .code,
+            409
+        );
+    }
+
+    #[test]
+    fn server_side_applies_add_no_last_applied_configuration() {
+        let rt = deployments();
+        let live = apply(
+            &rt,
+            Part::Main,
+            &json!({}),
+            &config(1, "nginx:1"),
+            "kubectl",
+            false,
+        )
+        .unwrap();
+        let again = apply(&rt, Part::Main, &live, &config(2, "nginx:1"), "kubectl", false).unwrap();
+        assert!(again["metadata"].get("annotations").is_none(), "{again}");
+    }
+
+    #[test]
+    fn last_applied_configuration_is_encoded_as_go_does() {
+        let v = json!({"b": "<a&b>\u{2028}", "a": ["\u{8}\u{c}\n\t\u{1}\"\\"]});
+        assert_eq!(
+            go_json(&v).unwrap(),
+            "{\"a\":[\"\\u0008\\u000c\\n\\t\\u0001\\\"\\\\\"],\"b\":\"\\u003ca\\u0026b\\u003e\\u2028\"}\n"
+        );
     }
 }

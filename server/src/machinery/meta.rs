@@ -14,6 +14,9 @@ use crate::scheme::ResourceType;
 /// Field causes of a validation failure: `(field path, message)`.
 pub type Causes = Vec<(String, String)>;
 
+/// The most bytes the keys and values of an object's annotations may total (256 KiB).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 
@@ -115,10 +118,10 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
                         )),
                     }
                 }
-                if total > 256 * 1024 {
+                if total > MAX_ANNOTATIONS_BYTES {
                     causes.push((
                         "metadata.annotations".into(),
-                        format!("Too long: may not be more than 262144 bytes (got {total})"),
+                        format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes (got {total})"),
                     ));
                 }
             }

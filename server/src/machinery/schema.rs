@@ -274,6 +274,11 @@ impl<'a> Node<'a> {
         self.marker("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
     }
 
+    /// The schema's `default`: the value the field takes when it is omitted.
+    pub fn default_value(&self) -> Option<&'a Value> {
+        self.marker("default")
+    }
+
     /// `x-kubernetes-patch-merge-key`.
     pub fn merge_key(&self) -> Option<&'a str> {
         self.marker("x-kubernetes-patch-merge-key")
@@ -312,6 +317,12 @@ mod tests {
             .and_then(|p| p.field("containerPort"))
             .expect("containerPort");
         assert_eq!(port.shape(), Shape::Scalar(Scalar::Int32));
+        assert!(port.default_value().is_none());
+        let protocol = ports
+            .element()
+            .and_then(|p| p.field("protocol"))
+            .expect("protocol");
+        assert_eq!(protocol.default_value(), Some(&Value::from("TCP")));
         let volumes = spec.field("volumes").expect("volumes");
         assert!(volumes.has_patch_strategy("retainKeys") && volumes.has_patch_strategy("merge"));
         let node_selector = spec.field("nodeSelector").expect("nodeSelector");

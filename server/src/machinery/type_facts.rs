@@ -189,6 +189,9 @@ pub struct PropertyFacts {
     pub patch_merge_key: Option<String>,
     /// `x-kubernetes-map-type` of a map (or, from a field's `+structType`, a struct) property.
     pub map_type: Option<MapType>,
+    /// `+default=`: the value an omitted field takes, published as the property's `default`
+    /// (server-side apply identifies list-map items by their keys with these filled in).
+    pub default: Option<serde_json::Value>,
 }
 
 /// `x-kubernetes-list-type`.
@@ -269,6 +272,11 @@ mod tests {
     }
 
     #[test]
+    fn default_count_matches_upstream_1_35() {
+        assert_eq!(count(|p| p.default.is_some()), 35);
+    }
+
+    #[test]
     fn patch_counts_match_upstream_1_35() {
         assert_eq!(count(|p| p.patch_merge_key.is_some()), 61);
         assert_eq!(count(|p| p.patch_strategy.is_some()), 65);
@@ -319,6 +327,13 @@ mod tests {
             .property("io.k8s.api.core.v1.Container", "ports")
             .expect("container ports");
         assert_eq!(container_ports.list_map_keys, ["containerPort", "protocol"]);
+        for port in [
+            "io.k8s.api.core.v1.ContainerPort",
+            "io.k8s.api.core.v1.ServicePort",
+        ] {
+            let protocol = f.property(port, "protocol").expect("protocol");
+            assert_eq!(protocol.default, Some(serde_json::json!("TCP")), "{port}");
+        }
 
         // Markers of a Go-embedded struct land on the embedding definition.
         let ephemeral_env = f

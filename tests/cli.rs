@@ -803,3 +803,209 @@ async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
     assert_eq!(status["nodeId"], 2, "{status}");
     assert!(new.stop().success());
 }
+
+/// `kuberaft member ...` run against the cluster of `kubeconfig`: success, stdout, stderr.
+fn member(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["member"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    run(&all)
+}
+
+/// The member list as JSON: `(id, role, lag)` per member.
+fn members(kubeconfig: &std::path::Path) -> Vec<(u64, String, Option<u64>)> {
+    let (ok, out, err) = member(kubeconfig, &["list", "-o", "json"]);
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    rows.iter()
+        .map(|r| {
+            (
+                r["id"].as_u64().unwrap(),
+                r["role"].as_str().unwrap().to_string(),
+                r["lag"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
+    use kuberaft::config::{MemberConfig, ServeConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let api = base_port();
+    let peer = api + 12000;
+    let cluster = UpCluster::start(dir.path(), api, peer);
+    let kubeconfig = cluster.kubeconfig.clone();
+    cluster.ok(&["create", "namespace", "shop"]);
+    for i in 0..20 {
+        cluster.ok(&["-n", "shop", "create", "configmap", &format!("c{i}")]);
+    }
+    let roles: Vec<String> = members(&kubeconfig).into_iter().map(|m| m.1).collect();
+    assert_eq!(roles.iter().filter(|r| *r == "leader").count(), 1, "{roles:?}");
+    assert_eq!(roles.len(), 3, "{roles:?}");
+
+    // A learner the leader has never heard from is not promoted.
+    let (ok, _, err) = member(
+        &kubeconfig,
+        &[
+            "add",
+            "--id",
+            "5",
+            "--peer-addr",
+            "127.0.0.1:1",
+            "--api-addr",
+            "127.0.0.1:2",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (ok, _, err) = member(&kubeconfig, &["promote", "5"]);
+    assert!(!ok && err.contains("node 5 has not caught up"), "{err}");
+    let (ok, _, err) = member(&kubeconfig, &["remove", "5"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = member(&kubeconfig, &["promote", "9"]);
+    assert!(!ok && err.contains("node 9 is not a member"), "{err}");
+
+    // A fourth replica, made as on a new host: its certificates, a config that names only
+    // itself, an empty data dir, and --join through any replica.
+    let (ok, _, err) = run(&[
+        "certs",
+        "replica",
+        "--dir",
+        dir.path().join("pki").to_str().unwrap(),
+        "--name",
+        "node-4",
+        "--host",
+        "127.0.0.1",
+    ]);
+    assert!(ok, "{err}");
+    let mut config = ServeConfig::load(&dir.path().join("node-3.yaml")).unwrap();
+    let (api4, peer4) = (api + 3, peer + 3);
+    config.id = 4;
+    config.data_dir = dir.path().join("node-4");
+    config.members = vec![MemberConfig {
+        id: 4,
+        peer_addr: format!("127.0.0.1:{peer4}"),
+        api_addr: format!("127.0.0.1:{api4}"),
+    }];
+    let security = config.security.as_mut().unwrap();
+    for path in [
+        &mut security.serving_certificate,
+        &mut security.serving_key,
+        &mut security.peer_certificate,
+        &mut security.peer_key,
+    ] {
+        *path = std::path::PathBuf::from(path.to_str().unwrap().replace("node-3", "node-4"));
+    }
+    let config_path = dir.path().join("node-4.yaml");
+    std::fs::write(&config_path, config.to_yaml().unwrap()).unwrap();
+    let log = std::fs::File::create(dir.path().join("node-4.log")).unwrap();
+    let mut node4 = Command::new(kuberaft_bin())
+        .args(["serve", "--config", config_path.to_str().unwrap(), "--join"])
+        .arg(format!("https://127.0.0.1:{}", peer + 1))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    eventually(T, || async {
+        let list = members(&kubeconfig);
+        match list.iter().find(|m| m.0 == 4) {
+            Some((_, role, Some(0))) if role == "learner" => Ok(()),
+            other => Err(format!("node 4: {other:?} in {list:?}")),
+        }
+    })
+    .await;
+    // The learner serves reads (and forwards writes) like any replica.
+    let on4 = |args: &[&str]| {
+        let mut all = vec!["--server".to_string(), format!("https://127.0.0.1:{api4}")];
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        cluster.kubectl(&all)
+    };
+    let (ok, listed, err) = on4(&["-n", "shop", "get", "configmaps", "-o", "name"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        listed.lines().filter(|l| l.starts_with("configmap/c")).count(),
+        20,
+        "{listed}"
+    );
+    let (ok, _, err) = on4(&["-n", "shop", "create", "configmap", "from-the-learner"]);
+    assert!(ok, "{err}");
+    let (ok, status, err) = run(&[
+        "endpoint",
+        "status",
+        "-o",
+        "json",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&status).unwrap();
+    assert!(
+        rows.iter().any(|r| r["id"] == 4 && r["role"] == "learner"),
+        "{status}"
+    );
+
+    let (ok, _, err) = member(&kubeconfig, &["promote", "4"]);
+    assert!(ok, "{err}");
+    assert!(
+        members(&kubeconfig).contains(&(4, "voter".into(), Some(0)))
+            || members(&kubeconfig).iter().any(|m| m.0 == 4 && m.1 == "leader"),
+        "{:?}",
+        members(&kubeconfig)
+    );
+
+    // Removing a voter: it stops serving and says why, also when restarted on its old data.
+    let (ok, _, err) = member(&kubeconfig, &["remove", "1"]);
+    assert!(ok, "{err}");
+    let node1_log = dir.path().join("node-1.log");
+    eventually(T, || async {
+        let log = std::fs::read_to_string(&node1_log).unwrap_or_default();
+        if log.contains("node 1 was removed from the cluster") {
+            Ok(())
+        } else {
+            Err("node 1 still runs".to_string())
+        }
+    })
+    .await;
+    let (ok, _, err) = run(&[
+        "serve",
+        "--config",
+        dir.path().join("node-1.yaml").to_str().unwrap(),
+    ]);
+    assert!(
+        !ok && err.contains("node 1 was removed from the cluster"),
+        "{err}"
+    );
+
+    // With node 2 down, removing node 3 would leave {2, 4}: no quorum. Removing node 2 works.
+    let killed = Command::new("pkill")
+        .args(["-9", "-f", dir.path().join("node-2.yaml").to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let via4 = [
+        "--endpoints".to_string(),
+        format!("127.0.0.1:{peer4}"),
+        "--kubeconfig".to_string(),
+        kubeconfig.to_str().unwrap().to_string(),
+    ];
+    let via4: Vec<&str> = via4.iter().map(String::as_str).collect();
+    let admin_via_node4 = |args: &[&str]| run(&[args, &via4[..]].concat());
+    let (ok, _, err) = admin_via_node4(&["member", "remove", "3"]);
+    assert!(!ok && err.contains("removing node 3 would lose quorum"), "{err}");
+    let (ok, _, err) = admin_via_node4(&["member", "remove", "2"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = on4(&["-n", "shop", "create", "configmap", "after-the-removals"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = admin_via_node4(&["member", "list", "-o", "json"]);
+    assert!(ok, "{err}");
+    let ids: Vec<u64> = serde_json::from_str::<Vec<serde_json::Value>>(&out)
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [3, 4], "{out}");
+    let _ = node4.kill();
+    let _ = node4.wait();
+    drop(cluster);
+}

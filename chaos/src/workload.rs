@@ -434,6 +434,13 @@ mod tests {
                 Err(Status::unimplemented("snapshot"))
             }
 
+            async fn members(
+                &self,
+                _: Request<pb::MemberRequest>,
+            ) -> Result<Response<pb::MembersResponse>, Status> {
+                Err(Status::unimplemented("members"))
+            }
+
             async fn range(
                 &self,
                 req: Request<pb::RangeRequest>,

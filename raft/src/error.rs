@@ -36,6 +36,13 @@ pub enum NodeError {
     /// The replica's configuration is unusable.
     #[error("config: {0}")]
     Config(String),
+    /// The request is refused in the cluster's current state (e.g. promoting a learner that
+    /// has not caught up); the message says why and what to do.
+    #[error("{0}")]
+    Refused(String),
+    /// The leader answered a forwarded request with this status.
+    #[error("{}", .0.message())]
+    Remote(tonic::Status),
     /// A store read on the blocking pool did not finish (it panicked or the runtime is
     /// shutting down).
     #[error("store read did not complete: {0}")]
@@ -54,6 +61,8 @@ impl From<NodeError> for tonic::Status {
             | NodeError::Rejected(_) => Code::InvalidArgument,
             NodeError::NoLeader | NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
             NodeError::Timeout(..) => Code::DeadlineExceeded,
+            NodeError::Refused(_) => Code::FailedPrecondition,
+            NodeError::Remote(status) => return status.clone(),
             _ => Code::Internal,
         };
         tonic::Status::new(code, e.to_string())

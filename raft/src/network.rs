@@ -1,13 +1,15 @@
 //! The client side of the peer transport: openraft's RPCs over tonic gRPC.
 //!
 //! openraft messages travel as postcard bytes inside `RaftPayload`; every call carries the
-//! cluster name in the `x-kuberaft-cluster` header. A peer that answers "wrong cluster" is a
-//! fatal misconfiguration: it is reported on the `fatal` channel and the replica exits.
+//! cluster name in the `x-kuberaft-cluster` header. A peer that answers "wrong cluster" (a
+//! misconfiguration) or "removed" (this replica is no longer a member) is fatal: it is
+//! reported on the `fatal` channel and the replica exits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kuberaft_proto::kv_client::KvClient;
 use kuberaft_proto::peer_client::PeerClient;
 use kuberaft_proto::{RaftPayload, CLUSTER_HEADER};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
@@ -28,6 +30,10 @@ pub const MAX_PEER_MESSAGE: usize = 64 * 1024 * 1024;
 
 /// Marker in the status message a replica returns to a peer of another cluster.
 pub const WRONG_CLUSTER: &str = "peer belongs to another cluster";
+
+/// Marker in the status message a replica returns to a candidate that its committed membership
+/// no longer has: the candidate was removed and must stop.
+pub const REMOVED_MEMBER: &str = "was removed from the cluster";
 
 /// Lazily connected channels to peers, shared by Raft replication, forwarding and read index.
 #[derive(Clone)]
@@ -56,7 +62,20 @@ impl Peers {
 
     /// A gRPC client for the peer at `addr`.
     pub fn client(&self, addr: &str) -> Result<PeerClient<Channel>, tonic::Status> {
-        let channel = {
+        Ok(PeerClient::new(self.channel(addr)?)
+            .max_decoding_message_size(MAX_PEER_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE))
+    }
+
+    /// A client of the admin service of the replica at `addr` (membership changes and probes
+    /// between replicas), over the same connection.
+    pub fn kv_client(&self, addr: &str) -> Result<KvClient<Channel>, tonic::Status> {
+        Ok(KvClient::new(self.channel(addr)?))
+    }
+
+    /// The shared connection to the replica at `addr` (made on first use).
+    fn channel(&self, addr: &str) -> Result<Channel, tonic::Status> {
+        Ok({
             let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             match channels.get(addr) {
                 Some(c) => c.clone(),
@@ -79,10 +98,7 @@ impl Peers {
                     c
                 }
             }
-        };
-        Ok(PeerClient::new(channel)
-            .max_decoding_message_size(MAX_PEER_MESSAGE)
-            .max_encoding_message_size(MAX_PEER_MESSAGE))
+        })
     }
 
     /// Wraps `msg` in a request that carries the cluster name and `timeout`.
@@ -95,9 +111,13 @@ impl Peers {
         req
     }
 
-    /// Reports a status that says the peer belongs to another cluster.
+    /// Reports a status that says the peer belongs to another cluster, or that this replica
+    /// was removed from the cluster.
     pub fn check_fatal(&self, status: &tonic::Status) {
-        if status.code() == tonic::Code::PermissionDenied && status.message().contains(WRONG_CLUSTER) {
+        let fatal = [WRONG_CLUSTER, REMOVED_MEMBER]
+            .iter()
+            .any(|marker| status.message().contains(marker));
+        if status.code() == tonic::Code::PermissionDenied && fatal {
             let _ = self.fatal.send(status.message().to_string());
         }
     }

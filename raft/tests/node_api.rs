@@ -31,6 +31,7 @@ fn config(dir: &std::path::Path) -> NodeConfig {
         request_timeout: Duration::from_secs(5),
         peer_tls: None,
         certificates: Vec::new(),
+        join: None,
     }
 }
 

@@ -491,6 +491,7 @@ impl ServeConfig {
             request_timeout: Duration::from_secs(self.request_timeout_seconds),
             peer_tls: None,
             certificates: Vec::new(),
+            join: None,
         }
     }
 }

@@ -1,10 +1,10 @@
 //! The `kuberaft` binary: parses the command line and runs the library's command.
 //!
 //! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas), `certs`
-//! (the PKI step by step), `endpoint status` (one row per member) and `snapshot` (backup and
-//! restore).
+//! (the PKI step by step), `endpoint status` (one row per member), `member` (membership
+//! changes) and `snapshot` (backup and restore).
 
-use kuberaft::cli::{certs, cluster_up, endpoint_status, snapshot};
+use kuberaft::cli::{certs, cluster_up, endpoint_status, member, snapshot};
 use kuberaft::server::{self, observability};
 
 use std::path::PathBuf;
@@ -37,6 +37,11 @@ enum Cmd {
         /// plaintext: development only (a warning is printed).
         #[arg(long)]
         insecure: bool,
+        /// Join a running cluster through one of its replicas (its peer address,
+        /// `https://HOST:PORT`) as a learner, with an empty data dir; promote it with
+        /// `kuberaft member promote` once it caught up.
+        #[arg(long, value_name = "URL")]
+        join: Option<String>,
     },
     /// Manage a local cluster.
     Cluster {
@@ -52,6 +57,11 @@ enum Cmd {
     Endpoint {
         #[command(subcommand)]
         command: EndpointCmd,
+    },
+    /// List, add, promote and remove the cluster's members.
+    Member {
+        #[command(subcommand)]
+        command: member::MemberCmd,
     },
     /// Back up a running cluster, inspect a backup, make a new cluster from one.
     Snapshot {
@@ -88,7 +98,8 @@ fn main() -> std::process::ExitCode {
                 config,
                 feature_gates,
                 insecure,
-            } => server::run(&config, feature_gates.as_deref(), insecure).await,
+                join,
+            } => server::run(&config, feature_gates.as_deref(), insecure, join.as_deref()).await,
             Cmd::Cluster {
                 command: ClusterCmd::Up(args),
             } => cluster_up::up(args).await,
@@ -96,6 +107,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Endpoint {
                 command: EndpointCmd::Status(args),
             } => endpoint_status::run(args).await,
+            Cmd::Member { command } => member::run(command).await,
             Cmd::Snapshot { command } => snapshot::run(command).await,
         }
     });

@@ -42,7 +42,7 @@ async fn replica(dir: &Path) -> Replica {
         backup: None,
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
-    let replica = Replica::start(&config, metrics, &Security::insecure())
+    let replica = Replica::start(&config, metrics, &Security::insecure(), None)
         .await
         .expect("replica starts");
     let deadline = tokio::time::Instant::now() + T;

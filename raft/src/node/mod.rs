@@ -14,10 +14,13 @@
 //!   configured history window is kept; compaction is a log command, so every replica compacts
 //!   identically;
 //! * `status`: one replica's row of `kuberaft endpoint status`;
-//! * `backup`: a consistent backup of the store while the replica serves.
+//! * `backup`: a consistent backup of the store while the replica serves;
+//! * `membership`: adding, promoting and removing members, joining a cluster, and stopping a
+//!   replica that was removed.
 
 pub mod backup;
 mod compaction;
+pub mod membership;
 mod read;
 mod status;
 mod write;
@@ -29,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kuberaft_storage::log::LogStore;
-use kuberaft_storage::{Db, Identity, Mvcc};
+use kuberaft_storage::{Db, Identity, Mvcc, StorageError};
 use openraft::error::{Fatal, InitializeError, RaftError};
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -92,6 +95,9 @@ pub struct NodeConfig {
     pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
     /// The certificates the replica serves with and when they expire, for its status.
     pub certificates: Vec<kuberaft_proto::CertificateExpiry>,
+    /// Join the cluster through the replica at this peer address (host:port) as a learner,
+    /// instead of initialising a new cluster from `members`.
+    pub join: Option<String>,
 }
 
 impl NodeConfig {
@@ -121,6 +127,8 @@ pub struct RaftNode {
     caught_up: AtomicBool,
     /// Shares leadership confirmations among concurrent linearizable reads.
     read_batch: ReadIndexBatcher,
+    /// Serialises membership changes made through this replica.
+    membership_lock: tokio::sync::Mutex<()>,
 }
 
 /// Once caught up, a replica stays ready while it is at most this many committed entries
@@ -163,7 +171,7 @@ impl RaftNode {
             events.clone(),
         )?;
         let (fatal_tx, fatal_rx) = mpsc::unbounded_channel();
-        let peers = Peers::new(&config.cluster_name, config.peer_tls.clone(), fatal_tx);
+        let peers = Peers::new(&config.cluster_name, config.peer_tls.clone(), fatal_tx.clone());
         let raft_config = openraft::Config {
             cluster_name: config.cluster_name.clone(),
             heartbeat_interval: config.heartbeat.as_millis() as u64,
@@ -185,12 +193,27 @@ impl RaftNode {
             .is_initialized()
             .await
             .map_err(|e| NodeError::Raft(e.to_string()))?;
-        if !initialized {
+        let joining = membership::joining_marker(&config.data_dir);
+        if initialized {
+            if joining.exists() {
+                std::fs::remove_file(&joining).map_err(StorageError::Io)?;
+            }
+        } else if config.join.is_some() {
+            // From now on this data dir only ever joins: a restart before the leader reached it
+            // must not initialise a cluster of its own.
+            std::fs::write(&joining, b"").map_err(StorageError::Io)?;
+        } else if joining.exists() {
+            return Err(NodeError::Config(format!(
+                "{} was started with --join and has not joined its cluster yet; start it with --join again",
+                config.data_dir.display()
+            )));
+        } else {
             match raft.initialize(config.members.clone()).await {
                 Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
                 Err(e) => return Err(NodeError::Raft(e.to_string())),
             }
         }
+        membership::watch_removal(&raft, config.id, config.cluster_name.clone(), fatal_tx.clone());
         let leader = watch_leader(&raft);
         let node = Arc::new(RaftNode {
             id: config.id,
@@ -205,8 +228,12 @@ impl RaftNode {
             leader,
             caught_up: AtomicBool::new(false),
             read_batch: ReadIndexBatcher::default(),
+            membership_lock: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(compaction::compaction_loop(Arc::downgrade(&node)));
+        if let (false, Some(seed)) = (initialized, &node.config.join) {
+            membership::join(Arc::downgrade(&node), seed.clone(), fatal_tx);
+        }
         Ok((node, fatal_rx))
     }
 

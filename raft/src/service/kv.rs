@@ -1,5 +1,5 @@
 //! The `Kv` gRPC service: the admin/KV API on the peer listener (Range, Txn, Compact, Status,
-//! Snapshot) for the CLI, benchmarks and tests. Writes go through the replica's [`RaftNode::write`], so
+//! Snapshot, Members) for the CLI, benchmarks, tests and joining replicas. Writes go through the replica's [`RaftNode::write`], so
 //! any replica accepts them; Range is linearizable unless the caller asks for a serializable
 //! (local) read.
 
@@ -122,6 +122,16 @@ impl Kv for KvService {
             Some(pb::command_result::Result::Rejected(msg)) => Err(Status::out_of_range(msg)),
             other => Err(Status::internal(format!("unexpected result {other:?}"))),
         }
+    }
+
+    async fn members(
+        &self,
+        req: Request<pb::MemberRequest>,
+    ) -> Result<Response<pb::MembersResponse>, Status> {
+        let forwarded = crate::node::membership::is_forwarded(req.metadata());
+        Ok(Response::new(
+            self.node.members(req.into_inner(), forwarded).await?,
+        ))
     }
 
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {

@@ -2,7 +2,8 @@
 //! (AppendEntries, Vote, InstallSnapshot) arrive as postcard bytes in `RaftPayload` and go to
 //! the local Raft; `Forward` proposes a follower's write on this replica (if it leads) and
 //! `ReadIndex` confirms leadership for a follower's linearizable read. The cluster-name check
-//! happens before, in the interceptor `serve` installs.
+//! happens before, in the interceptor `serve` installs; a vote from a replica this one's
+//! committed membership no longer has is refused with the reason, which stops that replica.
 
 use std::sync::Arc;
 
@@ -51,6 +52,14 @@ impl Peer for PeerService {
 
     async fn vote(&self, req: Request<pb::RaftPayload>) -> Result<Response<pb::RaftPayload>, Status> {
         let rpc: VoteRequest<u64> = decode("vote", &req.into_inner().data).map_err(bad_payload)?;
+        if let Some(why) = rpc
+            .vote
+            .leader_id()
+            .voted_for()
+            .and_then(|candidate| self.node.refuses_candidate(candidate))
+        {
+            return Err(Status::permission_denied(why));
+        }
         reply(&self.node.raft.vote(rpc).await)
     }
 

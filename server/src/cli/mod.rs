@@ -1,4 +1,4 @@
-//! The commands that are not the server: `cluster up`, `certs`, `endpoint status`, `snapshot`,
+//! The commands that are not the server: `cluster up`, `certs`, `endpoint status`, `member`, `snapshot`,
 //! the admin-service connection they share, and the kubeconfig they write and read.
 
 pub mod admin;
@@ -6,4 +6,5 @@ pub mod certs;
 pub mod cluster_up;
 pub mod endpoint_status;
 pub mod kubeconfig;
+pub mod member;
 pub mod snapshot;

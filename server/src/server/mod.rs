@@ -118,7 +118,19 @@ impl Security {
 /// Runs the replica described by the config file at `path`, with `feature_gates`
 /// (`--feature-gates` text) applied over the file's; `insecure` serves plain HTTP without
 /// authentication.
-pub async fn run(path: &Path, feature_gates: Option<&str>, insecure: bool) -> anyhow::Result<()> {
+pub async fn run(
+    path: &Path,
+    feature_gates: Option<&str>,
+    insecure: bool,
+    join: Option<&str>,
+) -> anyhow::Result<()> {
+    // `--join https://host:port` and `--join host:port` name the same replica.
+    let join = join.map(|j| {
+        j.strip_prefix("https://")
+            .or_else(|| j.strip_prefix("http://"))
+            .unwrap_or(j)
+            .trim_end_matches('/')
+    });
     let mut config = ServeConfig::load(path)?;
     if let Some(g) = feature_gates {
         config
@@ -140,7 +152,7 @@ pub async fn run(path: &Path, feature_gates: Option<&str>, insecure: bool) -> an
         node,
         router: app,
         mut fatal,
-    } = Replica::start(&config, metrics, &security).await?;
+    } = Replica::start(&config, metrics, &security, join).await?;
     spawn_gauges(&node);
     if let Some(backup) = &config.backup {
         backups::spawn(node.clone(), backup.clone());
@@ -211,14 +223,17 @@ impl Replica {
     /// logging when the config has an `audit` section: an unreadable or invalid policy, or a
     /// log that cannot be opened, stops the start before the data dir is touched). The peer
     /// service is not started: a single-member cluster needs none, and [`run`] serves it for
-    /// the rest.
+    /// the rest. With `join` (a replica's peer address), the node joins that replica's cluster
+    /// as a learner instead of initialising one from the config's members.
     pub async fn start(
         config: &ServeConfig,
         metrics: PrometheusHandle,
         security: &Security,
+        join: Option<&str>,
     ) -> anyhow::Result<Replica> {
         let auditor = config.audit.as_ref().map(Auditor::load).transpose()?;
         let mut node_config = config.node_config();
+        node_config.join = join.map(str::to_string);
         node_config.peer_tls = security.credentials.as_ref().map(|c| c.peer_client.clone());
         if let Some(c) = &security.credentials {
             node_config.certificates = [("ca", &c.ca), ("api", &c.serving), ("peer", &c.peer)]

@@ -742,18 +742,7 @@ async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
         .unwrap();
     assert!(created > revision + 1_000_000_000, "{created}");
     // An informer resuming with a resourceVersion of the old cluster is told to re-list.
-    let pem = |f: &str| std::fs::read(new_dir.join("pki").join(f)).unwrap();
-    let http = reqwest::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(&pem("ca.crt")).unwrap())
-        .identity(
-            reqwest::Identity::from_pem(
-                &[pem("users/kuberaft-admin.crt"), pem("users/kuberaft-admin.key")].concat(),
-            )
-            .unwrap(),
-        )
-        .build()
-        .unwrap();
+    let http = admin_http(&new_dir.join("pki"));
     let watch = http
         .get(format!(
             "https://127.0.0.1:{}/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion={seen_rv}",
@@ -802,6 +791,22 @@ async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
     assert!(status["revision"].as_i64().unwrap() >= created, "{status}");
     assert_eq!(status["nodeId"], 2, "{status}");
     assert!(new.stop().success());
+}
+
+/// An HTTPS client that trusts the CA of the PKI in `pki` and speaks as its admin.
+fn admin_http(pki: &std::path::Path) -> reqwest::Client {
+    let pem = |f: &str| std::fs::read(pki.join(f)).unwrap();
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem("ca.crt")).unwrap())
+        .identity(
+            reqwest::Identity::from_pem(
+                &[pem("users/kuberaft-admin.crt"), pem("users/kuberaft-admin.key")].concat(),
+            )
+            .unwrap(),
+        )
+        .build()
+        .unwrap()
 }
 
 /// `kuberaft member ...` run against the cluster of `kubeconfig`: success, stdout, stderr.
@@ -1007,5 +1012,114 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
     assert_eq!(ids, [3, 4], "{out}");
     let _ = node4.kill();
     let _ = node4.wait();
+    drop(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_on_request_and_on_a_graceful_stop_without_failed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = base_port();
+    let cluster = UpCluster::start(dir.path(), api, api + 12000);
+    let kubeconfig = cluster.kubeconfig.clone();
+    let leader = || {
+        members(&kubeconfig)
+            .into_iter()
+            .find(|m| m.1 == "leader")
+            .map(|m| m.0)
+    };
+    let first = leader().expect("a leader");
+    let to = if first == 1 { 2 } else { 1 };
+    let (ok, out, err) = run(&[
+        "move-leader",
+        "--to",
+        &to.to_string(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!("leadership moved from node {first} to node {to} in ")),
+        "{out}"
+    );
+    assert_eq!(leader(), Some(to));
+    let (ok, _, err) = run(&[
+        "move-leader",
+        "--to",
+        &to.to_string(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains(&format!("node {to} already leads")), "{err}");
+
+    // Writes through another replica go on while the leader stops gracefully: it hands
+    // leadership over first, and no write fails.
+    let writer_node = to % 3 + 1;
+    let http = admin_http(&dir.path().join("pki"));
+    let url = format!(
+        "https://127.0.0.1:{}/api/v1/namespaces/default/configmaps",
+        api + writer_node as u16 - 1
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                i += 1;
+                let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("w{i}")}});
+                match http.post(&url).json(&body).send().await {
+                    Ok(r) if r.status() == 201 => ok += 1,
+                    Ok(r) => failed.push(format!("{}: {}", r.status(), r.text().await.unwrap_or_default())),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+            (ok, failed)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stopped = Command::new("pkill")
+        .args([
+            "-TERM",
+            "-f",
+            dir.path().join(format!("node-{to}.yaml")).to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let node_log = dir.path().join(format!("node-{to}.log"));
+    eventually(T, || async {
+        let log = std::fs::read_to_string(&node_log).unwrap_or_default();
+        if log.contains("handed leadership over before stopping") {
+            Ok(())
+        } else {
+            Err(format!("node {to} has not handed over"))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (written, failed) = writer.await.unwrap();
+    assert!(failed.is_empty(), "{} writes failed: {failed:?}", failed.len());
+    assert!(written > 5, "{written}");
+    let others = format!(
+        "127.0.0.1:{},127.0.0.1:{}",
+        api + 12000 + (to % 3) as u16,
+        api + 12000 + ((to + 1) % 3) as u16
+    );
+    let (ok, out, err) = run(&[
+        "member",
+        "list",
+        "-o",
+        "json",
+        "--endpoints",
+        &others,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let new_leader = rows.iter().find(|r| r["role"] == "leader").expect(&out);
+    assert_ne!(new_leader["id"], to, "{out}");
     drop(cluster);
 }

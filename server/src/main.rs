@@ -2,7 +2,7 @@
 //!
 //! Subcommands: `serve` (one replica), `cluster up` (a local cluster of replicas), `certs`
 //! (the PKI step by step), `endpoint status` (one row per member), `member` (membership
-//! changes) and `snapshot` (backup and restore).
+//! changes), `move-leader` and `snapshot` (backup and restore).
 
 use kuberaft::cli::{certs, cluster_up, endpoint_status, member, snapshot};
 use kuberaft::server::{self, observability};
@@ -63,6 +63,8 @@ enum Cmd {
         #[command(subcommand)]
         command: member::MemberCmd,
     },
+    /// Hand leadership to another voter (without an election timeout).
+    MoveLeader(member::MoveLeaderArgs),
     /// Back up a running cluster, inspect a backup, make a new cluster from one.
     Snapshot {
         #[command(subcommand)]
@@ -108,6 +110,7 @@ fn main() -> std::process::ExitCode {
                 command: EndpointCmd::Status(args),
             } => endpoint_status::run(args).await,
             Cmd::Member { command } => member::run(command).await,
+            Cmd::MoveLeader(args) => member::move_leader(args).await,
             Cmd::Snapshot { command } => snapshot::run(command).await,
         }
     });

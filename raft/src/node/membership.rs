@@ -77,8 +77,16 @@ impl RaftNode {
             .map_err(|_| NodeError::Rejected(format!("unknown member operation {}", req.op)))?;
         if op != Op::List {
             let _one_at_a_time = self.membership_lock.lock().await;
-            let m = self.raft.metrics().borrow().clone();
-            if m.membership_config.membership().get_joint_config().len() > 1 {
+            let in_change = self
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .get_joint_config()
+                .len()
+                > 1;
+            if in_change {
                 return Err(NodeError::Refused(
                     "a membership change is in progress; retry when it is done".into(),
                 ));
@@ -88,6 +96,9 @@ impl RaftNode {
                 Op::AddLearner => self.add_learner(&req).await?,
                 Op::Promote => self.promote(req.id).await?,
                 Op::Remove => self.remove(req.id).await?,
+                Op::MoveLeader => {
+                    self.transfer_leadership((req.id != 0).then_some(req.id)).await?;
+                }
             }
         }
         Ok(self.member_list())

@@ -16,13 +16,15 @@
 //! * `status`: one replica's row of `kuberaft endpoint status`;
 //! * `backup`: a consistent backup of the store while the replica serves;
 //! * `membership`: adding, promoting and removing members, joining a cluster, and stopping a
-//!   replica that was removed.
+//!   replica that was removed;
+//! * `transfer`: handing leadership to another voter (`move-leader`, a leader's graceful stop).
 
 pub mod backup;
 mod compaction;
 pub mod membership;
 mod read;
 mod status;
+mod transfer;
 mod write;
 
 use std::collections::BTreeMap;
@@ -129,6 +131,8 @@ pub struct RaftNode {
     read_batch: ReadIndexBatcher,
     /// Serialises membership changes made through this replica.
     membership_lock: tokio::sync::Mutex<()>,
+    /// Set while this leader hands leadership over: it proposes nothing new meanwhile.
+    transferring: AtomicBool,
 }
 
 /// Once caught up, a replica stays ready while it is at most this many committed entries
@@ -229,6 +233,7 @@ impl RaftNode {
             caught_up: AtomicBool::new(false),
             read_batch: ReadIndexBatcher::default(),
             membership_lock: tokio::sync::Mutex::new(()),
+            transferring: AtomicBool::new(false),
         });
         tokio::spawn(compaction::compaction_loop(Arc::downgrade(&node)));
         if let (false, Some(seed)) = (initialized, &node.config.join) {

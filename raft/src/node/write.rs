@@ -22,6 +22,10 @@ impl RaftNode {
         if let Some(pb::command::Command::Txn(t)) = &cmd.command {
             validate_txn(t)?;
         }
+        if self.transferring.load(std::sync::atomic::Ordering::SeqCst) {
+            // Handing leadership over: the caller waits for the new leader.
+            return Ok(None);
+        }
         metrics::counter!("kuberaft_raft_proposals_total").increment(1);
         match self.raft.client_write(Command(cmd)).await {
             Ok(resp) => Ok(Some((resp.data.0, resp.log_id.index))),

@@ -1,7 +1,8 @@
 //! The `Peer` gRPC service: what other replicas of the cluster call. openraft's RPCs
 //! (AppendEntries, Vote, InstallSnapshot) arrive as postcard bytes in `RaftPayload` and go to
 //! the local Raft; `Forward` proposes a follower's write on this replica (if it leads) and
-//! `ReadIndex` confirms leadership for a follower's linearizable read. The cluster-name check
+//! `ReadIndex` confirms leadership for a follower's linearizable read; `Campaign` starts an
+//! election when the leader hands leadership to this replica. The cluster-name check
 //! happens before, in the interceptor `serve` installs; a vote from a replica this one's
 //! committed membership no longer has is refused with the reason, which stops that replica.
 
@@ -80,6 +81,20 @@ impl Peer for PeerService {
             Some(index) => Ok(Response::new(pb::ReadIndexResponse { index })),
             None => Err(Status::failed_precondition("not the leader")),
         }
+    }
+
+    async fn campaign(
+        &self,
+        _req: Request<pb::CampaignRequest>,
+    ) -> Result<Response<pb::CampaignResponse>, Status> {
+        tracing::info!("the leader hands leadership over: campaigning");
+        self.node
+            .raft
+            .trigger()
+            .elect()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(pb::CampaignResponse {}))
     }
 
     async fn forward(

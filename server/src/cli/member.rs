@@ -51,6 +51,34 @@ pub struct AddArgs {
     pub admin: AdminArgs,
 }
 
+/// Options of `move-leader`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MoveLeaderArgs {
+    /// The voter to hand leadership to (default: the one with the most of the log).
+    #[arg(long)]
+    pub to: Option<u64>,
+    /// Where the cluster is and who to speak as.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+/// `kuberaft move-leader`: hands leadership to another voter and says who leads now.
+pub async fn move_leader(args: MoveLeaderArgs) -> anyhow::Result<()> {
+    let before = ask(&args.admin, MemberRequest::default()).await?.leader_id;
+    let started = std::time::Instant::now();
+    let req = MemberRequest {
+        op: Op::MoveLeader as i32,
+        id: args.to.unwrap_or(0),
+        ..Default::default()
+    };
+    let after = ask(&args.admin, req).await?.leader_id;
+    println!(
+        "leadership moved from node {before} to node {after} in {} ms",
+        started.elapsed().as_millis()
+    );
+    Ok(())
+}
+
 /// Options of `member promote` and `member remove`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IdArgs {

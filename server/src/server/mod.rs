@@ -192,6 +192,14 @@ pub async fn run(
         _ = shutdown => Ok(()),
         Some(reason) = fatal.recv() => Err(anyhow::anyhow!("refusing to run: {reason}")),
     };
+    if outcome.is_ok() && node.is_leader() {
+        // A graceful stop of the leader hands leadership over first: no election timeout,
+        // and writes meanwhile wait for the new leader instead of failing.
+        match node.transfer_leadership(None).await {
+            Ok(to) => tracing::info!(to, "handed leadership over before stopping"),
+            Err(e) => tracing::info!(error = %e, "stopping without handing leadership over"),
+        }
+    }
     let _ = stop_api.send(true);
     // Open watches would hold the drain for their whole timeout: they are cut after the
     // grace period, and their clients resume on another replica.

@@ -1236,3 +1236,98 @@ async fn an_update_with_resource_version_zero_is_unconditional() {
         "{updated}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_space_quota_writes_are_refused_until_deletes_and_compaction_free_space() {
+    let k = Kube::start_with(Options {
+        quota_backend_bytes: 3_000_000,
+        retention_seconds: 1,
+        ..Options::default()
+    })
+    .await;
+    // Values RocksDB cannot compress away.
+    let blob = |seed: u64| -> String {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..700_000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                char::from(b'a' + ((x >> 33) % 26) as u8)
+            })
+            .collect()
+    };
+    let path = "/api/v1/namespaces/default/configmaps";
+    let mut created = Vec::new();
+    let mut refused = None;
+    for i in 0..40u64 {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"v": blob(i)}});
+        let (code, status) = k
+            .send(reqwest::Method::POST, (i % 3) as usize, path, Some(&body))
+            .await;
+        match code {
+            201 => created.push(format!("big-{i}")),
+            _ => {
+                refused = Some((code, status));
+                break;
+            }
+        }
+        // The size is measured twice a second.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (code, status) = refused.expect("the quota was never reached");
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(status["reason"], "InternalError", "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains("database space exceeded"), "{status}");
+    assert!(created.len() >= 2, "{created:?}");
+    // Readiness says why.
+    let anonymous = k.cluster.http_builder().build().unwrap();
+    let ready = eventually(T, || async {
+        let r = anonymous
+            .get(k.url(0, "/readyz"))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let (code, text) = (r.status(), r.text().await.unwrap_or_default());
+        if code == 500 && text.contains("database space exceeded") {
+            Ok(text)
+        } else {
+            Err(format!("{code}: {text}"))
+        }
+    })
+    .await;
+    assert!(ready.contains("[-]"), "{ready}");
+    // Deletes still work, and the alarm clears by itself once compaction frees the space.
+    for name in &created {
+        let (code, status) = k
+            .send(reqwest::Method::DELETE, 1, &format!("{path}/{name}"), None)
+            .await;
+        assert_eq!(code, 200, "{status}");
+    }
+    eventually(Duration::from_secs(90), || async {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "small"}});
+        match k.send(reqwest::Method::POST, 2, path, Some(&body)).await {
+            (201, _) => Ok(()),
+            (code, status) => Err(format!("{code}: {status}")),
+        }
+    })
+    .await;
+    for i in 0..3 {
+        eventually(T, || async {
+            let r = anonymous
+                .get(k.url(i, "/readyz"))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.status() == 200 {
+                Ok(())
+            } else {
+                Err(r.text().await.unwrap_or_default())
+            }
+        })
+        .await;
+    }
+}

@@ -426,7 +426,17 @@ impl EtcdCluster {
         self.members[i].kill_now();
     }
 
-    /// Starts member `i` again on its data (after [`EtcdCluster::kill`]).
+    /// Sends SIGTERM to member `i` and returns at once.
+    pub fn terminate(&self, i: usize) {
+        self.members[i].signal(libc::SIGTERM, true);
+    }
+
+    /// Stops member `i` gracefully: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop(&mut self, i: usize) {
+        self.members[i].stop(ETCD_GRACE);
+    }
+
+    /// Starts member `i` again on its data (after [`EtcdCluster::kill`] or [`EtcdCluster::stop`]).
     pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         self.members[i] = self.spawn(i)?;
         Ok(())

@@ -1,7 +1,9 @@
 //! Leader failover measured the same way on kuberaft and on etcd: writers put continuously
-//! through every member's KV gRPC service; the leader is killed with SIGKILL; the outage is the
-//! time from the kill to the completion of the first successful put invoked after it. The
-//! killed member is restarted and the cluster settles before the next kill.
+//! through every member's KV gRPC service; the leader is killed with SIGKILL (or stopped with
+//! SIGTERM, when both systems hand leadership over first); the outage is the time from the
+//! signal to the completion of the first successful put invoked after it, and every put that
+//! fails or times out meanwhile is counted. The member is restarted and the cluster settles
+//! before the next round.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +34,24 @@ pub enum FailoverError {
     /// The cluster could not be driven.
     #[error("{0}")]
     Cluster(String),
+}
+
+/// How the leader is taken down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stop {
+    /// SIGKILL: a crash; the others elect a leader after their election timeout.
+    Kill,
+    /// SIGTERM: a graceful stop, as in a rolling restart (both systems transfer leadership).
+    Term,
+}
+
+/// What one round measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Round {
+    /// Seconds from the signal to the first successful put invoked after it.
+    pub outage: f64,
+    /// Puts that failed or timed out from the signal until writes were back.
+    pub failed: u64,
 }
 
 /// The cluster being measured.
@@ -80,6 +100,22 @@ impl Subject {
         }
     }
 
+    /// Sends SIGTERM to member `i` without waiting for it to exit.
+    fn terminate(&self, i: usize) {
+        match self {
+            Subject::Etcd(c) => c.terminate(i),
+            Subject::Kuberaft(c) => c.terminate(i),
+        }
+    }
+
+    /// Waits for a terminated member `i` to exit (SIGKILL after a grace period).
+    fn reap(&mut self, i: usize) {
+        match self {
+            Subject::Etcd(c) => c.stop(i),
+            Subject::Kuberaft(c) => c.stop(i),
+        }
+    }
+
     fn restart(&mut self, i: usize) -> Result<(), FailoverError> {
         match self {
             Subject::Etcd(c) => c.restart(i).map_err(|e| FailoverError::Cluster(format!("{e:#}"))),
@@ -90,13 +126,16 @@ impl Subject {
 
 /// Start times and completion times of successful puts, on one clock.
 type Successes = Arc<Mutex<Vec<(Instant, Instant)>>>;
+/// When puts failed, on the same clock.
+type Failures = Arc<Mutex<Vec<Instant>>>;
 
-/// Puts through `addr` until `stop`, recording every success.
+/// Puts through `addr` until `stop`, recording every success and the time of every failure.
 async fn writer(
     system: System,
     addr: String,
     tls: Option<Tls>,
     ok: Successes,
+    failed: Failures,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut n = 0u64;
@@ -121,16 +160,23 @@ async fn writer(
                     .unwrap_or_else(|p| p.into_inner())
                     .push((start, Instant::now())),
                 // Reconnect after an error: the member may have been restarted.
-                _ => break,
+                _ => {
+                    failed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(Instant::now());
+                    break;
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Kills the leader of `subject` `kills` times and returns each write outage in seconds.
-pub async fn measure(subject: &mut Subject, kills: usize) -> Result<Vec<f64>, FailoverError> {
+/// Takes the leader of `subject` down `kills` times as `how` says and returns each round.
+pub async fn measure(subject: &mut Subject, kills: usize, how: Stop) -> Result<Vec<Round>, FailoverError> {
     let ok: Successes = Arc::default();
+    let failed: Failures = Arc::default();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut writers = JoinSet::new();
     for addr in subject.kv_addrs() {
@@ -139,6 +185,7 @@ pub async fn measure(subject: &mut Subject, kills: usize) -> Result<Vec<f64>, Fa
             addr,
             subject.tls(),
             ok.clone(),
+            failed.clone(),
             stop_rx.clone(),
         ));
     }
@@ -147,7 +194,10 @@ pub async fn measure(subject: &mut Subject, kills: usize) -> Result<Vec<f64>, Fa
         tokio::time::sleep(SETTLE).await;
         let leader = subject.leader().await.ok_or(FailoverError::NoLeader)?;
         let t0 = Instant::now();
-        subject.kill(leader);
+        match how {
+            Stop::Kill => subject.kill(leader),
+            Stop::Term => subject.terminate(leader),
+        }
         let recovered = loop {
             let first = ok
                 .lock()
@@ -165,13 +215,29 @@ pub async fn measure(subject: &mut Subject, kills: usize) -> Result<Vec<f64>, Fa
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let outage = (recovered - t0).as_secs_f64();
+        let failures = failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|at| **at >= t0 && **at <= recovered)
+            .count() as u64;
         eprintln!(
-            "{} kill {}: leader {} killed, writes back after {outage:.3} s",
+            "{} round {}: leader {} {}, writes back after {outage:.3} s, {failures} failed puts",
             subject.system(),
             k + 1,
-            leader + 1
+            leader + 1,
+            match how {
+                Stop::Kill => "killed",
+                Stop::Term => "stopped",
+            }
         );
-        outages.push(outage);
+        outages.push(Round {
+            outage,
+            failed: failures,
+        });
+        if how == Stop::Term {
+            subject.reap(leader);
+        }
         subject.restart(leader)?;
     }
     let _ = stop_tx.send(true);

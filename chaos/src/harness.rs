@@ -219,6 +219,7 @@ impl ChaosCluster {
                     ..CompactionConfig::default()
                 },
                 request_timeout_seconds: 3,
+                quota_backend_bytes: ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
                 watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
                 feature_gates: FeatureGates::default(),
                 security: Some(pki.security_config(&format!("node-{}", i + 1))),
@@ -305,6 +306,14 @@ impl ChaosCluster {
         }
         self.links.set_pid(i, None);
         self.replicas[i].paused = false;
+    }
+
+    /// Sends SIGTERM to replica `i` and returns at once ([`ChaosCluster::stop`] then waits for
+    /// it).
+    pub fn terminate(&self, i: usize) {
+        if let Some(p) = &self.replicas[i].process {
+            p.signal(libc::SIGTERM, true);
+        }
     }
 
     /// Stops replica `i` gracefully (SIGTERM), as a rolling restart does.

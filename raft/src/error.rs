@@ -40,6 +40,9 @@ pub enum NodeError {
     /// has not caught up); the message says why and what to do.
     #[error("{0}")]
     Refused(String),
+    /// The space alarm is up: the database is over its quota and the command writes a value.
+    #[error("{0}")]
+    NoSpace(String),
     /// The leader answered a forwarded request with this status.
     #[error("{}", .0.message())]
     Remote(tonic::Status),
@@ -62,6 +65,7 @@ impl From<NodeError> for tonic::Status {
             NodeError::NoLeader | NodeError::Unavailable(_) | NodeError::ShuttingDown => Code::Unavailable,
             NodeError::Timeout(..) => Code::DeadlineExceeded,
             NodeError::Refused(_) => Code::FailedPrecondition,
+            NodeError::NoSpace(_) => Code::ResourceExhausted,
             NodeError::Remote(status) => return status.clone(),
             _ => Code::Internal,
         };

@@ -32,6 +32,7 @@ fn config(dir: &std::path::Path) -> NodeConfig {
         peer_tls: None,
         certificates: Vec::new(),
         join: None,
+        quota_bytes: 0,
     }
 }
 

@@ -299,6 +299,10 @@ pub struct ServeConfig {
     /// How long a request may wait for a leader before it fails.
     #[serde(default = "default_request_timeout")]
     pub request_timeout_seconds: u64,
+    /// The database size above which writes that add data are refused (space alarm) until
+    /// compaction brings it back below (etcd's `--quota-backend-bytes`).
+    #[serde(default = "default_quota")]
+    pub quota_backend_bytes: u64,
     /// Revision batches a watcher may fall behind before its watch is closed (it then resumes
     /// from its last resourceVersion): bounds the memory a slow client can hold.
     #[serde(default = "default_watch_buffer")]
@@ -322,6 +326,10 @@ fn default_request_timeout() -> u64 {
     ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS
 }
 
+fn default_quota() -> u64 {
+    ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES
+}
+
 fn default_watch_buffer() -> usize {
     ServeConfig::DEFAULT_WATCH_BUFFER
 }
@@ -329,6 +337,8 @@ fn default_watch_buffer() -> usize {
 impl ServeConfig {
     /// `requestTimeoutSeconds` when the file does not set it.
     pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 10;
+    /// `quotaBackendBytes` when the file does not set it: 8 GiB.
+    pub const DEFAULT_QUOTA_BACKEND_BYTES: u64 = 8 << 30;
     /// `watchBuffer` when the file does not set it.
     pub const DEFAULT_WATCH_BUFFER: usize = 4096;
 
@@ -492,6 +502,7 @@ impl ServeConfig {
             peer_tls: None,
             certificates: Vec::new(),
             join: None,
+            quota_bytes: self.quota_backend_bytes,
         }
     }
 }

@@ -35,6 +35,7 @@ async fn replica(dir: &Path) -> Replica {
         raft: Default::default(),
         compaction: Default::default(),
         request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        quota_backend_bytes: ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
         watch_buffer: 64,
         feature_gates: Default::default(),
         security: None,

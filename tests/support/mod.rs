@@ -80,6 +80,8 @@ pub struct Options {
     pub token_file: Option<String>,
     /// An audit policy file every replica logs by, each to its own [`audit_log_path`].
     pub audit_policy: Option<PathBuf>,
+    /// Every replica's database size quota.
+    pub quota_backend_bytes: u64,
 }
 
 impl Default for Options {
@@ -95,6 +97,7 @@ impl Default for Options {
             insecure: false,
             token_file: None,
             audit_policy: None,
+            quota_backend_bytes: kuberaft::config::ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
         }
     }
 }
@@ -175,6 +178,7 @@ pub fn config_yaml(
             interval_seconds: 1,
         },
         request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        quota_backend_bytes: o.quota_backend_bytes,
         watch_buffer: o.watch_buffer,
         feature_gates,
         security: Some(SecurityConfig {

@@ -38,9 +38,13 @@ struct FailoverArgs {
     /// The system to measure.
     #[arg(long, value_enum, default_value = "kuberaft")]
     system: System,
-    /// Leader kills.
+    /// Rounds: how many times the leader is taken down.
     #[arg(long, default_value_t = 10)]
     kills: usize,
+    /// How the leader is taken down: `kill` (SIGKILL, a crash) or `term` (SIGTERM, a graceful
+    /// stop that hands leadership over).
+    #[arg(long, value_enum, default_value = "kill")]
+    stop: failover::Stop,
     /// First loopback port the cluster uses.
     #[arg(long, default_value_t = 24100)]
     base_port: u16,
@@ -167,13 +171,19 @@ async fn failover(args: FailoverArgs) -> anyhow::Result<()> {
             Subject::Kuberaft(ChaosCluster::start(spec, Duration::from_secs(90)).await?)
         }
     };
-    let outages = failover::measure(&mut subject, args.kills).await?;
+    let rounds = failover::measure(&mut subject, args.kills, args.stop).await?;
+    let outages: Vec<f64> = rounds.iter().map(|r| r.outage).collect();
+    let failed: u64 = rounds.iter().map(|r| r.failed).sum();
     let mut sorted = outages.clone();
     sorted.sort_by(f64::total_cmp);
     println!(
-        "{}: {} leader kills, write outage median {:.2} s, min {:.2} s, max {:.2} s ({})",
+        "{}: {} leader {}, write outage median {:.2} s, min {:.2} s, max {:.2} s ({}), {failed} failed puts",
         args.system,
         outages.len(),
+        match args.stop {
+            failover::Stop::Kill => "kills",
+            failover::Stop::Term => "graceful stops",
+        },
         median(outages.iter().copied()).unwrap_or(f64::NAN),
         sorted.first().copied().unwrap_or(f64::NAN),
         sorted.last().copied().unwrap_or(f64::NAN),

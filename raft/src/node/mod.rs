@@ -17,12 +17,14 @@
 //! * `backup`: a consistent backup of the store while the replica serves;
 //! * `membership`: adding, promoting and removing members, joining a cluster, and stopping a
 //!   replica that was removed;
-//! * `transfer`: handing leadership to another voter (`move-leader`, a leader's graceful stop).
+//! * `transfer`: handing leadership to another voter (`move-leader`, a leader's graceful stop);
+//! * `space`: the database size quota and its alarm.
 
 pub mod backup;
 mod compaction;
 pub mod membership;
 mod read;
+mod space;
 mod status;
 mod transfer;
 mod write;
@@ -100,6 +102,8 @@ pub struct NodeConfig {
     /// Join the cluster through the replica at this peer address (host:port) as a learner,
     /// instead of initialising a new cluster from `members`.
     pub join: Option<String>,
+    /// Database size above which writes that add data are refused (0: no quota).
+    pub quota_bytes: u64,
 }
 
 impl NodeConfig {
@@ -133,6 +137,8 @@ pub struct RaftNode {
     membership_lock: tokio::sync::Mutex<()>,
     /// Set while this leader hands leadership over: it proposes nothing new meanwhile.
     transferring: AtomicBool,
+    /// The database size last measured (see `space`).
+    db_size: std::sync::atomic::AtomicU64,
 }
 
 /// Once caught up, a replica stays ready while it is at most this many committed entries
@@ -234,8 +240,10 @@ impl RaftNode {
             read_batch: ReadIndexBatcher::default(),
             membership_lock: tokio::sync::Mutex::new(()),
             transferring: AtomicBool::new(false),
+            db_size: std::sync::atomic::AtomicU64::new(0),
         });
         tokio::spawn(compaction::compaction_loop(Arc::downgrade(&node)));
+        tokio::spawn(space::space_loop(Arc::downgrade(&node)));
         if let (false, Some(seed)) = (initialized, &node.config.join) {
             membership::join(Arc::downgrade(&node), seed.clone(), fatal_tx);
         }
@@ -308,9 +316,9 @@ impl RaftNode {
         }
     }
 
-    /// Whether this replica can serve: it knows a leader and has applied everything it knew to
-    /// be committed (and, since then, stays within [`READY_MAX_LAG`] entries of it). The error
-    /// says why not.
+    /// Whether this replica can serve: its database is under its quota, it knows a leader and
+    /// has applied everything it knew to be committed (and, since then, stays within
+    /// [`READY_MAX_LAG`] entries of it). The error says why not.
     pub fn ready(&self) -> Result<(), String> {
         let m = self.raft.metrics().borrow().clone();
         if m.running_state.is_err() {
@@ -318,6 +326,9 @@ impl RaftNode {
         }
         if m.current_leader.is_none() {
             return Err("no leader is known".into());
+        }
+        if let Some(why) = self.space_alarm() {
+            return Err(why);
         }
         let committed = self.log.committed().map_or(0, |l| l.index);
         let applied = self.progress.borrow().applied_index;

@@ -26,6 +26,9 @@ impl RaftNode {
             // Handing leadership over: the caller waits for the new leader.
             return Ok(None);
         }
+        if let Some(why) = self.refuses_for_space(&cmd) {
+            return Err(NodeError::NoSpace(why));
+        }
         metrics::counter!("kuberaft_raft_proposals_total").increment(1);
         match self.raft.client_write(Command(cmd)).await {
             Ok(resp) => Ok(Some((resp.data.0, resp.log_id.index))),
@@ -88,6 +91,9 @@ impl RaftNode {
             Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(None),
             Err(s) if s.code() == tonic::Code::InvalidArgument => {
                 Err(NodeError::Rejected(s.message().to_string()))
+            }
+            Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                Err(NodeError::NoSpace(s.message().to_string()))
             }
             Err(s) => {
                 self.peers.check_fatal(&s);

@@ -165,6 +165,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
                 ..CompactionConfig::default()
             },
             request_timeout_seconds: ServeConfig::DEFAULT_REQUEST_TIMEOUT_SECONDS,
+            quota_backend_bytes: ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
             watch_buffer: ServeConfig::DEFAULT_WATCH_BUFFER,
             feature_gates: FeatureGates::default(),
             security: Some(security(m.id)),

@@ -372,7 +372,7 @@ impl Store {
 }
 
 /// A replica error as the API reports it: no leader or shutting down is `503`, a timeout `504`,
-/// a request the store refuses `400`, anything else `500`.
+/// a request the store refuses `400`, anything else (the space alarm included) `500`.
 impl From<NodeError> for ApiError {
     fn from(e: NodeError) -> Self {
         match e {
@@ -381,6 +381,8 @@ impl From<NodeError> for ApiError {
             }
             NodeError::Timeout(..) => ApiError::timeout(e.to_string()),
             NodeError::Rejected(m) => ApiError::bad_request(m),
+            // kube-apiserver answers etcd's "database space exceeded" with a 500 too.
+            NodeError::NoSpace(m) => ApiError::internal(m),
             NodeError::Storage(s) => match s {
                 StorageError::TooLarge { .. }
                 | StorageError::InvalidKey(_)

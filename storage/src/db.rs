@@ -28,6 +28,12 @@ const ALL_CFS: [&str; 6] = [CF_LOG, CF_RAFT, CF_KV, CF_HISTORY, CF_EVENTS, CF_SM
 
 const IDENTITY_NODE: &[u8] = b"identity/node_id";
 const IDENTITY_CLUSTER: &[u8] = b"identity/cluster";
+const IDENTITY_FORMAT: &[u8] = b"identity/format";
+
+/// The on-disk data format this build writes, and the newest it opens. Raise it with any
+/// change a previous release could not read; data dirs written before the record existed are
+/// format 1.
+pub const DATA_FORMAT: u32 = 1;
 
 /// Who a data dir belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +97,7 @@ impl Db {
                 let mut b = rocksdb::WriteBatch::default();
                 b.put_cf(cf, IDENTITY_NODE, identity.node_id.to_string());
                 b.put_cf(cf, IDENTITY_CLUSTER, &identity.cluster_name);
+                b.put_cf(cf, IDENTITY_FORMAT, DATA_FORMAT.to_string());
                 self.db.write_opt(b, &wo)?;
                 Ok(())
             }
@@ -109,12 +116,32 @@ impl Db {
                         identity.cluster_name
                     )));
                 }
-                Ok(())
+                self.check_format()
             }
             _ => Err(self.dir_error(
                 "the database has no kuberaft identity record; it is corrupt or not a kuberaft data dir"
                     .into(),
             )),
+        }
+    }
+
+    /// Refuses data written in a newer format than this build reads (a rollback after an
+    /// upgrade that changed the format), and records the format of older data dirs.
+    fn check_format(&self) -> Result<(), StorageError> {
+        let cf = self.cf(CF_RAFT);
+        match self.db.get_cf(cf, IDENTITY_FORMAT)? {
+            None => Ok(self.db.put_cf(cf, IDENTITY_FORMAT, DATA_FORMAT.to_string())?),
+            Some(v) => {
+                let text = String::from_utf8_lossy(&v);
+                match text.parse::<u32>() {
+                    Ok(f) if f <= DATA_FORMAT => Ok(()),
+                    Ok(f) => Err(self.dir_error(format!(
+                        "holds data format {f}, written by a newer kuberaft; this one reads formats up to \
+                         {DATA_FORMAT}: run the newer release (or restore a backup with this one)"
+                    ))),
+                    Err(_) => Err(self.dir_error(format!("has an unreadable data format record {text:?}"))),
+                }
+            }
         }
     }
 
@@ -205,6 +232,20 @@ mod tests {
         assert!(err.contains("belongs to node 1"), "{err}");
         let err = Db::open(dir.path(), &id(1, "b")).err().unwrap().to_string();
         assert!(err.contains("belongs to cluster \"a\""), "{err}");
+    }
+
+    #[test]
+    fn refuses_data_of_a_newer_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), &id(1, "a")).unwrap();
+        let format = db.db.get_cf(db.cf(CF_RAFT), IDENTITY_FORMAT).unwrap();
+        assert_eq!(format.as_deref(), Some(DATA_FORMAT.to_string().as_bytes()));
+        db.db
+            .put_cf(db.cf(CF_RAFT), IDENTITY_FORMAT, (DATA_FORMAT + 1).to_string())
+            .unwrap();
+        drop(db);
+        let err = Db::open(dir.path(), &id(1, "a")).err().unwrap().to_string();
+        assert!(err.contains("written by a newer kuberaft"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use kuberaft_proto::{member_request, MemberRequest};
+
 use crate::harness::{ChaosCluster, HarnessError};
 use crate::history::{Clock, FaultWindow, Recorder};
 use crate::proxy::LinkState;
@@ -31,16 +33,23 @@ pub enum FaultKind {
     Netem,
     /// Rolling restart of every replica (graceful stop, start, wait).
     Restart,
+    /// Leadership moved to another voter (`kuberaft move-leader`).
+    Transfer,
+    /// A member replaced as after a dead disk: removed, wiped, joined again with a new id as a
+    /// learner, promoted once caught up.
+    Replace,
 }
 
 impl FaultKind {
     /// Every kind, in flag order.
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::Partition,
         FaultKind::Netem,
         FaultKind::Restart,
+        FaultKind::Transfer,
+        FaultKind::Replace,
     ];
 
     /// The name used in flags and reports.
@@ -51,6 +60,8 @@ impl FaultKind {
             FaultKind::Partition => "partition",
             FaultKind::Netem => "netem",
             FaultKind::Restart => "restart",
+            FaultKind::Transfer => "transfer",
+            FaultKind::Replace => "replace",
         }
     }
 }
@@ -62,7 +73,11 @@ impl FromStr for FaultKind {
         FaultKind::ALL
             .into_iter()
             .find(|k| k.name() == s.trim())
-            .ok_or_else(|| format!("unknown fault {s:?} (known: kill, pause, partition, netem, restart)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault {s:?} (known: kill, pause, partition, netem, restart, transfer, replace)"
+                )
+            })
     }
 }
 
@@ -84,6 +99,8 @@ enum Plan {
     OneWayFromLeader,
     Netem { delay_ms: u64, loss: f64 },
     RollingRestart,
+    MoveLeader,
+    Replace(Target),
 }
 
 impl Plan {
@@ -94,6 +111,8 @@ impl Plan {
             Plan::IsolateLeader | Plan::Split(_) | Plan::OneWayFromLeader => FaultKind::Partition,
             Plan::Netem { .. } => FaultKind::Netem,
             Plan::RollingRestart => FaultKind::Restart,
+            Plan::MoveLeader => FaultKind::Transfer,
+            Plan::Replace(_) => FaultKind::Replace,
         }
     }
 }
@@ -158,6 +177,8 @@ impl Schedule {
                 loss: [0.0, 0.01, 0.05][self.rng.below(3) as usize],
             },
             FaultKind::Restart => Plan::RollingRestart,
+            FaultKind::Transfer => Plan::MoveLeader,
+            FaultKind::Replace => Plan::Replace(target(&mut self.rng)),
         })
     }
 }
@@ -318,6 +339,34 @@ async fn apply(
             }
             let shown: Vec<usize> = order.iter().map(|i| i + 1).collect();
             (format!("rolling restart in order {shown:?}"), true)
+        }
+        Plan::MoveLeader => {
+            let via = rng.below(n as u64) as usize;
+            let req = MemberRequest {
+                op: member_request::Op::MoveLeader as i32,
+                ..Default::default()
+            };
+            let outcome = match cluster.members(via, req).await {
+                Ok(r) => format!("now led by node {}", r.leader_id),
+                // A transfer can be refused (e.g. the target did not catch up in time); the
+                // leader then leads on, which is a valid outcome too.
+                Err(e) => format!("refused: {e}"),
+            };
+            (
+                format!("move-leader through replica {}: {outcome}", via + 1),
+                true,
+            )
+        }
+        Plan::Replace(t) => {
+            let i = pick(cluster, t, leader);
+            let (old, new) = cluster.replace(i, RECOVERY_TIMEOUT).await?;
+            (
+                format!(
+                    "replace {}: node {old} removed and wiped, node {new} joined and promoted",
+                    name(i)
+                ),
+                Some(i) == leader,
+            )
         }
     })
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kuberaft_proto::kv_client::KvClient;
-use kuberaft_proto::{StatusRequest, StatusResponse};
+use kuberaft_proto::{member_request, MemberRequest, MembersResponse, StatusRequest, StatusResponse};
 
 use crate::client::{self, Tls};
 use crate::cluster::{tail, Process};
@@ -31,6 +31,9 @@ use crate::proxy::{self, Links};
 pub const MAX_NODES: usize = 9;
 /// How long a status probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one membership request may take (a removal probes the voters, a transfer waits
+/// out the leader lease).
+const MEMBER_CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a graceful stop may take before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -152,6 +155,10 @@ impl std::str::FromStr for RaftTiming {
 /// One replica: its addresses and its process while it runs.
 #[derive(Debug)]
 struct Replica {
+    /// Its Raft node id (a replaced replica gets a new one).
+    id: u64,
+    /// The peer address it joined through, for a replica that replaced another (`--join`).
+    join: Option<String>,
     config: PathBuf,
     log: PathBuf,
     api: String,
@@ -231,6 +238,8 @@ impl ChaosCluster {
             std::fs::write(&config, text).map_err(io(format!("cannot write {}", config.display())))?;
             proxies.push(proxy::start(links.clone(), i, &port(20, i), port(10, i), spec.seed).await?);
             replicas.push(Replica {
+                id: i as u64 + 1,
+                join: None,
                 config,
                 log: spec.dir.join(format!("node-{}.log", i + 1)),
                 api: port(0, i),
@@ -282,6 +291,9 @@ impl ChaosCluster {
         let r = &mut self.replicas[i];
         let mut cmd = Command::new(&self.spec.bin);
         cmd.arg("serve").arg("--config").arg(&r.config);
+        if let Some(seed) = &r.join {
+            cmd.arg("--join").arg(format!("https://{seed}"));
+        }
         let p = Process::spawn(format!("replica {}", i + 1), cmd, r.log.clone()).map_err(|e| {
             HarnessError::Spawn {
                 replica: i + 1,
@@ -292,6 +304,100 @@ impl ChaosCluster {
         r.process = Some(p);
         r.paused = false;
         Ok(())
+    }
+
+    /// Sends a membership request to replica `via`'s admin service (which hands it to the
+    /// leader).
+    pub async fn members(&self, via: usize, req: MemberRequest) -> Result<MembersResponse, String> {
+        let call = async {
+            let channel = client::connect(&self.replicas[via].peer, Some(&self.tls))
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            KvClient::new(channel)
+                .members(req)
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|s| s.message().to_string())
+        };
+        tokio::time::timeout(MEMBER_CALL_TIMEOUT, call)
+            .await
+            .map_err(|_| format!("no answer within {MEMBER_CALL_TIMEOUT:?}"))?
+    }
+
+    /// Replaces replica `i` as an operator replaces a dead member: removes its id from the
+    /// cluster, kills it and wipes its data dir, starts it with a new id and an empty data dir
+    /// joining through another replica, and promotes it once it has caught up. Returns the old
+    /// and the new id.
+    pub async fn replace(&mut self, i: usize, timeout: Duration) -> Result<(u64, u64), HarnessError> {
+        let n = self.replicas.len();
+        let via = (i + 1) % n;
+        let old = self.replicas[i].id;
+        let fail = |what: &str, detail: String| HarnessError::Timeout {
+            what: what.to_string(),
+            timeout,
+            detail,
+        };
+        let deadline = Instant::now() + timeout;
+        let remove = MemberRequest {
+            op: member_request::Op::Remove as i32,
+            id: old,
+            ..Default::default()
+        };
+        // A removal can be refused while the cluster settles from the previous fault: retry.
+        let mut last = String::new();
+        loop {
+            match self.members(via, remove.clone()).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() < deadline => {
+                    last = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(fail(&format!("removing node {old}"), format!("{e} ({last})"))),
+            }
+        }
+        self.kill(i);
+        let data = self.spec.dir.join(format!("data-{}", i + 1));
+        std::fs::remove_dir_all(&data).map_err(|source| HarnessError::Io {
+            what: format!("cannot wipe {}", data.display()),
+            source,
+        })?;
+        let new = self.replicas.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+        let path = self.replicas[i].config.clone();
+        let mut config = ServeConfig::load(&path).map_err(|e| HarnessError::Config(e.to_string()))?;
+        let me = config
+            .members
+            .iter()
+            .find(|m| m.id == old)
+            .cloned()
+            .ok_or_else(|| HarnessError::Config(format!("node {old} is not in {}", path.display())))?;
+        config.id = new;
+        config.members = vec![MemberConfig { id: new, ..me }];
+        let text = config
+            .to_yaml()
+            .map_err(|e| HarnessError::Config(e.to_string()))?;
+        std::fs::write(&path, text).map_err(|source| HarnessError::Io {
+            what: format!("cannot write {}", path.display()),
+            source,
+        })?;
+        self.replicas[i].id = new;
+        // Through the proxy, like the replicas' own traffic.
+        self.replicas[i].join = Some(format!("127.0.0.1:{}", self.spec.base_port + 20 + via as u16));
+        self.spawn(i)?;
+        let promote = MemberRequest {
+            op: member_request::Op::Promote as i32,
+            id: new,
+            ..Default::default()
+        };
+        loop {
+            match self.members(via, promote.clone()).await {
+                Ok(_) => return Ok((old, new)),
+                Err(e) if Instant::now() < deadline => {
+                    last = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(fail(&format!("promoting node {new}"), format!("{e} ({last})"))),
+            }
+        }
     }
 
     /// Whether replica `i`'s process is running (possibly paused).

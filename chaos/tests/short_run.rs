@@ -1,5 +1,6 @@
-//! The CI chaos run: a short seeded `kuberaft-chaos run` with kills, a pause and a partition
-//! against a real three-replica cluster. It must find no violation, and the run must really
+//! The CI chaos run: a short seeded `kuberaft-chaos run` with kills, a pause, a partition, a
+//! leadership transfer and the replacement of a wiped member against a real three-replica
+//! cluster. It must find no violation, and the run must really
 //! have injected those faults and acknowledged writes throughout.
 
 use std::path::PathBuf;
@@ -23,7 +24,7 @@ fn seeded_short_run_has_no_violations() {
             "--duration",
             "100s",
             "--faults",
-            "kill,pause,partition",
+            "kill,pause,partition,transfer,replace",
         ])
         .args(["--base-port", "24600", "--out"])
         .arg(out.path())
@@ -41,7 +42,9 @@ fn seeded_short_run_has_no_violations() {
     let faults = result["faults"].as_array().expect("faults");
     let count = |kind: &str| faults.iter().filter(|f| f["kind"] == kind).count();
     assert!(count("kill") >= 2, "at least two kills: {summary}");
-    assert!(count("pause") >= 1 && count("partition") >= 1, "{summary}");
+    for kind in ["pause", "partition", "transfer", "replace"] {
+        assert!(count(kind) >= 1, "no {kind} fault: {summary}");
+    }
     assert!(
         faults
             .iter()

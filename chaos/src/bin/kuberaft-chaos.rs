@@ -75,9 +75,9 @@ struct RunArgs {
     /// Replicas (3 or 5 are the interesting sizes).
     #[arg(long, default_value_t = 3)]
     nodes: usize,
-    /// Fault kinds to draw from, comma-separated: kill, pause, partition, netem, restart
-    /// (`none` for a fault-free baseline).
-    #[arg(long, default_value = "kill,pause,partition,netem,restart", value_parser = parse_faults)]
+    /// Fault kinds to draw from, comma-separated: kill, pause, partition, netem, restart,
+    /// transfer, replace (`none` for a fault-free baseline).
+    #[arg(long, default_value = "kill,pause,partition,netem,restart,transfer,replace", value_parser = parse_faults)]
     faults: FaultList,
     /// Directory for the report (result.json, summary.md, chart.svg, history.json) and the
     /// cluster's configs and logs.

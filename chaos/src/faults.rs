@@ -395,7 +395,7 @@ mod tests {
         };
         assert_eq!(plans(7), plans(7));
         assert_ne!(plans(7), plans(8));
-        let first: Vec<FaultKind> = plans(7)[..5]
+        let first: Vec<FaultKind> = plans(7)[..FaultKind::ALL.len()]
             .iter()
             .filter_map(|(_, p)| p.map(Plan::kind))
             .collect();

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Installs the Debian packages named, if any is missing (RocksDB's bindings need libclang;
-# `kubectl diff`, tested end to end, runs the system `diff`).
+# `kubectl diff`, tested end to end, runs the system `diff`; the three-host test puts replicas
+# in network namespaces with `ip`).
 ensure_packages() {
   local missing=()
   for p in "$@"; do
@@ -31,7 +32,7 @@ case "${1:-}" in
     ;;
   test)
     shift
-    ensure_packages clang libclang-dev diffutils
+    ensure_packages clang libclang-dev diffutils iproute2
     if ! command -v kubectl >/dev/null 2>&1; then
       echo "FATAL: kubectl is not installed; the end-to-end tests drive the cluster with the real kubectl." >&2
       exit 1

@@ -1123,3 +1123,275 @@ async fn leadership_moves_on_request_and_on_a_graceful_stop_without_failed_write
     assert_ne!(new_leader["id"], to, "{out}");
     drop(cluster);
 }
+
+/// Three (and then four) "hosts": network namespaces on a bridge, each with its own address,
+/// torn down when dropped. `None` where the machine does not allow it (not root, no `ip`).
+struct Hosts {
+    bridge: String,
+    namespaces: Vec<String>,
+    subnet: String,
+    processes: Vec<std::process::Child>,
+}
+
+impl Hosts {
+    fn ip(args: &[&str]) -> Result<(), String> {
+        let out = Command::new("ip")
+            .args(args)
+            .output()
+            .map_err(|e| format!("ip: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ip {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    fn create(count: usize) -> Result<Hosts, String> {
+        let tag = std::process::id() % 10_000;
+        let mut hosts = Hosts {
+            bridge: format!("krbr{tag}"),
+            namespaces: Vec::new(),
+            subnet: format!("10.213.{}", 20 + std::process::id() % 200),
+            processes: Vec::new(),
+        };
+        let bridge = hosts.bridge.clone();
+        Hosts::ip(&["link", "add", &bridge, "type", "bridge"])?;
+        Hosts::ip(&["addr", "add", &format!("{}.254/24", hosts.subnet), "dev", &bridge])?;
+        Hosts::ip(&["link", "set", &bridge, "up"])?;
+        for i in 1..=count {
+            let ns = format!("kr{tag}-{i}");
+            Hosts::ip(&["netns", "add", &ns])?;
+            hosts.namespaces.push(ns.clone());
+            let (outside, inside) = (format!("krv{tag}h{i}"), format!("krv{tag}n{i}"));
+            Hosts::ip(&["link", "add", &outside, "type", "veth", "peer", "name", &inside])?;
+            Hosts::ip(&["link", "set", &outside, "master", &bridge])?;
+            Hosts::ip(&["link", "set", &outside, "up"])?;
+            Hosts::ip(&["link", "set", &inside, "netns", &ns])?;
+            let addr = format!("{}/24", hosts.addr(i));
+            Hosts::ip(&["-n", &ns, "addr", "add", &addr, "dev", &inside])?;
+            Hosts::ip(&["-n", &ns, "link", "set", &inside, "up"])?;
+            Hosts::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(hosts)
+    }
+
+    /// Host `i`'s address (1-based).
+    fn addr(&self, i: usize) -> String {
+        format!("{}.{i}", self.subnet)
+    }
+
+    /// Runs `kuberaft serve` with `args` on host `i`, its stderr in `log`.
+    fn serve(&mut self, i: usize, args: &[&str], log: &std::path::Path) {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.namespaces[i - 1]])
+            .arg(kuberaft_bin())
+            .arg("serve")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        self.processes.push(child);
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for p in &mut self.processes {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        for ns in &self.namespaces {
+            let _ = Hosts::ip(&["netns", "del", ns]);
+        }
+        let _ = Hosts::ip(&["link", "del", &self.bridge]);
+    }
+}
+
+/// The README's multi-host walk-through on network namespaces: `kuberaft certs` for three
+/// hosts by address, the shipped `deploy/` configs with the hosts' addresses, kubectl through
+/// the kubeconfig `certs kubeconfig` writes, then a fourth replica joining as a learner and
+/// promoted, and a backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_on_network_namespaces_serve_join_and_back_up() {
+    let mut hosts = match Hosts::create(4) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!(
+                "skipping the network-namespace test: this machine cannot create network namespaces ({why})"
+            );
+            return;
+        }
+    };
+    let addrs: Vec<String> = (0..=4).map(|i| hosts.addr(i)).collect();
+    let addr = |i: usize| addrs[i].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let pki_s = pki.to_str().unwrap();
+    let kuberaft = |args: &[&str]| {
+        let (ok, out, err) = run(args);
+        assert!(ok, "kuberaft {args:?}: {err}");
+        out
+    };
+    kuberaft(&["certs", "ca", "--dir", pki_s]);
+    for i in 1..=4 {
+        kuberaft(&[
+            "certs",
+            "replica",
+            "--dir",
+            pki_s,
+            "--name",
+            &format!("node-{i}"),
+            "--host",
+            &addr(i),
+        ]);
+    }
+    kuberaft(&[
+        "certs",
+        "client",
+        "--dir",
+        pki_s,
+        "--user",
+        "ops-admin",
+        "--group",
+        "system:masters",
+    ]);
+    let kubeconfig = dir.path().join("admin.kubeconfig");
+    let servers: Vec<String> = (1..=3).map(|i| format!("https://{}:6443", addr(i))).collect();
+    let mut args = vec![
+        "certs",
+        "kubeconfig",
+        "--dir",
+        pki_s,
+        "--user",
+        "ops-admin",
+        "--out",
+    ];
+    args.push(kubeconfig.to_str().unwrap());
+    for s in &servers {
+        args.extend(["--server", s.as_str()]);
+    }
+    kuberaft(&args);
+    // The shipped configs, with this machine's addresses, directories and audit log.
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    std::fs::copy(
+        deploy.join("audit-policy.yaml"),
+        dir.path().join("audit-policy.yaml"),
+    )
+    .unwrap();
+    let config_of = |i: usize, template: usize| {
+        let text = std::fs::read_to_string(deploy.join(format!("node-{template}.yaml"))).unwrap();
+        let mut text = text
+            .replace(
+                "/var/lib/kuberaft",
+                dir.path().join(format!("data-{i}")).to_str().unwrap(),
+            )
+            .replace(
+                "/var/log/kuberaft",
+                dir.path().join(format!("log-{i}")).to_str().unwrap(),
+            );
+        for h in 1..=4 {
+            text = text.replace(&format!("10.0.0.{h}:"), &format!("{}:", addr(h)));
+        }
+        text
+    };
+    for i in 1..=3 {
+        std::fs::write(dir.path().join(format!("node-{i}.yaml")), config_of(i, i)).unwrap();
+    }
+    for i in 1..=3 {
+        let config = dir.path().join(format!("node-{i}.yaml"));
+        hosts.serve(
+            i,
+            &["--config", config.to_str().unwrap()],
+            &dir.path().join(format!("node-{i}.log")),
+        );
+    }
+    let kubectl = |args: &[&str]| {
+        outcome(
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(args),
+        )
+    };
+    eventually(T, || async {
+        match kubectl(&["get", "namespace", "kube-system"]) {
+            (true, _, _) => Ok(()),
+            (false, _, err) => Err(err),
+        }
+    })
+    .await;
+    let (ok, _, err) = kubectl(&["create", "namespace", "shop"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = kubectl(&["-n", "shop", "create", "configmap", "app", "--from-literal=a=1"]);
+    assert!(ok, "{err}");
+    let endpoints = (1..=3)
+        .map(|i| format!("{}:7443", addr(i)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let admin = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--endpoints",
+            &endpoints,
+        ]);
+        run(&all)
+    };
+    let (ok, out, err) = admin(&["endpoint", "status", "-o", "json"]);
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(rows.iter().filter(|r| r["role"] == "leader").count(), 1, "{out}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["apiAddr"], format!("{}:6443", addr(i + 1)), "{out}");
+    }
+
+    // A fourth host joins as a learner, catches up and is promoted.
+    let config4 = dir.path().join("node-4.yaml");
+    std::fs::write(&config4, config_of(4, 4)).unwrap();
+    let seed = format!("https://{}:7443", addr(2));
+    hosts.serve(
+        4,
+        &["--config", config4.to_str().unwrap(), "--join", &seed],
+        &dir.path().join("node-4.log"),
+    );
+    eventually(T, || async {
+        let (ok, out, err) = admin(&["member", "list", "-o", "json"]);
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&out).map_err(|_| err.clone())?;
+        let learner = rows.iter().find(|r| r["id"] == 4);
+        match learner {
+            Some(r) if ok && r["role"] == "learner" && r["lag"] == 0 => Ok(()),
+            other => Err(format!("{other:?}: {out} {err}")),
+        }
+    })
+    .await;
+    let (ok, _, err) = admin(&["member", "promote", "4"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = kubectl(&[
+        "--server",
+        &format!("https://{}:6443", addr(4)),
+        "-n",
+        "shop",
+        "get",
+        "configmap",
+        "app",
+        "-o",
+        "jsonpath={.data.a}",
+    ]);
+    assert!(ok && out == "1", "{out} {err}");
+
+    // A backup from the hosts, verified.
+    let backup = dir.path().join("backup.snap");
+    let (ok, _, err) = admin(&["snapshot", "save", backup.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(&["snapshot", "status", backup.to_str().unwrap(), "-o", "json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["clusterName"], "kuberaft-prod", "{out}");
+}

@@ -123,6 +123,7 @@ pub struct Schedule {
     rng: XorShift,
     kinds: Vec<FaultKind>,
     count: u64,
+    netem_delay_ms: Option<u64>,
 }
 
 impl Schedule {
@@ -132,7 +133,14 @@ impl Schedule {
             rng: XorShift::new(seed ^ 0xFA17),
             kinds,
             count: 0,
+            netem_delay_ms: None,
         }
+    }
+
+    /// The same schedule with every `netem` fault a fixed one-way `delay_ms` without loss.
+    pub fn with_netem_delay(mut self, delay_ms: u64) -> Self {
+        self.netem_delay_ms = Some(delay_ms);
+        self
     }
 
     /// The quiet time before the next fault and the fault's duration.
@@ -172,10 +180,19 @@ impl Schedule {
                 1 => Plan::Split(self.rng.next_u64()),
                 _ => Plan::OneWayFromLeader,
             },
-            FaultKind::Netem => Plan::Netem {
-                delay_ms: 20 + self.rng.below(180),
-                loss: [0.0, 0.01, 0.05][self.rng.below(3) as usize],
-            },
+            FaultKind::Netem => {
+                let (delay_ms, loss) = (
+                    20 + self.rng.below(180),
+                    [0.0, 0.01, 0.05][self.rng.below(3) as usize],
+                );
+                match self.netem_delay_ms {
+                    Some(fixed) => Plan::Netem {
+                        delay_ms: fixed,
+                        loss: 0.0,
+                    },
+                    None => Plan::Netem { delay_ms, loss },
+                }
+            }
             FaultKind::Restart => Plan::RollingRestart,
             FaultKind::Transfer => Plan::MoveLeader,
             FaultKind::Replace => Plan::Replace(target(&mut self.rng)),

@@ -109,6 +109,8 @@ pub struct ClusterSpec {
     /// Raft timing (heartbeat, election timeout min, max) in milliseconds; `None` keeps
     /// kuberaft's defaults.
     pub raft_timing: Option<RaftTiming>,
+    /// `raft.peerRttMillis` for every replica (the worst peer round trip it must tolerate).
+    pub peer_rtt_ms: Option<u64>,
 }
 
 /// Raft timing written into every replica's config, to compare failover under other settings.
@@ -201,12 +203,13 @@ impl ChaosCluster {
             })
             .collect();
         let cluster_name = format!("chaos-{:x}", spec.seed);
-        let raft = spec.raft_timing.map_or_else(RaftConfig::default, |t| RaftConfig {
+        let mut raft = spec.raft_timing.map_or_else(RaftConfig::default, |t| RaftConfig {
             heartbeat_millis: t.heartbeat_ms,
             election_timeout_min_millis: t.election_min_ms,
             election_timeout_max_millis: t.election_max_ms,
             ..RaftConfig::default()
         });
+        raft.peer_rtt_millis = spec.peer_rtt_ms.unwrap_or(0);
         let (pki, tls) = make_pki(&spec)?;
         let links = Links::new(spec.nodes);
         let mut replicas = Vec::new();

@@ -54,6 +54,10 @@ pub struct RunConfig {
     pub keep_data: bool,
     /// Raft timing for the replicas (`None`: kuberaft's defaults).
     pub raft_timing: Option<RaftTiming>,
+    /// `raft.peerRttMillis` for the replicas.
+    pub peer_rtt_ms: Option<u64>,
+    /// A fixed delay (and no loss) for every `netem` fault instead of a random one.
+    pub netem_delay_ms: Option<u64>,
 }
 
 /// Why a run could not produce a verdict.
@@ -139,6 +143,7 @@ pub async fn run(cfg: RunConfig) -> Result<Verdict, RunError> {
         dir: cluster_dir.clone(),
         seed: cfg.seed,
         raft_timing: cfg.raft_timing,
+        peer_rtt_ms: cfg.peer_rtt_ms,
     };
     let mut cluster = ChaosCluster::start(spec, SETTLE_TIMEOUT).await?;
     let result = drive(&cfg, &mut cluster).await;
@@ -206,7 +211,10 @@ async fn drive(cfg: &RunConfig, cluster: &mut ChaosCluster) -> Result<Verdict, R
         tokio::time::sleep(duration).await;
         let _ = faults_stop_tx.send(true);
     });
-    let schedule = Schedule::new(cfg.seed, cfg.faults.clone());
+    let mut schedule = Schedule::new(cfg.seed, cfg.faults.clone());
+    if let Some(ms) = cfg.netem_delay_ms {
+        schedule = schedule.with_netem_delay(ms);
+    }
     let injected = faults::inject(cluster, schedule, clock, recorder.clone(), faults_stop_rx).await;
     let _ = timer.await;
     cluster.links.heal_all();

@@ -70,6 +70,16 @@ pub struct RaftConfig {
     pub snapshot_logs: u64,
     /// Log entries kept behind a snapshot.
     pub logs_kept_after_snapshot: u64,
+    /// The worst round trip between two replicas (0: loopback or one zone). openraft 0.9 uses
+    /// the heartbeat interval as the timeout of every AppendEntries and read-index round, so no
+    /// write commits while the round trip exceeds it: with this set, the heartbeat is at least
+    /// twice it, and the election timeouts at least 4 and 6 heartbeats.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub peer_rtt_millis: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Default for RaftConfig {
@@ -80,7 +90,29 @@ impl Default for RaftConfig {
             election_timeout_max_millis: 600,
             snapshot_logs: 20_000,
             logs_kept_after_snapshot: 5_000,
+            peer_rtt_millis: 0,
         }
+    }
+}
+
+impl RaftConfig {
+    /// The timing the replica runs with, `(heartbeat, election min, election max)` in
+    /// milliseconds: the configured values, raised as `peerRttMillis` requires.
+    pub fn timing(&self) -> (u64, u64, u64) {
+        let rtt = self.peer_rtt_millis;
+        let heartbeat = self.heartbeat_millis.max(rtt.saturating_mul(2));
+        if rtt == 0 {
+            return (
+                heartbeat,
+                self.election_timeout_min_millis,
+                self.election_timeout_max_millis,
+            );
+        }
+        (
+            heartbeat,
+            self.election_timeout_min_millis.max(heartbeat.saturating_mul(4)),
+            self.election_timeout_max_millis.max(heartbeat.saturating_mul(6)),
+        )
     }
 }
 
@@ -419,13 +451,14 @@ impl ServeConfig {
             }
         }
         let r = &self.raft;
-        if r.heartbeat_millis == 0 {
+        let (heartbeat, election_min, election_max) = r.timing();
+        if heartbeat == 0 {
             return Err("raft.heartbeatMillis must be greater than 0".into());
         }
-        if r.election_timeout_min_millis <= r.heartbeat_millis {
+        if election_min <= heartbeat {
             return Err("raft.electionTimeoutMinMillis must be greater than raft.heartbeatMillis".into());
         }
-        if r.election_timeout_max_millis <= r.election_timeout_min_millis {
+        if election_max <= election_min {
             return Err(
                 "raft.electionTimeoutMaxMillis must be greater than raft.electionTimeoutMinMillis".into(),
             );
@@ -489,10 +522,10 @@ impl ServeConfig {
             cluster_name: self.cluster_name.clone(),
             data_dir: self.data_dir.clone(),
             members,
-            heartbeat: Duration::from_millis(self.raft.heartbeat_millis),
+            heartbeat: Duration::from_millis(self.raft.timing().0),
             election_timeout: (
-                Duration::from_millis(self.raft.election_timeout_min_millis),
-                Duration::from_millis(self.raft.election_timeout_max_millis),
+                Duration::from_millis(self.raft.timing().1),
+                Duration::from_millis(self.raft.timing().2),
             ),
             snapshot_logs: self.raft.snapshot_logs,
             logs_kept_after_snapshot: self.raft.logs_kept_after_snapshot,
@@ -548,6 +581,12 @@ members:
         assert_eq!(c.raft, RaftConfig::default());
         assert_eq!(c.api_listen(), "127.0.0.1:6001");
         assert_eq!(c.node_config().members.len(), 2);
+        let across_zones = RaftConfig {
+            peer_rtt_millis: 300,
+            ..RaftConfig::default()
+        };
+        assert_eq!(across_zones.timing(), (600, 2400, 3600));
+        assert_eq!(RaftConfig::default().timing(), (100, 400, 600));
     }
 
     #[test]

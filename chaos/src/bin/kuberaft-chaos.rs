@@ -99,6 +99,13 @@ struct RunArgs {
     /// instead of kuberaft's defaults (100,400,600), to compare failover times.
     #[arg(long)]
     raft_timing: Option<RaftTiming>,
+    /// `raft.peerRttMillis` for every replica: the worst peer round trip (as across zones).
+    #[arg(long)]
+    peer_rtt_ms: Option<u64>,
+    /// Make every `netem` fault this one-way delay on every peer link, without loss (instead of
+    /// a random 20–200 ms with 0/1/5 % loss).
+    #[arg(long)]
+    netem_delay_ms: Option<u64>,
 }
 
 /// A parsed `--faults` list.
@@ -167,6 +174,7 @@ async fn failover(args: FailoverArgs) -> anyhow::Result<()> {
                 dir: args.dir.clone().unwrap_or_else(|| scratch.path().to_path_buf()),
                 seed: 0,
                 raft_timing: args.raft_timing,
+                peer_rtt_ms: None,
             };
             Subject::Kuberaft(ChaosCluster::start(spec, Duration::from_secs(90)).await?)
         }
@@ -225,6 +233,8 @@ async fn main() -> anyhow::Result<()> {
         registers: args.registers,
         keep_data: args.keep_data,
         raft_timing: args.raft_timing,
+        peer_rtt_ms: args.peer_rtt_ms,
+        netem_delay_ms: args.netem_delay_ms,
     };
     eprintln!(
         "kuberaft-chaos: seed {}, {} replicas, {:?}, report in {}",

@@ -8,9 +8,11 @@
 //! history (`checkers`) and write the verdict (`verdict`, `chart`). `run` ties them together;
 //! `failover` measures leader failover the same way on kuberaft and etcd; `watchbench` measures
 //! watch delivery latency with many watchers (with the CPU it cost, `cpu`), against etcd and
-//! the fan-out `floor`.
+//! the fan-out `floor`; `backupbench` measures what online backups cost the replica that takes
+//! them.
 
 pub mod api;
+pub mod backupbench;
 pub mod chart;
 pub mod checkers;
 pub mod client;

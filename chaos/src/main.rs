@@ -39,6 +39,9 @@ enum Command {
     /// Measure watch delivery latency (write acknowledged → event received) with many watchers.
     #[command(long_about = WATCH_ABOUT)]
     Watch(WatchArgs),
+    /// Measure what online backups (`kuberaft snapshot save`) cost the replica that takes them:
+    /// puts and reads without and with backups streamed back to back from replica 1.
+    Backup(BackupArgs),
     /// The fan-out floor server that `watch --floor` starts (not for direct use).
     #[command(hide = true)]
     FloorServer {
@@ -121,6 +124,77 @@ fn kuberaft_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
             .context("cannot locate this executable")?
             .with_file_name("kuberaft")),
     }
+}
+
+/// Options of `kuberaft-bench backup`.
+#[derive(Debug, clap::Args)]
+struct BackupArgs {
+    /// Operations to measure in both phases.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "put,get-serializable"
+    )]
+    ops: Vec<Op>,
+    /// Closed-loop clients, spread over the replicas.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    concurrency: u64,
+    /// Measured seconds per phase and run.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    duration_secs: u64,
+    /// Runs; medians are reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+    /// Size in bytes of written and preloaded values.
+    #[arg(long, default_value_t = 1024)]
+    value_size: usize,
+    /// Keys preloaded before the first run (what each backup holds).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    preload_keys: u64,
+    /// The kuberaft binary [default: `kuberaft` next to this executable].
+    #[arg(long)]
+    kuberaft_bin: Option<PathBuf>,
+    /// Keep the cluster's directory.
+    #[arg(long)]
+    keep_dir: bool,
+    /// First loopback port (the same layout as `kv`).
+    #[arg(long, default_value_t = 23000)]
+    base_port: u16,
+}
+
+/// Runs `kuberaft-bench backup` and prints its table.
+async fn run_backup_bench(args: BackupArgs) -> anyhow::Result<()> {
+    let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
+    if !bin.is_file() {
+        bail!(
+            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
+            bin.display()
+        );
+    }
+    let ports = Ports::new(args.base_port)?;
+    ports.check_free(System::Kuberaft)?;
+    let cluster = KuberaftCluster::start(&bin, ports, args.keep_dir, true).await?;
+    let clients = connect_all(System::Kuberaft, &cluster.addrs, cluster.tls.as_ref()).await?;
+    let bench = kuberaft_chaos::backupbench::BackupBench {
+        ops: dedup_keep_order(&args.ops),
+        concurrency: args.concurrency as usize,
+        duration: Duration::from_secs(args.duration_secs),
+        runs: args.runs as usize,
+        value_size: args.value_size,
+        preload_keys: args.preload_keys,
+    };
+    let rows =
+        kuberaft_chaos::backupbench::run(&bench, &clients, &cluster.addrs[0], cluster.tls.as_ref()).await?;
+    println!(
+        "kuberaft-bench backup: {} keys of {} bytes, {} clients, {} s x {} runs (medians)\n",
+        args.preload_keys, args.value_size, args.concurrency, args.duration_secs, args.runs
+    );
+    print!("{}", kuberaft_chaos::backupbench::table(&rows));
+    tokio::task::spawn_blocking(move || drop(cluster))
+        .await
+        .context("stopping the cluster failed")?;
+    Ok(())
 }
 
 /// Runs `kuberaft-bench watch`.
@@ -645,6 +719,7 @@ async fn main() -> anyhow::Result<()> {
             Command::Kv(args) => run_bench(Mode::Kv, args).await,
             Command::Api(args) => run_bench(Mode::Api, args).await,
             Command::Watch(args) => run_watch_bench(args).await,
+            Command::Backup(args) => run_backup_bench(args).await,
             Command::FloorServer { listen } => kuberaft_chaos::floor::serve(&listen).await,
         }
     };

@@ -59,6 +59,9 @@ struct StatusJson {
     compacted_revision: i64,
     commit_index: u64,
     applied_index: u64,
+    /// Log entries this member has still to apply, against the highest commit index any
+    /// member reported (a learner catching up, a follower behind).
+    lag: u64,
     log_entries: u64,
     db_size_bytes: u64,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -147,6 +150,7 @@ pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
                         compacted_revision: s.compacted_revision,
                         commit_index: s.commit_index,
                         applied_index: s.applied_index,
+                        lag: 0,
                         log_entries: s.log_entries,
                         db_size_bytes: s.db_size_bytes,
                         state_hash: s.state_hash,
@@ -184,6 +188,14 @@ pub async fn collect(args: &StatusArgs) -> anyhow::Result<Vec<Row>> {
         })
         .collect();
     out.sort_by_key(|r| r.id);
+    let committed = out
+        .iter()
+        .filter_map(|r| r.status.as_ref().map(|s| s.commit_index))
+        .max()
+        .unwrap_or(0);
+    for s in out.iter_mut().filter_map(|r| r.status.as_mut()) {
+        s.lag = committed.saturating_sub(s.applied_index);
+    }
     Ok(out)
 }
 
@@ -246,6 +258,7 @@ pub fn table(rows: &[Row], hash: bool) -> String {
             "COMPACTED",
             "COMMIT INDEX",
             "APPLIED INDEX",
+            "LAG",
             "LOG ENTRIES",
             "DB SIZE",
             "CERTIFICATES EXPIRE",
@@ -266,6 +279,7 @@ pub fn table(rows: &[Row], hash: bool) -> String {
                     s.compacted_revision.to_string(),
                     s.commit_index.to_string(),
                     s.applied_index.to_string(),
+                    s.lag.to_string(),
                     s.log_entries.to_string(),
                     human_bytes(s.db_size_bytes),
                     first_expiry(&s.certificates),

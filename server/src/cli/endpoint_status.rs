@@ -359,6 +359,7 @@ mod tests {
                 compacted_revision: 0,
                 commit_index: 12,
                 applied_index: 12,
+                lag: 0,
                 log_entries: 12,
                 db_size_bytes: 4096,
                 state_hash: String::new(),

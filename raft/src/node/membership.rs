@@ -36,6 +36,10 @@ pub const PROMOTE_MAX_LAG: u64 = 100;
 /// forwarded again).
 const FORWARDED_HEADER: &str = "x-kuberaft-forwarded";
 
+/// The least time a forwarded request may take on the leader (a transfer waits out the
+/// followers' lease and an election; a removal probes the voters).
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// How long the leader waits for a voter to answer before it counts it as unreachable.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -114,9 +118,12 @@ impl RaftNode {
             .peers
             .kv_client(&leader.peer_addr)
             .map_err(|e| NodeError::Unavailable(e.to_string()))?;
-        let mut request = self
-            .peers
-            .request(req, deadline.saturating_duration_since(Instant::now()));
+        let mut request = self.peers.request(
+            req,
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(FORWARD_TIMEOUT),
+        );
         request
             .metadata_mut()
             .insert(FORWARDED_HEADER, tonic::metadata::MetadataValue::from_static("1"));

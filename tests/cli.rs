@@ -809,6 +809,16 @@ fn admin_http(pki: &std::path::Path) -> reqwest::Client {
         .unwrap()
 }
 
+/// A process that is killed when the test ends, also when it fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `kuberaft member ...` run against the cluster of `kubeconfig`: success, stdout, stderr.
 fn member(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["member"];
@@ -904,13 +914,15 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
     let config_path = dir.path().join("node-4.yaml");
     std::fs::write(&config_path, config.to_yaml().unwrap()).unwrap();
     let log = std::fs::File::create(dir.path().join("node-4.log")).unwrap();
-    let mut node4 = Command::new(kuberaft_bin())
-        .args(["serve", "--config", config_path.to_str().unwrap(), "--join"])
-        .arg(format!("https://127.0.0.1:{}", peer + 1))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let _node4 = KillOnDrop(
+        Command::new(kuberaft_bin())
+            .args(["serve", "--config", config_path.to_str().unwrap(), "--join"])
+            .arg(format!("https://127.0.0.1:{}", peer + 1))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
     eventually(T, || async {
         let list = members(&kubeconfig);
         match list.iter().find(|m| m.0 == 4) {
@@ -1025,8 +1037,6 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
         .map(|r| r["id"].as_u64().unwrap())
         .collect();
     assert_eq!(ids, [up, 4], "{out}");
-    let _ = node4.kill();
-    let _ = node4.wait();
     drop(cluster);
 }
 

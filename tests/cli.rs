@@ -809,6 +809,24 @@ fn admin_http(pki: &std::path::Path) -> reqwest::Client {
         .unwrap()
 }
 
+/// The member that leads, as `member list` shows it.
+fn leader_of(kubeconfig: &std::path::Path) -> Option<u64> {
+    members(kubeconfig)
+        .into_iter()
+        .find(|m| m.1 == "leader")
+        .map(|m| m.0)
+}
+
+/// Sends `signal` (`-KILL`, `-TERM`) to the `cluster up` replica `id` of the cluster in `dir`.
+fn signal_node(dir: &std::path::Path, id: u64, signal: &str) {
+    let config = dir.join(format!("node-{id}.yaml"));
+    let sent = Command::new("pkill")
+        .args([signal, "-f", config.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "no replica {id} to signal in {}", dir.display());
+}
+
 /// A process that is killed when the test ends, also when it fails.
 struct KillOnDrop(std::process::Child);
 
@@ -998,20 +1016,12 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
     // With a follower down, removing the other one would leave it and node 4: no quorum.
     // Removing the one that is down works. (A follower: a request forwarded to a leader that
     // was just killed fails until the others notice, which is not what this checks.)
-    let leader = members(&kubeconfig)
-        .into_iter()
-        .find(|m| m.1 == "leader")
-        .map(|m| m.0);
-    let (down, up) = if leader == Some(2) { (3u64, 2u64) } else { (2, 3) };
-    let killed = Command::new("pkill")
-        .args([
-            "-9",
-            "-f",
-            dir.path().join(format!("node-{down}.yaml")).to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    let (down, up) = if leader_of(&kubeconfig) == Some(2) {
+        (3u64, 2u64)
+    } else {
+        (2, 3)
+    };
+    signal_node(dir.path(), down, "-KILL");
     let via4 = [
         "--endpoints".to_string(),
         format!("127.0.0.1:{peer4}"),
@@ -1046,12 +1056,7 @@ async fn leadership_moves_on_request_and_on_a_graceful_stop_without_failed_write
     let api = base_port();
     let cluster = UpCluster::start(dir.path(), api, api + 12000);
     let kubeconfig = cluster.kubeconfig.clone();
-    let leader = || {
-        members(&kubeconfig)
-            .into_iter()
-            .find(|m| m.1 == "leader")
-            .map(|m| m.0)
-    };
+    let leader = || leader_of(&kubeconfig);
     let first = leader().expect("a leader");
     let to = if first == 1 { 2 } else { 1 };
     let (ok, out, err) = run(&[
@@ -1103,15 +1108,7 @@ async fn leadership_moves_on_request_and_on_a_graceful_stop_without_failed_write
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let stopped = Command::new("pkill")
-        .args([
-            "-TERM",
-            "-f",
-            dir.path().join(format!("node-{to}.yaml")).to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
+    signal_node(dir.path(), to, "-TERM");
     let node_log = dir.path().join(format!("node-{to}.log"));
     eventually(T, || async {
         let log = std::fs::read_to_string(&node_log).unwrap_or_default();

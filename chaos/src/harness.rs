@@ -346,18 +346,9 @@ impl ChaosCluster {
             id: old,
             ..Default::default()
         };
-        // A removal can be refused while the cluster settles from the previous fault: retry.
-        let mut last = String::new();
-        loop {
-            match self.members(via, remove.clone()).await {
-                Ok(_) => break,
-                Err(e) if Instant::now() < deadline => {
-                    last = e;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(fail(&format!("removing node {old}"), format!("{e} ({last})"))),
-            }
-        }
+        self.members_until(via, remove, deadline)
+            .await
+            .map_err(|e| fail(&format!("removing node {old}"), e))?;
         self.kill(i);
         let data = self.spec.dir.join(format!("data-{}", i + 1));
         std::fs::remove_dir_all(&data).map_err(|source| HarnessError::Io {
@@ -391,14 +382,26 @@ impl ChaosCluster {
             id: new,
             ..Default::default()
         };
+        self.members_until(via, promote, deadline)
+            .await
+            .map_err(|e| fail(&format!("promoting node {new}"), e))?;
+        Ok((old, new))
+    }
+
+    /// Sends `req` through replica `via` until it is accepted or `deadline` passes: a change
+    /// can be refused while the cluster settles from the previous fault, and a promotion until
+    /// the learner caught up. The error is the last refusal.
+    async fn members_until(
+        &self,
+        via: usize,
+        req: MemberRequest,
+        deadline: Instant,
+    ) -> Result<MembersResponse, String> {
         loop {
-            match self.members(via, promote.clone()).await {
-                Ok(_) => return Ok((old, new)),
-                Err(e) if Instant::now() < deadline => {
-                    last = e;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(fail(&format!("promoting node {new}"), format!("{e} ({last})"))),
+            match self.members(via, req.clone()).await {
+                Ok(r) => return Ok(r),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
     }

@@ -151,13 +151,16 @@ impl RaftNode {
             last_log_index: last,
             members: membership
                 .nodes()
-                .map(|(id, node)| pb::MemberInfo {
-                    id: *id,
-                    peer_addr: node.peer_addr.clone(),
-                    api_addr: node.api_addr.clone(),
-                    voter: voters.contains(id),
-                    matched_index: matched(*id).unwrap_or(0),
-                    has_matched: matched(*id).is_some(),
+                .map(|(id, node)| {
+                    let matched = matched(*id);
+                    pb::MemberInfo {
+                        id: *id,
+                        peer_addr: node.peer_addr.clone(),
+                        api_addr: node.api_addr.clone(),
+                        voter: voters.contains(id),
+                        matched_index: matched.unwrap_or(0),
+                        has_matched: matched.is_some(),
+                    }
                 })
                 .collect(),
         }

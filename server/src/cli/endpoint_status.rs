@@ -296,34 +296,7 @@ pub fn table(rows: &[Row], hash: bool) -> String {
         }
         lines.push(cells);
     }
-    let cols = lines.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            lines
-                .iter()
-                .filter_map(|l| l.get(c))
-                .map(String::len)
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    lines
-        .iter()
-        .map(|l| {
-            l.iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    if i + 1 == l.len() {
-                        c.clone()
-                    } else {
-                        format!("{c:<w$}", w = widths[i])
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("   ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::cli::columns::align(&lines)
 }
 
 /// Runs `endpoint status`; fails only when no member answered.

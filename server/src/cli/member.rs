@@ -96,7 +96,7 @@ pub async fn run(cmd: MemberCmd) -> anyhow::Result<()> {
             let members = ask(&args.admin, MemberRequest::default()).await?;
             match args.output {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&json(&members))?),
-                Format::Table => print!("{}", table(&members)),
+                Format::Table => println!("{}", table(&members)),
             }
             return Ok(());
         }
@@ -137,7 +137,7 @@ pub async fn run(cmd: MemberCmd) -> anyhow::Result<()> {
         _ => format!("node {id} removed"),
     };
     println!("{done}");
-    print!("{}", table(&members));
+    println!("{}", table(&members));
     Ok(())
 }
 
@@ -226,13 +226,6 @@ pub fn table(r: &MembersResponse) -> String {
             lag(m, r.last_log_index),
         ]);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|row| row[i].len()).max().unwrap_or(0))
-        .collect();
-    rows.iter()
-        .map(|row| {
-            let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-            format!("{}\n", cells.join("   ").trim_end())
-        })
-        .collect()
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    crate::cli::columns::align(&rows)
 }

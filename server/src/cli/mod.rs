@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod certs;
 pub mod cluster_up;
+pub mod columns;
 pub mod endpoint_status;
 pub mod kubeconfig;
 pub mod member;

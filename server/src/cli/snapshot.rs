@@ -22,6 +22,7 @@ use crate::cli::cluster_up::{self, UpArgs};
 use crate::cli::endpoint_status::{human_bytes, Format};
 use crate::config::ServeConfig;
 use crate::machinery::timestamp;
+use crate::pki::layout::create_private;
 use crate::store::encryption::Encryption;
 
 /// `kuberaft snapshot ...`.
@@ -103,16 +104,6 @@ fn part_path(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_owned();
     name.push(".part");
     PathBuf::from(name)
-}
-
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
 }
 
 async fn save(args: SaveArgs) -> anyhow::Result<()> {
@@ -239,17 +230,8 @@ fn status(args: &StatusArgs) -> anyhow::Result<()> {
                     s.sha256.clone(),
                 ],
             ];
-            for row in &rows {
-                let cells: Vec<String> = row
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        let width = rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
-                        format!("{c:<width$}")
-                    })
-                    .collect();
-                println!("{}", cells.join("   ").trim_end());
-            }
+            let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+            println!("{}", crate::cli::columns::align(&rows));
         }
     }
     Ok(())

@@ -181,10 +181,22 @@ pub fn write_pair(cert: &Path, key: &Path, pair: &Pair) -> Result<(), PkiError> 
     write_private(key, &pair.key_pem)
 }
 
+/// Creates (or truncates) `path` readable and writable by its owner only (mode 0600): keys,
+/// kubeconfigs, backups.
+pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Writes `text` to `path` with mode `0600`, its directory made with `0700`; replaces the file
 /// atomically (written beside it, then renamed).
 pub fn write_private(path: &Path, text: &str) -> Result<(), PkiError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let err = |source| PkiError::Write {
         file: path.display().to_string(),
         source,
@@ -197,13 +209,7 @@ pub fn write_private(path: &Path, text: &str) -> Result<(), PkiError> {
             .map_err(err)?;
     }
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
+    let mut f = create_private(&tmp).map_err(err)?;
     f.write_all(text.as_bytes()).map_err(err)?;
     f.sync_all().map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)

@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 
 use crate::config::BackupConfig;
 use crate::machinery::timestamp;
+use crate::pki::layout::create_private;
 
 /// Starts the schedule of `config` (its `dir` resolved) for `node`.
 pub fn spawn(node: Arc<RaftNode>, config: BackupConfig) {
@@ -55,15 +56,7 @@ async fn take(node: &RaftNode, dir: &Path, prefix: &str) -> anyhow::Result<PathB
         .collect();
     let path = dir.join(format!("{prefix}{stamp}.snap"));
     let part = dir.join(format!("{prefix}{stamp}.snap.part"));
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&part)?
-    };
+    let file = create_private(&part)?;
     let written = node.backup(std::io::BufWriter::new(file)).await;
     let synced = written.map_err(anyhow::Error::from).and_then(|(out, _)| {
         out.into_inner().map_err(|e| e.into_error())?.sync_all()?;

@@ -848,7 +848,7 @@ async fn namespace_admission_follows_the_namespace_on_every_replica() {
 }
 
 /// Every verb against every subresource path, on a type without subresources (ConfigMap), one
-/// with `status` (Pod) and one with `status` and `scale` (Deployment): a subresource the type
+/// with `status` and its own (Pod) and one with `status` and `scale` (Deployment): a subresource the type
 /// does not serve is `404`, a verb a subresource does not serve is `405` with kube-apiserver's
 /// `Status`, and neither touches the object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -883,6 +883,7 @@ async fn every_verb_against_every_subresource() {
     let ok = [200, 200, 200, 405, 0];
     let no_write_verbs = [200, 200, 200, 405, 405];
     let absent = [404; 5];
+    let create_only = [405, 405, 405, 400, 405];
     let table: Vec<(usize, &str, [u16; 5])> = vec![
         (0, "", ok),
         (0, "/status", absent),
@@ -895,6 +896,10 @@ async fn every_verb_against_every_subresource() {
         (1, "/log", absent),
         (1, "/exec", absent),
         (1, "/anything", absent),
+        (1, "/ephemeralcontainers", no_write_verbs),
+        // Created only, from a Binding or an Eviction naming the pod (not `{}`).
+        (1, "/binding", create_only),
+        (1, "/eviction", create_only),
         (2, "", ok),
         (2, "/status", no_write_verbs),
         (2, "/scale", no_write_verbs),

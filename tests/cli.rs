@@ -372,6 +372,20 @@ fn serve_refuses_bad_configs_with_a_clear_error() {
             good.replace("snapshotLogs: 20000", "snapshotLogs: lots"),
             "snapshotLogs",
         ),
+        (
+            good.replace(
+                "serviceClusterIPRange: 10.96.0.0/12",
+                "serviceClusterIPRange: 10.0.0.0/8",
+            ),
+            "serviceClusterIPRange \"10.0.0.0/8\" is too large; for 32-bit addresses, the mask must be >= 12",
+        ),
+        (
+            good.replace(
+                "serviceNodePortRange: 30000-32767",
+                "serviceNodePortRange: 32767-30000",
+            ),
+            "serviceNodePortRange \"32767-30000\" is not a port range such as 30000-32767",
+        ),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
         let p = dir.path().join(format!("bad-{i}.yaml"));
@@ -965,6 +979,26 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
     );
     let (ok, _, err) = on4(&["-n", "shop", "create", "configmap", "from-the-learner"]);
     assert!(ok, "{err}");
+    // The `default/kubernetes` endpoints follow the members: the learner serves the API too.
+    let endpoint_ports = || {
+        let (ok, out, err) = on4(&["get", "endpoints", "kubernetes", "-o", "json"]);
+        assert!(ok, "{err}");
+        let endpoints: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let mut ports: Vec<u64> = endpoints["subsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["ports"][0]["port"].as_u64().unwrap())
+            .collect();
+        ports.sort_unstable();
+        ports
+    };
+    let all_four: Vec<u64> = (0..4).map(|i| u64::from(api) + i).collect();
+    eventually(T, || async {
+        let ports = endpoint_ports();
+        (ports == all_four).then_some(()).ok_or(format!("{ports:?}"))
+    })
+    .await;
     let (ok, status, err) = run(&[
         "endpoint",
         "status",
@@ -1001,6 +1035,11 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
         } else {
             Err("node 1 still runs".to_string())
         }
+    })
+    .await;
+    eventually(T, || async {
+        let ports = endpoint_ports();
+        (ports == all_four[1..]).then_some(()).ok_or(format!("{ports:?}"))
     })
     .await;
     let (ok, _, err) = run(&[

@@ -1,7 +1,8 @@
 //! What `kubectl` shows for the built-in types on a real three-replica cluster: defaults in
 //! `-o yaml`, table columns (also `-o wide`), `jsonpath`, `-o name`, `describe`, `-A`, `scale`
-//! through the scale subresource, `replace` and generations, and Service cluster IPs and node
-//! ports that stay unique whichever replica allocates them.
+//! through the scale subresource, `replace` and generations, Service cluster IPs and node
+//! ports that stay unique whichever replica allocates them, from configurable ranges, and the
+//! `default/kubernetes` Service that is there as soon as a replica is ready.
 
 mod support;
 
@@ -10,6 +11,8 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 use support::kube::Kube;
 use support::*;
+
+const T: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The header of a kubectl table, words separated by single spaces.
 fn header(table: &str) -> String {
@@ -472,7 +475,10 @@ async fn cluster_ips_and_node_ports_are_unique_across_replicas() {
         .iter()
         .map(|s| s["spec"]["clusterIP"].as_str().unwrap().to_string())
         .collect();
+    // With the `kubernetes` Service, which has the range's first address.
+    ips.insert("10.96.0.1".to_string());
     assert_eq!(listed, ips);
+    ips.remove("10.96.0.1");
 
     // Asking for a taken IP is refused; once its Service is gone the IP is free again.
     let taken = results[0].1["spec"]["clusterIP"].as_str().unwrap().to_string();
@@ -578,4 +584,463 @@ async fn cluster_ips_and_node_ports_are_unique_across_replicas() {
     assert_eq!(headless.1["spec"]["clusterIPs"], json!(["None"]));
     let table = k.ok("node-2", &["get", "svc", "headless"]);
     assert_eq!(row(&table, "headless")[2], "None");
+}
+
+/// A GET on replica `i` that must answer 200, with the object.
+async fn must_get(http: &reqwest::Client, cluster: &Cluster, i: usize, path: &str) -> Value {
+    let r = http
+        .get(format!("{}{path}", cluster.base_url(i)))
+        .send()
+        .await
+        .unwrap();
+    let code = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(code, 200, "{path} on replica {i}: {body}");
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_replica_has_the_system_namespaces_and_the_kubernetes_service_from_its_ranges() {
+    let mut cluster = Cluster::start(Options {
+        service_ranges: ("10.20.0.0/24".into(), "31000-31010".into()),
+        ..Options::default()
+    });
+    cluster.wait_leader(T).await;
+    // The moment each replica says it is ready, what every cluster has is there: no waiting.
+    let http = cluster.http();
+    for i in 0..cluster.replicas.len() {
+        let url = format!("{}/readyz", cluster.base_url(i));
+        eventually(T, || async {
+            match http.get(&url).send().await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                Ok(r) => Err(format!(
+                    "{url}: {} {}",
+                    r.status(),
+                    r.text().await.unwrap_or_default()
+                )),
+                Err(e) => Err(format!("{url}: {e}")),
+            }
+        })
+        .await;
+        let namespaces = must_get(&http, &cluster, i, "/api/v1/namespaces").await;
+        let mut names: Vec<&str> = namespaces["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["default", "kube-node-lease", "kube-public", "kube-system"]
+        );
+        let svc = must_get(
+            &http,
+            &cluster,
+            i,
+            "/api/v1/namespaces/default/services/kubernetes",
+        )
+        .await;
+        assert_eq!(svc["spec"]["clusterIP"], "10.20.0.1");
+    }
+    let api_ports: Vec<u64> = cluster
+        .replicas
+        .iter()
+        .map(|r| r.api_addr.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    let k = Kube::attach(cluster).await;
+
+    // The Service as kube-apiserver makes it, its Endpoints naming every replica, its slice.
+    let svc = k.json("node-2", &["get", "svc", "kubernetes"]);
+    assert_eq!(
+        svc["metadata"]["labels"],
+        json!({"component": "apiserver", "provider": "kubernetes"})
+    );
+    let spec = &svc["spec"];
+    assert_eq!(spec["type"], "ClusterIP");
+    assert_eq!(spec["sessionAffinity"], "None");
+    assert_eq!(spec["clusterIPs"], json!(["10.20.0.1"]));
+    assert_eq!(spec["ports"][0]["name"], "https");
+    assert_eq!(spec["ports"][0]["port"], 443);
+    assert!(
+        api_ports.contains(&spec["ports"][0]["targetPort"].as_u64().unwrap()),
+        "{svc}"
+    );
+    let table = k.ok("node-3", &["get", "svc", "kubernetes"]);
+    assert_eq!(
+        row(&table, "kubernetes")[1..5],
+        ["ClusterIP", "10.20.0.1", "<none>", "443/TCP"]
+    );
+    let endpoints = k.json("node-1", &["get", "endpoints", "kubernetes"]);
+    assert_eq!(
+        endpoints["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"],
+        "true"
+    );
+    let mut listed: Vec<(String, u64)> = endpoints["subsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            let port = s["ports"][0]["port"].as_u64().unwrap();
+            assert_eq!(s["ports"][0]["name"], "https");
+            s["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |a| (a["ip"].as_str().unwrap().to_string(), port))
+        })
+        .collect();
+    listed.sort();
+    let mut expected: Vec<(String, u64)> = api_ports.iter().map(|p| ("127.0.0.1".to_string(), *p)).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+    let slice = k.json("node-2", &["get", "endpointslices", "kubernetes"]);
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "kubernetes"
+    );
+    assert_eq!(slice["endpoints"][0]["addresses"], json!(["127.0.0.1"]));
+    assert_eq!(slice["endpoints"][0]["conditions"]["ready"], true);
+
+    // Services get addresses and node ports from the configured ranges, and only from them.
+    let file = k.manifest(
+        "np.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: np}\nspec:\n  type: NodePort\n  selector: {app: np}\n  ports:\n  - port: 80\n",
+    );
+    k.ok("node-1", &["create", "-f", &file]);
+    let np = k.json("node-3", &["get", "svc", "np"]);
+    let ip = np["spec"]["clusterIP"].as_str().unwrap();
+    let last: u8 = ip.strip_prefix("10.20.0.").unwrap().parse().unwrap();
+    assert!(
+        last > 16,
+        "{ip} is in the static band kept for requested addresses"
+    );
+    let node_port = np["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((31000..=31010).contains(&node_port), "{node_port}");
+    let k = &k;
+    let refused = |svc: Value, message: String| async move {
+        let (code, status) = k
+            .send(
+                reqwest::Method::POST,
+                1,
+                "/api/v1/namespaces/default/services",
+                Some(&svc),
+            )
+            .await;
+        assert_eq!(
+            (code, status["message"].as_str()),
+            (422, Some(message.as_str())),
+            "{status}"
+        );
+    };
+    refused(
+        service("old-range", json!({"clusterIP": "10.96.0.10"})),
+        "Service \"old-range\" is invalid: spec.clusterIPs[0]: Invalid value: \"10.96.0.10\": provided IP is not in the valid range. The range of valid IPs is 10.20.0.0/24".into(),
+    )
+    .await;
+    refused(
+        service("low-port", json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]})),
+        "Service \"low-port\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is not in the valid range. The range of valid ports is 31000-31010".into(),
+    )
+    .await;
+
+    // Deleted, the Service comes back with the same address; so does kube-node-lease.
+    k.ok("node-2", &["delete", "svc", "kubernetes"]);
+    k.ok("node-3", &["delete", "namespace", "kube-node-lease"]);
+    eventually(T, || async {
+        let (ok, out, err) = k.kubectl(
+            "node-1",
+            &["get", "svc", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"],
+        );
+        (ok && out == "10.20.0.1")
+            .then_some(())
+            .ok_or(format!("{out} {err}"))
+    })
+    .await;
+    eventually(T, || async {
+        let (ok, out, err) = k.kubectl(
+            "node-1",
+            &[
+                "get",
+                "namespace",
+                "kube-node-lease",
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+        );
+        (ok && out == "Active")
+            .then_some(())
+            .ok_or(format!("{out} {err}"))
+    })
+    .await;
+}
+
+/// POSTs `body` to `path` on replica `i`; the code, the `Retry-After` header and the body.
+async fn post(k: &Kube, i: usize, path: &str, body: &Value) -> (u16, Option<String>, Value) {
+    let r = k.http.post(k.url(i, path)).json(body).send().await.unwrap();
+    let code = r.status().as_u16();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (code, retry, r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_bound_evicted_within_their_budget_debugged_and_drained() {
+    let k = Kube::start().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "-f",
+            &k.manifest(
+                "node.yaml",
+                "apiVersion: v1\nkind: Node\nmetadata: {name: worker-1}\n",
+            ),
+        ],
+    );
+    for i in 0..3 {
+        k.ok(
+            "node-2",
+            &["run", &format!("web-{i}"), "--image=nginx", "--labels=app=web"],
+        );
+    }
+    let success =
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201});
+
+    // What a scheduler does: bind each pod to the node.
+    for i in 0..3 {
+        let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": format!("web-{i}")},
+                             "target": {"kind": "Node", "name": "worker-1"}});
+        let (code, _, body) = post(&k, i, &format!("{pods}/web-{i}/binding"), &binding).await;
+        assert_eq!((code, &body), (201, &success));
+    }
+    let bound = k.json("node-3", &["get", "pod", "web-0"]);
+    assert_eq!(bound["spec"]["nodeName"], "worker-1");
+    let scheduled = bound["status"]["conditions"].as_array().unwrap();
+    assert!(
+        scheduled
+            .iter()
+            .any(|c| c["type"] == "PodScheduled" && c["status"] == "True"),
+        "{bound}"
+    );
+    let again = json!({"metadata": {"name": "web-0"}, "target": {"name": "worker-2"}});
+    let (code, _, body) = post(&k, 1, &format!("{pods}/web-0/binding"), &again).await;
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on pods/binding \"web-0\": pod web-0 is already assigned to node \"worker-1\""
+    );
+    let (code, _, body) = post(
+        &k,
+        2,
+        &format!("{pods}/web-0/binding"),
+        &json!({"metadata": {"name": "web-1"}}),
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (400, Some("name in URL does not match name in Binding object"))
+    );
+
+    // Running and ready, as a kubelet would report them; a budget that allows one disruption,
+    // as the disruption controller would compute it.
+    for i in 0..3 {
+        k.ok(
+            "node-1",
+            &[
+                "patch",
+                "pod",
+                &format!("web-{i}"),
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#,
+            ],
+        );
+    }
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=2",
+        ],
+    );
+    k.ok(
+        "node-2",
+        &["patch", "pdb", "web", "--subresource=status", "--type=merge", "-p",
+          r#"{"status":{"observedGeneration":1,"currentHealthy":3,"desiredHealthy":2,"disruptionsAllowed":1,"expectedPods":3}}"#],
+    );
+    let eviction =
+        |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+
+    // A dry run decides and writes nothing.
+    let (code, _, body) = post(
+        &k,
+        0,
+        &format!("{pods}/web-0/eviction?dryRun=All"),
+        &eviction("web-0"),
+    )
+    .await;
+    assert_eq!((code, &body), (201, &success));
+    let pdb = k.json("node-3", &["get", "pdb", "web"]);
+    assert_eq!(pdb["status"]["disruptionsAllowed"], 1, "{pdb}");
+    assert!(k.json("node-3", &["get", "pod", "web-0"])["metadata"]
+        .get("deletionTimestamp")
+        .is_none());
+
+    // The first eviction takes the one disruption; the pod waits for its kubelet.
+    let (code, _, body) = post(&k, 1, &format!("{pods}/web-0/eviction"), &eviction("web-0")).await;
+    assert_eq!((code, &body), (201, &success));
+    let pdb = k.json("node-3", &["get", "pdb", "web"]);
+    assert_eq!(pdb["status"]["disruptionsAllowed"], 0, "{pdb}");
+    assert!(pdb["status"]["disruptedPods"]["web-0"].is_string(), "{pdb}");
+    let allowed = &pdb["status"]["conditions"][0];
+    assert_eq!(
+        (&allowed["type"], &allowed["status"], &allowed["reason"]),
+        (
+            &json!("DisruptionAllowed"),
+            &json!("False"),
+            &json!("InsufficientPods")
+        )
+    );
+    let evicted = k.json("node-1", &["get", "pod", "web-0"]);
+    assert!(evicted["metadata"]["deletionTimestamp"].is_string(), "{evicted}");
+    let target = evicted["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .cloned();
+    assert_eq!(
+        target.map(|t| t["reason"].clone()),
+        Some(json!("EvictionByEvictionAPI"))
+    );
+
+    // The second would break the budget.
+    let (code, retry, body) = post(&k, 2, &format!("{pods}/web-1/eviction"), &eviction("web-1")).await;
+    assert_eq!(code, 429, "{body}");
+    assert_eq!(retry, None);
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+               "reason": "TooManyRequests",
+               "details": {"causes": [{"reason": "DisruptionBudget",
+                                       "message": "The disruption budget web needs 2 healthy pods and has 3 currently"}]},
+               "code": 429})
+    );
+    // A budget whose status has not caught up with its spec stops evictions for a while.
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "pdb",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"minAvailable":1}}"#,
+        ],
+    );
+    let (code, retry, body) = post(&k, 0, &format!("{pods}/web-1/eviction"), &eviction("web-1")).await;
+    assert_eq!((code, retry.as_deref()), (429, Some("10")), "{body}");
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "The disruption budget web is still being processed by the server."
+    );
+    // Two budgets for one pod are more than eviction supports.
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "poddisruptionbudget",
+            "web-too",
+            "--selector=app=web",
+            "--max-unavailable=1",
+        ],
+    );
+    let (code, _, body) = post(&k, 1, &format!("{pods}/web-2/eviction"), &eviction("web-2")).await;
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(
+        body["message"],
+        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    );
+    k.ok("node-2", &["delete", "pdb", "web", "web-too"]);
+
+    // Ephemeral containers are added through their subresource and never removed.
+    k.ok(
+        "node-3",
+        &[
+            "debug",
+            "web-1",
+            "--image=busybox",
+            "--container=dbg",
+            "--profile=general",
+        ],
+    );
+    let debugged = k.json("node-1", &["get", "pod", "web-1"]);
+    assert_eq!(
+        debugged["spec"]["ephemeralContainers"][0]["name"], "dbg",
+        "{debugged}"
+    );
+    assert_eq!(
+        debugged["spec"]["ephemeralContainers"][0]["terminationMessagePolicy"],
+        "File"
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &[
+            "patch",
+            "pod",
+            "web-1",
+            "--subresource=ephemeralcontainers",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/ephemeralContainers/0"}]"#,
+        ],
+    );
+    assert!(
+        !ok && err.contains(
+            "spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be removed"
+        ),
+        "{err}"
+    );
+
+    // kubectl drain: a server dry run changes nothing; the real one empties the node.
+    let out = k.ok("node-1", &["drain", "worker-1", "--force", "--dry-run=server"]);
+    assert!(out.contains("node/worker-1 drained (server dry run)"), "{out}");
+    assert_eq!(
+        k.json("node-2", &["get", "pods", "-l", "app=web"])["items"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+    let out = k.ok(
+        "node-1",
+        &[
+            "drain",
+            "worker-1",
+            "--force",
+            "--grace-period=0",
+            "--timeout=60s",
+        ],
+    );
+    assert!(
+        out.contains("pod/web-2 evicted") && out.contains("node/worker-1 drained"),
+        "{out}"
+    );
+    assert_eq!(
+        k.json("node-3", &["get", "pods", "-l", "app=web"])["items"],
+        json!([])
+    );
+    assert_eq!(
+        k.json("node-3", &["get", "node", "worker-1"])["spec"]["unschedulable"],
+        true
+    );
 }

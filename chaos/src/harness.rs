@@ -13,6 +13,7 @@
 
 use kuberaft::cli::certs::ensure_encryption_config;
 use kuberaft::cli::cluster_up::{ADMIN_GROUP, ADMIN_USER};
+use kuberaft::config::ServiceRanges;
 use kuberaft::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, ServeConfig};
 use kuberaft::pki::layout::Layout;
 use std::path::PathBuf;
@@ -235,6 +236,8 @@ impl ChaosCluster {
                 security: Some(pki.security_config(&format!("node-{}", i + 1))),
                 audit: None,
                 backup: None,
+                service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
+                service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
             }
             .to_yaml()
             .map_err(|e| HarnessError::Config(e.to_string()))?;

@@ -4,9 +4,11 @@
 //! cross-field rule is checked before anything touches the data dir.
 
 use std::collections::{BTreeMap, HashSet};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ipnet::Ipv4Net;
 use kuberaft_raft::{Member, NodeConfig};
 use serde::{Deserialize, Serialize};
 
@@ -352,6 +354,23 @@ pub struct ServeConfig {
     /// Scheduled backups; off without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupConfig>,
+    /// The IPv4 range Services' cluster IPs come from; its first address is the
+    /// `default/kubernetes` Service's (kube-apiserver's `--service-cluster-ip-range`). The same
+    /// on every replica.
+    #[serde(default = "default_cluster_ip_range", rename = "serviceClusterIPRange")]
+    pub service_cluster_ip_range: String,
+    /// The ports NodePort and LoadBalancer Services' node ports come from (`30000-32767`,
+    /// `30000+2767`; kube-apiserver's `--service-node-port-range`). The same on every replica.
+    #[serde(default = "default_node_port_range")]
+    pub service_node_port_range: String,
+}
+
+fn default_cluster_ip_range() -> String {
+    ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into()
+}
+
+fn default_node_port_range() -> String {
+    ServiceRanges::DEFAULT_NODE_PORT_RANGE.into()
 }
 
 fn default_request_timeout() -> u64 {
@@ -401,8 +420,14 @@ impl ServeConfig {
         Ok(config)
     }
 
+    /// The Service ranges the config sets.
+    pub fn service_ranges(&self) -> Result<ServiceRanges, String> {
+        ServiceRanges::parse(&self.service_cluster_ip_range, &self.service_node_port_range)
+    }
+
     /// Checks the rules between fields.
     pub fn validate(&self) -> Result<(), String> {
+        self.service_ranges()?;
         if let Some(b) = &self.backup {
             if b.interval_seconds == 0 {
                 return Err("backup.intervalSeconds must be greater than 0".into());
@@ -550,6 +575,97 @@ fn check_addr(addr: &str) -> Result<(), String> {
     port.parse::<u16>()
         .map_err(|_| format!("{addr:?} has no valid port"))?;
     Ok(())
+}
+
+/// The largest service range kube-apiserver accepts: a /12 (20 host bits).
+const MAX_HOST_BITS: u8 = 20;
+
+/// Where Services' cluster IPs and node ports come from: kube-apiserver's
+/// `--service-cluster-ip-range` and `--service-node-port-range`. Every replica must be given
+/// the same ranges, as every kube-apiserver of a cluster must.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceRanges {
+    /// The cluster IP range (IPv4).
+    cidr: Ipv4Net,
+    /// The lowest and highest node port.
+    node_ports: (u32, u32),
+}
+
+impl Default for ServiceRanges {
+    /// kubeadm's defaults: 10.96.0.0/12 and 30000-32767.
+    fn default() -> Self {
+        ServiceRanges {
+            cidr: Ipv4Net::new_assert(Ipv4Addr::new(10, 96, 0, 0), 12),
+            node_ports: (30000, 32767),
+        }
+    }
+}
+
+impl ServiceRanges {
+    /// The cluster IP range text when the config sets none.
+    pub const DEFAULT_CLUSTER_IP_RANGE: &'static str = "10.96.0.0/12";
+    /// The node port range text when the config sets none.
+    pub const DEFAULT_NODE_PORT_RANGE: &'static str = "30000-32767";
+
+    /// Parses a cluster IP range (`10.96.0.0/12`) and a node port range (`30000-32767`,
+    /// `30000+2767` or a single port), with the limits kube-apiserver puts on its flags.
+    pub fn parse(cluster_ip_range: &str, node_port_range: &str) -> Result<ServiceRanges, String> {
+        let cidr: Ipv4Net = cluster_ip_range.trim().parse().map_err(|_| {
+            format!("serviceClusterIPRange {cluster_ip_range:?} is not an IPv4 CIDR such as 10.96.0.0/12")
+        })?;
+        if cidr.network() != cidr.addr() {
+            return Err(format!(
+                "serviceClusterIPRange {cluster_ip_range:?} has host bits set; the network is {}",
+                cidr.trunc()
+            ));
+        }
+        let host_bits = 32 - cidr.prefix_len();
+        if host_bits > MAX_HOST_BITS {
+            return Err(format!(
+                "serviceClusterIPRange {cluster_ip_range:?} is too large; for 32-bit addresses, the mask must be >= {}",
+                32 - MAX_HOST_BITS
+            ));
+        }
+        if host_bits < 2 {
+            return Err(format!(
+                "serviceClusterIPRange {cluster_ip_range:?} is too small: it must hold at least the kubernetes Service's address"
+            ));
+        }
+        let node_ports = parse_port_range(node_port_range.trim()).ok_or_else(|| {
+            format!("serviceNodePortRange {node_port_range:?} is not a port range such as 30000-32767")
+        })?;
+        Ok(ServiceRanges { cidr, node_ports })
+    }
+
+    /// The first address of the range: the `default/kubernetes` Service's cluster IP.
+    pub fn kubernetes_service_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.cidr.network()) + 1)
+    }
+
+    /// The cluster IP range.
+    pub fn cidr(&self) -> Ipv4Net {
+        self.cidr
+    }
+
+    /// The lowest and highest node port.
+    pub fn node_ports(&self) -> (u32, u32) {
+        self.node_ports
+    }
+}
+
+/// `A-B`, `A+N` (A to A+N) or `A`, within 1-65535.
+fn parse_port_range(text: &str) -> Option<(u32, u32)> {
+    let port = |s: &str| s.trim().parse::<u32>().ok().filter(|p| (1..=65535).contains(p));
+    let (lo, hi) = if let Some((a, b)) = text.split_once('-') {
+        (port(a)?, port(b)?)
+    } else if let Some((a, n)) = text.split_once('+') {
+        let lo = port(a)?;
+        (lo, port(&(lo + n.trim().parse::<u32>().ok()?).to_string())?)
+    } else {
+        let p = port(text)?;
+        (p, p)
+    };
+    (lo <= hi).then_some((lo, hi))
 }
 
 #[cfg(test)]

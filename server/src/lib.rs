@@ -81,7 +81,8 @@
 //! defaults, table printers, QoS, Service IP and port allocation, and the built-in kinds'
 //! strategies — data for most (`kinds::strategy::Builtin`), a module each for Pods, Services,
 //! Namespaces, Jobs and ReplicationControllers — attached to the served type table by
-//! `kinds::strategy::registry`.
+//! `kinds::strategy::registry`; a pod's `eviction` and `binding` subresources, which its
+//! strategy serves.
 //!
 //! **`apiextensions`** — custom resources: a CustomResourceDefinition turned into type-table
 //! entries with the custom-resource strategy attached, the definitions' own strategy,
@@ -90,8 +91,9 @@
 //!
 //! **`controllers`** — leader-only reconcilers (namespace deletion, garbage collection,
 //! deleted definitions' objects, ClusterRole aggregation, each namespace's `default`
-//! ServiceAccount and `kube-root-ca.crt`, legacy ServiceAccount token Secrets) that act
-//! through the registry's verbs.
+//! ServiceAccount and `kube-root-ca.crt`, legacy ServiceAccount token Secrets, the system
+//! namespaces and the `default/kubernetes` Service with its endpoints) that act through the
+//! registry's verbs.
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
 //! cache (`cacher`), the decision to serve a read from the cache or the store by its

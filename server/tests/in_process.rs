@@ -11,6 +11,7 @@ use axum::http::{header, Method, Request, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use futures::StreamExt;
+use kuberaft::config::ServiceRanges;
 use kuberaft::config::{MemberConfig, ServeConfig};
 use kuberaft::server::{Replica, Security};
 use metrics_exporter_prometheus::PrometheusBuilder;
@@ -41,6 +42,8 @@ async fn replica(dir: &Path) -> Replica {
         security: None,
         audit: None,
         backup: None,
+        service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
+        service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
     let replica = Replica::start(&config, metrics, &Security::insecure(), None)

@@ -68,6 +68,11 @@ impl Kube {
     pub async fn start_with(options: Options) -> Kube {
         let mut cluster = Cluster::start(options);
         cluster.wait_leader(T).await;
+        Kube::attach(cluster).await
+    }
+
+    /// Like [`Kube::start`] for a cluster started already (with a leader).
+    pub async fn attach(cluster: Cluster) -> Kube {
         let kubeconfig = cluster.dir.path().join("kubeconfig");
         let cache_dir = cluster.dir.path().join("kube-cache");
         std::fs::write(&kubeconfig, kubeconfig_text(&cluster, ADMIN, &["system:masters"])).unwrap();

@@ -82,6 +82,8 @@ pub struct Options {
     pub audit_policy: Option<PathBuf>,
     /// Every replica's database size quota.
     pub quota_backend_bytes: u64,
+    /// Every replica's `serviceClusterIPRange` and `serviceNodePortRange`.
+    pub service_ranges: (String, String),
 }
 
 impl Default for Options {
@@ -98,6 +100,10 @@ impl Default for Options {
             token_file: None,
             audit_policy: None,
             quota_backend_bytes: kuberaft::config::ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
+            service_ranges: (
+                kuberaft::config::ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
+                kuberaft::config::ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
+            ),
         }
     }
 }
@@ -193,6 +199,8 @@ pub fn config_yaml(
             log_max_age_days: 0,
         }),
         backup: None,
+        service_cluster_ip_range: o.service_ranges.0.clone(),
+        service_node_port_range: o.service_ranges.1.clone(),
     };
     config.to_yaml().expect("a config renders as YAML")
 }

@@ -8,6 +8,15 @@ use super::RaftNode;
 use crate::NodeError;
 
 impl RaftNode {
+    /// Every member's (voters' and learners') Kubernetes API address, by id.
+    pub fn api_addresses(&self) -> Vec<(u64, String)> {
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        m.membership()
+            .nodes()
+            .map(|(id, node)| (*id, node.api_addr.clone()))
+            .collect()
+    }
+
     /// This replica's status (one row of `kuberaft endpoint status`). With `with_hash`, it also
     /// hashes the whole store (on the blocking pool) so replicas can be compared.
     pub async fn status(&self, with_hash: bool) -> Result<pb::StatusResponse, NodeError> {

@@ -18,6 +18,7 @@ use anyhow::{bail, Context};
 
 use crate::cli::certs;
 use crate::cli::kubeconfig::{self, ClientCredentials};
+use crate::config::ServiceRanges;
 use crate::config::{CompactionConfig, FeatureGates, MemberConfig, RaftConfig, SecurityConfig, ServeConfig};
 use crate::pki::check;
 use crate::pki::layout::{write_private, Layout};
@@ -171,6 +172,8 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             security: Some(security(m.id)),
             audit: None,
             backup: None,
+            service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
+            service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, config.to_yaml()?)?;

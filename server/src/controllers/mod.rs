@@ -2,8 +2,10 @@
 //! kube-controller-manager that an API server needs to behave like a cluster — namespace
 //! deletion, garbage collection of dependents, removal of a deleted definition's objects,
 //! ClusterRole aggregation, the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of
-//! every namespace (one mechanism for both: `per_namespace`), and the legacy token Secrets of
-//! ServiceAccounts (`service_account_token`).
+//! every namespace (one mechanism for both: `per_namespace`), the legacy token Secrets of
+//! ServiceAccounts (`service_account_token`), and what kube-apiserver itself keeps: the
+//! `default/kubernetes` Service and its endpoints, pointing at the replicas
+//! (`kubernetes_service`).
 //!
 //! Each runs through [`run_while_leader`], written once: its work starts when this replica
 //! becomes the leader (told by the Raft node's leader changes, not by polling) and is dropped
@@ -13,6 +15,7 @@
 pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
 pub mod garbage_collector;
+pub mod kubernetes_service;
 pub mod namespace;
 pub mod per_namespace;
 pub mod root_ca_publisher;
@@ -22,6 +25,7 @@ pub mod service_account_token;
 use std::future::Future;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
@@ -45,8 +49,18 @@ pub fn core_request(
     namespace: &str,
     name: Option<&str>,
 ) -> ApiResult<ResourceRequest> {
+    request(registry, ("", plural), namespace, name)
+}
+
+/// [`core_request`] for a `v1` resource of any group.
+pub fn request(
+    registry: &Registry,
+    (group, plural): (&str, &str),
+    namespace: &str,
+    name: Option<&str>,
+) -> ApiResult<ResourceRequest> {
     let rt = registry
-        .lookup("", "v1", plural)
+        .lookup(group, "v1", plural)
         .ok_or_else(|| ApiError::internal(format!("the type table has no {plural}")))?;
     Ok(ResourceRequest {
         rt: rt.clone(),
@@ -67,6 +81,21 @@ pub async fn run_passes<F, Fut>(
     store: &Store,
     controller: &'static str,
     relevant: impl Fn(&str) -> bool,
+    pass: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ApiResult<()>>,
+{
+    run_passes_also_on(store, controller, relevant, futures::stream::pending(), pass).await;
+}
+
+/// [`run_passes`], with a pass also after each item of `wake`: what the controller follows
+/// besides the store (the cluster's members, say).
+pub async fn run_passes_also_on<F, Fut>(
+    store: &Store,
+    controller: &'static str,
+    relevant: impl Fn(&str) -> bool,
+    wake: impl Stream<Item = ()>,
     mut pass: F,
 ) where
     F: FnMut() -> Fut,
@@ -75,6 +104,7 @@ pub async fn run_passes<F, Fut>(
     // Subscribing through an empty prefix copies nothing: only the changes are wanted.
     let mut changes = store.cache().list_and_watch("\u{0}").1;
     let mut backoff = RETRY;
+    tokio::pin!(wake);
     loop {
         if let Err(e) = pass().await {
             tracing::warn!(controller, error = %e.message, retry = ?backoff, "pass failed");
@@ -88,6 +118,7 @@ pub async fn run_passes<F, Fut>(
         loop {
             tokio::select! {
                 () = &mut resync => break,
+                Some(()) = wake.next() => break,
                 batch = changes.recv() => match batch {
                     Ok(batch) => match &*batch {
                         Published::Changes { events, .. } if !events.iter().any(|e| relevant(&e.key)) => {}

@@ -147,20 +147,14 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<usize> {
 /// How often the controller looks for namespaces to finish deleting.
 const PASS_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Runs the bootstrap and the namespace controller while this replica leads.
+/// Runs the namespace controller while this replica leads (the system namespaces are created
+/// by [`super::kubernetes_service`], as kube-apiserver's bootstrap controller creates them).
 pub fn spawn(store: Store, live: Arc<LiveRegistry>) {
     super::run_while_leader(store, "namespace", move |store| {
         let live = live.clone();
         async move {
-            let mut bootstrapped = false;
             loop {
                 let registry = live.current();
-                if !bootstrapped {
-                    match ensure_system_namespaces(&store, &registry).await {
-                        Ok(()) => bootstrapped = true,
-                        Err(e) => tracing::warn!(error = %e.message, "creating system namespaces"),
-                    }
-                }
                 if let Err(e) = reconcile(&store, &registry).await {
                     tracing::warn!(error = %e.message, "namespace controller pass failed");
                 }

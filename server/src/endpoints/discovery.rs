@@ -207,7 +207,16 @@ mod tests {
         assert_eq!(pods["scope"], "Namespaced");
         assert_eq!(pods["singularResource"], "pod");
         assert_eq!(pods["shortNames"], json!(["po"]));
-        assert_eq!(pods["subresources"][0]["subresource"], "status");
+        let subresources: Vec<&Value> = pods["subresources"]
+            .as_array()
+            .expect("subresources")
+            .iter()
+            .map(|s| &s["subresource"])
+            .collect();
+        assert_eq!(
+            subresources,
+            ["binding", "ephemeralcontainers", "eviction", "status"]
+        );
 
         let groups = aggregated(&r, false, "v2beta1");
         let items = groups["items"].as_array().expect("items");

@@ -15,24 +15,50 @@ use std::net::Ipv4Addr;
 
 use serde_json::{json, Value};
 
+use crate::config::ServiceRanges;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, new_uid, Causes};
 use crate::machinery::timestamp::now_rfc3339;
 use crate::store::keys;
 use crate::store::{Cas, Store, Stored, Written};
 
-/// The service cluster IP range, 10.96.0.0/12 (kube-apiserver's default).
-const SERVICE_CIDR_BASE: u32 = 0x0A60_0000;
-const SERVICE_CIDR_BITS: u32 = 12;
-const SERVICE_CIDR_TEXT: &str = "10.96.0.0/12";
-/// Addresses below this offset are left for clients that ask for a specific IP.
-const DYNAMIC_IP_OFFSET: u32 = 256;
-/// The node port range (kube-apiserver's default `--service-node-port-range`).
-const NODE_PORTS: (u32, u32) = (30000, 32767);
 /// Probes before a range counts as full.
 const MAX_PROBES: u32 = 256;
 /// Write attempts when concurrent allocations keep taking the chosen values.
 const MAX_ATTEMPTS: usize = 16;
+/// The pool of cluster IPs of `ranges`.
+fn cluster_ips(ranges: &ServiceRanges) -> Pool {
+    let base = u32::from(ranges.cidr().network());
+    let last = u32::from(ranges.cidr().broadcast()) - 1;
+    let first = base + 1;
+    Pool {
+        group: Some("networking.k8s.io"),
+        kind: "ipaddresses",
+        dynamic: (first + static_band(last - first + 1), last),
+        valid: (first, last),
+    }
+}
+
+/// The pool of node ports of `ranges`.
+fn node_port_pool(ranges: &ServiceRanges) -> Pool {
+    Pool {
+        group: None,
+        kind: "servicenodeports",
+        dynamic: ranges.node_ports(),
+        valid: ranges.node_ports(),
+    }
+}
+
+/// How many addresses at the bottom of a range of `size` are left for clients that ask for a
+/// specific IP (kube's static band: a sixteenth of the range, at least 16 and at most 256,
+/// none in a range of fewer than 16 addresses).
+fn static_band(size: u32) -> u32 {
+    if size < 16 {
+        0
+    } else {
+        (size / 16).clamp(16, 256)
+    }
+}
 
 /// One kind of allocated value.
 struct Pool {
@@ -47,29 +73,9 @@ struct Pool {
     valid: (u32, u32),
 }
 
-const CLUSTER_IPS: Pool = Pool {
-    group: Some("networking.k8s.io"),
-    kind: "ipaddresses",
-    dynamic: (
-        SERVICE_CIDR_BASE + DYNAMIC_IP_OFFSET,
-        SERVICE_CIDR_BASE + (1 << (32 - SERVICE_CIDR_BITS)) - 2,
-    ),
-    valid: (
-        SERVICE_CIDR_BASE + 1,
-        SERVICE_CIDR_BASE + (1 << (32 - SERVICE_CIDR_BITS)) - 2,
-    ),
-};
-
-const NODE_PORT_POOL: Pool = Pool {
-    group: None,
-    kind: "servicenodeports",
-    dynamic: NODE_PORTS,
-    valid: NODE_PORTS,
-};
-
 impl Pool {
     fn is_ip(&self) -> bool {
-        (self.group, self.kind) == (CLUSTER_IPS.group, CLUSTER_IPS.kind)
+        self.group.is_some()
     }
 
     fn prefix(&self) -> String {
@@ -259,11 +265,9 @@ fn invalid(name: &str, field: &str, message: String) -> ApiError {
     ApiError::invalid("", "Service", name, &[(field.to_string(), message)])
 }
 
-fn parse_ip(ip: &str) -> Option<u32> {
+fn parse_ip(pool: &Pool, ip: &str) -> Option<u32> {
     let v = u32::from(ip.parse::<Ipv4Addr>().ok()?);
-    (CLUSTER_IPS.valid.0..=CLUSTER_IPS.valid.1)
-        .contains(&v)
-        .then_some(v)
+    (pool.valid.0..=pool.valid.1).contains(&v).then_some(v)
 }
 
 fn needs_node_ports(spec: &Value) -> bool {
@@ -276,7 +280,14 @@ fn needs_node_ports(spec: &Value) -> bool {
 
 /// Fills in what a Service needs — cluster IP, IP families, node ports — and returns the
 /// claims to write with it. `key` is the Service's storage key.
-pub async fn plan(store: &Store, key: &str, svc: &mut Value) -> ApiResult<Vec<Claim>> {
+pub async fn plan(
+    store: &Store,
+    ranges: &ServiceRanges,
+    key: &str,
+    svc: &mut Value,
+) -> ApiResult<Vec<Claim>> {
+    let cluster_ips = cluster_ips(ranges);
+    let node_port_pool = node_port_pool(ranges);
     let namespace = meta_str(svc, "namespace").unwrap_or("").to_string();
     let name = meta_str(svc, "name").unwrap_or("").to_string();
     let services_prefix = key
@@ -302,20 +313,20 @@ pub async fn plan(store: &Store, key: &str, svc: &mut Value) -> ApiResult<Vec<Cl
     let ip = match requested.as_deref() {
         Some("None") => "None".to_string(),
         Some(ip) => {
-            let v = parse_ip(ip).ok_or_else(|| {
+            let v = parse_ip(&cluster_ips, ip).ok_or_else(|| {
                 invalid(
                     &name,
                     "spec.clusterIPs[0]",
-                    format!("Invalid value: {ip:?}: provided IP is not in the valid range. The range of valid IPs is {SERVICE_CIDR_TEXT}"),
+                    format!("Invalid value: {ip:?}: provided IP is not in the valid range. The range of valid IPs is {}", ranges.cidr()),
                 )
             })?;
-            claims.extend(claim_specific(store, &CLUSTER_IPS, v, &owner, "spec.clusterIPs[0]").await?);
+            claims.extend(claim_specific(store, &cluster_ips, v, &owner, "spec.clusterIPs[0]").await?);
             ip.to_string()
         }
         None => {
-            let (v, c) = claim_any(store, &CLUSTER_IPS, &owner, "clusterIP", &[]).await?;
+            let (v, c) = claim_any(store, &cluster_ips, &owner, "clusterIP", &[]).await?;
             claims.push(c);
-            CLUSTER_IPS.render(v)
+            cluster_ips.render(v)
         }
     };
     let headless_without_selector = ip == "None" && spec["selector"].as_object().is_none_or(|s| s.is_empty());
@@ -351,26 +362,26 @@ pub async fn plan(store: &Store, key: &str, svc: &mut Value) -> ApiResult<Vec<Cl
                 Some(p) => {
                     let v = u32::try_from(p)
                         .ok()
-                        .filter(|v| (NODE_PORT_POOL.valid.0..=NODE_PORT_POOL.valid.1).contains(v))
+                        .filter(|v| (node_port_pool.valid.0..=node_port_pool.valid.1).contains(v))
                         .ok_or_else(|| {
                             invalid(
                                 &name,
                                 &field,
                                 format!(
                                     "Invalid value: {p}: provided port is not in the valid range. The range of valid ports is {}-{}",
-                                    NODE_PORTS.0, NODE_PORTS.1
+                                    ranges.node_ports().0, ranges.node_ports().1
                                 ),
                             )
                         })?;
                     if chosen.contains(&v) {
                         return Err(invalid(&name, &field, format!("Duplicate value: {v}")));
                     }
-                    claims.extend(claim_specific(store, &NODE_PORT_POOL, v, &owner, &field).await?);
+                    claims.extend(claim_specific(store, &node_port_pool, v, &owner, &field).await?);
                     v
                 }
                 None => {
                     let salt = format!("nodePort/{i}");
-                    let (v, c) = claim_any(store, &NODE_PORT_POOL, &owner, &salt, &chosen).await?;
+                    let (v, c) = claim_any(store, &node_port_pool, &owner, &salt, &chosen).await?;
                     claims.push(c);
                     v
                 }
@@ -392,11 +403,17 @@ pub async fn plan(store: &Store, key: &str, svc: &mut Value) -> ApiResult<Vec<Cl
 /// Writes a Service with the claims its cluster IP and node ports need, in one transaction:
 /// a create when `rev` is `None`, else an update of the object at mod revision `rev`. Values
 /// taken concurrently are re-planned; a changed Service is reported as [`Cas::Failed`].
-pub async fn write(store: &Store, key: &str, svc: &mut Value, rev: Option<i64>) -> ApiResult<Cas> {
+pub async fn write(
+    store: &Store,
+    ranges: &ServiceRanges,
+    key: &str,
+    svc: &mut Value,
+    rev: Option<i64>,
+) -> ApiResult<Cas> {
     let base = svc.clone();
     for _ in 0..MAX_ATTEMPTS {
         *svc = base.clone();
-        let claims = plan(store, key, svc).await?;
+        let claims = plan(store, ranges, key, svc).await?;
         let mut conditions = vec![(key, rev)];
         let mut puts = vec![(key, &*svc)];
         for c in &claims {
@@ -426,7 +443,9 @@ pub async fn write(store: &Store, key: &str, svc: &mut Value, rev: Option<i64>) 
 
 /// Deletes the claims a deleted Service held, where they still name it. Failures are ignored:
 /// a claim whose owner is gone is free to be taken over anyway.
-pub async fn release(store: &Store, svc: &Value) {
+pub async fn release(store: &Store, ranges: &ServiceRanges, svc: &Value) {
+    let cluster_ips = cluster_ips(ranges);
+    let node_port_pool = node_port_pool(ranges);
     let namespace = meta_str(svc, "namespace").unwrap_or("");
     let name = meta_str(svc, "name").unwrap_or("");
     let spec = &svc["spec"];
@@ -434,14 +453,14 @@ pub async fn release(store: &Store, svc: &Value) {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|ip| parse_ip(ip.as_str()?))
-        .map(|v| CLUSTER_IPS.key(v));
+        .filter_map(|ip| parse_ip(&cluster_ips, ip.as_str()?))
+        .map(|v| cluster_ips.key(v));
     let ports = spec["ports"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|p| u32::try_from(p["nodePort"].as_u64()?).ok())
-        .map(|v| NODE_PORT_POOL.key(v));
+        .map(|v| node_port_pool.key(v));
     for key in ips.chain(ports).collect::<Vec<_>>() {
         let Ok(Some(claim)) = store.get(&key, true).await else {
             continue;
@@ -514,21 +533,63 @@ mod tests {
 
     #[test]
     fn pools_render_and_check_holders() {
-        assert_eq!(CLUSTER_IPS.render(CLUSTER_IPS.dynamic.0), "10.96.1.0");
-        assert_eq!(CLUSTER_IPS.render(CLUSTER_IPS.valid.1), "10.111.255.254");
-        assert_eq!(parse_ip("10.96.0.10"), Some(SERVICE_CIDR_BASE + 10));
-        assert_eq!(parse_ip("10.112.0.1"), None);
-        assert_eq!(parse_ip("10.96.0.0"), None);
-        assert_eq!(parse_ip("fd00::1"), None);
+        let ranges = ServiceRanges::default();
+        let (cluster_ips, node_ports) = (cluster_ips(&ranges), node_port_pool(&ranges));
+        const BASE: u32 = 0x0A60_0000;
+        assert_eq!(cluster_ips.render(cluster_ips.dynamic.0), "10.96.1.1");
+        assert_eq!(cluster_ips.render(cluster_ips.valid.1), "10.111.255.254");
+        assert_eq!(parse_ip(&cluster_ips, "10.96.0.10"), Some(BASE + 10));
+        assert_eq!(parse_ip(&cluster_ips, "10.112.0.1"), None);
+        assert_eq!(parse_ip(&cluster_ips, "10.96.0.0"), None);
+        assert_eq!(parse_ip(&cluster_ips, "fd00::1"), None);
         let svc = json!({"spec": {"clusterIP": "10.96.1.7", "clusterIPs": ["10.96.1.7"], "ports": [{"port": 80, "nodePort": 30080}]}});
-        assert!(CLUSTER_IPS.held_by(&svc, SERVICE_CIDR_BASE + 263));
-        assert!(!CLUSTER_IPS.held_by(&svc, SERVICE_CIDR_BASE + 264));
-        assert!(NODE_PORT_POOL.held_by(&svc, 30080));
-        assert!(!NODE_PORT_POOL.held_by(&svc, 30081));
+        assert!(cluster_ips.held_by(&svc, BASE + 263));
+        assert!(!cluster_ips.held_by(&svc, BASE + 264));
+        assert!(node_ports.held_by(&svc, 30080));
+        assert!(!node_ports.held_by(&svc, 30081));
+        assert_eq!(node_ports.key(30080), "/registry/kuberaft/servicenodeports/30080");
+    }
+
+    #[test]
+    fn ranges_parse_as_kube_apiserver_flags_do() {
+        let r = ServiceRanges::parse("10.0.0.0/24", "30000+100").unwrap();
+        assert_eq!(r.kubernetes_service_ip(), Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(r.node_ports(), (30000, 30100));
+        let ips = cluster_ips(&r);
         assert_eq!(
-            NODE_PORT_POOL.key(30080),
-            "/registry/kuberaft/servicenodeports/30080"
+            (ips.render(ips.valid.0), ips.render(ips.valid.1)),
+            ("10.0.0.1".into(), "10.0.0.254".into())
         );
+        assert_eq!(ips.render(ips.dynamic.0), "10.0.0.17");
+        let tiny = cluster_ips(&ServiceRanges::parse("192.168.7.0/29", "80").unwrap());
+        assert_eq!(
+            (tiny.dynamic, tiny.valid),
+            (tiny.valid, (0xC0A8_0701, 0xC0A8_0706))
+        );
+        assert_eq!(
+            ServiceRanges::parse("10.96.0.0/12", "30000-32767").unwrap(),
+            ServiceRanges::default()
+        );
+        for (cidr, ports, why) in [
+            (
+                "10.0.0.0/8",
+                "30000-32767",
+                "too large; for 32-bit addresses, the mask must be >= 12",
+            ),
+            (
+                "10.0.0.1/24",
+                "30000-32767",
+                "host bits set; the network is 10.0.0.0/24",
+            ),
+            ("fd00::/108", "30000-32767", "not an IPv4 CIDR"),
+            ("10.0.0.0/31", "30000-32767", "too small"),
+            ("10.0.0.0/24", "32767-30000", "not a port range"),
+            ("10.0.0.0/24", "0-100", "not a port range"),
+            ("10.0.0.0/24", "65000+1000", "not a port range"),
+        ] {
+            let e = ServiceRanges::parse(cidr, ports).unwrap_err();
+            assert!(e.contains(why), "{cidr} {ports}: {e}");
+        }
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! store calls before and after a write — attached to the type table by [`strategy::registry`].
 
 pub mod allocation;
+pub mod binding;
 pub mod defaults;
+pub mod eviction;
 pub mod job;
 pub mod namespace;
 pub mod pod;

@@ -28,12 +28,13 @@ fn scale_selector(rc: &Value) -> String {
 mod tests {
     use serde_json::json;
 
+    use crate::config::ServiceRanges;
     use crate::kinds::strategy::registry;
     use crate::registry::scale::to_scale;
 
     #[test]
     fn the_scale_selector_is_the_label_map() {
-        let r = registry();
+        let r = registry(&ServiceRanges::default());
         let rc = r.lookup("", "v1", "replicationcontrollers").unwrap();
         let zero = to_scale(
             rc,

@@ -5,6 +5,7 @@
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use crate::config::ServiceRanges;
 use crate::kinds::allocation;
 use crate::kinds::strategy::Builtin;
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -20,8 +21,11 @@ const SERVICE: Builtin = Builtin {
     ..Builtin::new("", "Service")
 };
 
-/// Services.
-pub struct Service;
+/// Services, allocated from `ranges`.
+pub struct Service {
+    /// The cluster IP and node port ranges.
+    pub ranges: ServiceRanges,
+}
 
 impl Strategy for Service {
     fn prepare_for_create(&self, rt: &ResourceType, obj: &mut Value) {
@@ -43,7 +47,7 @@ impl Strategy for Service {
         obj: &'a mut Value,
         rev: Option<i64>,
     ) -> BoxFuture<'a, ApiResult<Cas>> {
-        Box::pin(allocation::write(store, key, obj, rev))
+        Box::pin(allocation::write(store, &self.ranges, key, obj, rev))
     }
 
     fn preview<'a>(
@@ -52,11 +56,11 @@ impl Strategy for Service {
         key: &'a str,
         obj: &'a mut Value,
     ) -> BoxFuture<'a, ApiResult<()>> {
-        Box::pin(async move { allocation::plan(store, key, obj).await.map(drop) })
+        Box::pin(async move { allocation::plan(store, &self.ranges, key, obj).await.map(drop) })
     }
 
     fn after_delete<'a>(&'a self, store: &'a Store, obj: &'a Value) -> BoxFuture<'a, ()> {
-        Box::pin(allocation::release(store, obj))
+        Box::pin(allocation::release(store, &self.ranges, obj))
     }
 
     fn returns_deleted_object(&self) -> bool {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::apiextensions;
+use crate::config::ServiceRanges;
 use crate::kinds::defaults;
 use crate::kinds::{job, namespace, pod, replication_controller, service};
 use crate::machinery::errors::ApiResult;
@@ -106,7 +107,6 @@ const PLAIN: Builtin = Builtin::new("", "");
 
 /// The built-in kinds that differ from a plain type, as kube-apiserver 1.35 has them.
 const BUILTINS: &[Builtin] = &[
-    pod::POD,
     namespace::NAMESPACE,
     job::JOB,
     replication_controller::REPLICATION_CONTROLLER,
@@ -205,10 +205,11 @@ impl Strategy for Builtin {
     }
 }
 
-/// The strategy of the built-in type `rt`.
-fn strategy_of(rt: &ResourceType) -> Arc<dyn Strategy> {
+/// The strategy of the built-in type `rt`; Services allocate from `ranges`.
+fn strategy_of(rt: &ResourceType, ranges: &ServiceRanges) -> Arc<dyn Strategy> {
     match (&*rt.group, &*rt.kind) {
-        ("", "Service") => Arc::new(service::Service),
+        ("", "Service") => Arc::new(service::Service { ranges: *ranges }),
+        ("", "Pod") => Arc::new(pod::Pod),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => Arc::new(apiextensions::strategy::Definition),
         (group, kind) => match BUILTINS.iter().find(|b| b.group == group && b.kind == kind) {
             Some(b) => Arc::new(*b),
@@ -218,13 +219,13 @@ fn strategy_of(rt: &ResourceType) -> Arc<dyn Strategy> {
 }
 
 /// The built-in types as the server serves them: the scheme's table, each type with its
-/// strategy attached.
-pub fn registry() -> Registry {
+/// strategy attached; Services allocate from `ranges`.
+pub fn registry(ranges: &ServiceRanges) -> Registry {
     Registry::of(
         scheme::builtin()
             .into_iter()
             .map(|mut rt| {
-                rt.hooks = Hooks::new(strategy_of(&rt));
+                rt.hooks = Hooks::new(strategy_of(&rt, ranges));
                 rt
             })
             .collect(),
@@ -240,7 +241,7 @@ mod tests {
     /// A new object as the generic store's create prepares it: metadata, then the type's
     /// strategy (admission, which needs the store, is tested with its plugins).
     fn created(group: &str, version: &str, plural: &str, mut obj: Value) -> Value {
-        let r = registry();
+        let r = registry(&ServiceRanges::default());
         let rt = r.lookup(group, version, plural).unwrap();
         prepare_create(rt, &mut obj, rt.namespaced.then_some("ns")).unwrap();
         prepare_for_create(rt, &mut obj);
@@ -248,7 +249,7 @@ mod tests {
     }
 
     fn updated(group: &str, version: &str, plural: &str, old: &Value, mut new: Value) -> Value {
-        let r = registry();
+        let r = registry(&ServiceRanges::default());
         let rt = r.lookup(group, version, plural).unwrap();
         let name = meta_str(old, "name").unwrap().to_string();
         prepare_update(rt, old, &mut new, &name).unwrap();

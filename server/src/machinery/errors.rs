@@ -187,6 +187,12 @@ impl ApiError {
         )
     }
 
+    /// 500 with no reason: what kube-apiserver answers for an error its storage returned
+    /// without a `Status` (kube's `StatusReasonUnknown`), the error's text as the message.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
@@ -319,6 +325,7 @@ struct StatusBody<'a> {
     metadata: StatusMeta<'a>,
     status: &'static str,
     message: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
     reason: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     details: Option<StatusDetails<'a>>,

@@ -52,8 +52,36 @@ const SERVER_METADATA: &[&str] = &[
 pub enum Part {
     /// The main resource (its `status` belongs to the status subresource when there is one).
     Main,
+    /// A subresource that owns one part of the object: its name and that part's path
+    /// (`status`; a pod's `ephemeralcontainers`, `spec.ephemeralContainers`).
+    Sub(&'static str, &'static [&'static str]),
+}
+
+impl Part {
     /// The `status` subresource.
-    Status,
+    pub const STATUS: Part = Part::Sub("status", &["status"]);
+
+    /// The subresource's name, as `managedFields` entries record it.
+    fn subresource(self) -> Option<&'static str> {
+        match self {
+            Part::Main => None,
+            Part::Sub(name, _) => Some(name),
+        }
+    }
+}
+
+/// Only the value at `path` in `obj`, nested as it is there (`{}` when `obj` has none).
+pub fn only_part(obj: &Value, path: &[&str]) -> Value {
+    let mut at = obj;
+    for step in path {
+        match at.get(*step) {
+            Some(v) => at = v,
+            None => return json!({}),
+        }
+    }
+    path.iter()
+        .rev()
+        .fold(at.clone(), |inner, step| json!({ *step: inner }))
 }
 
 /// One `managedFields` entry.
@@ -69,14 +97,11 @@ struct Entry {
 
 impl Entry {
     fn is_apply_by(&self, manager: &str, part: Part) -> bool {
-        self.operation == "Apply" && self.manager == manager && self.part() == part
+        self.operation == "Apply" && self.manager == manager && self.is_for(part)
     }
 
-    fn part(&self) -> Part {
-        match self.subresource.as_deref() {
-            Some("status") => Part::Status,
-            _ => Part::Main,
-        }
+    fn is_for(&self, part: Part) -> bool {
+        self.subresource.as_deref() == part.subresource()
     }
 
     fn to_json(&self) -> Value {
@@ -145,9 +170,12 @@ fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
 }
 
 /// The part of `obj` a write to `part` of type `rt` can own: no server metadata, no status on
-/// the main resource (when status is a subresource), only status on the status subresource.
+/// the main resource (when status is a subresource), only its part on a subresource.
 fn ownable(rt: &ResourceType, obj: &Value, part: Part) -> Value {
-    let mut v = obj.clone();
+    let mut v = match part {
+        Part::Main => obj.clone(),
+        Part::Sub(_, path) => only_part(obj, path),
+    };
     if let Some(m) = v.as_object_mut() {
         m.remove("apiVersion");
         m.remove("kind");
@@ -155,8 +183,7 @@ fn ownable(rt: &ResourceType, obj: &Value, part: Part) -> Value {
             Part::Main if rt.has_status => {
                 m.remove("status");
             }
-            Part::Main => {}
-            Part::Status => m.retain(|k, _| k == "status"),
+            Part::Main | Part::Sub(..) => {}
         }
         if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
             for f in SERVER_METADATA {
@@ -271,15 +298,15 @@ pub fn record_update(
     let was_set = fields_of(&before, node);
     let mut gone = was_set;
     gone.subtract(&now_set);
-    for e in entries.iter_mut().filter(|e| e.part() == part) {
+    for e in entries.iter_mut().filter(|e| e.is_for(part)) {
         e.fields.subtract(&changed);
         e.fields.subtract(&gone);
     }
     if !changed.is_empty() {
-        let subresource = (part == Part::Status).then(|| "status".to_string());
+        let subresource = part.subresource().map(str::to_string);
         match entries
             .iter_mut()
-            .find(|e| e.manager == manager && e.operation == "Update" && e.part() == part)
+            .find(|e| e.manager == manager && e.operation == "Update" && e.is_for(part))
         {
             Some(e) => {
                 e.fields.union(&changed);
@@ -500,7 +527,7 @@ pub fn apply(
     let mut taken = FieldSet::default();
     for e in entries
         .iter()
-        .filter(|e| e.part() == part && !e.is_apply_by(manager, part))
+        .filter(|e| e.is_for(part) && !e.is_apply_by(manager, part))
     {
         if e.manager == manager {
             continue;
@@ -544,14 +571,14 @@ pub fn apply(
     dropped.subtract(&applied);
     for e in entries
         .iter()
-        .filter(|e| e.part() == part && !e.is_apply_by(manager, part))
+        .filter(|e| e.is_for(part) && !e.is_apply_by(manager, part))
     {
         dropped.subtract(&e.fields);
     }
 
     merge(&mut merged, &applied_config, node);
     remove_paths(&mut merged, &dropped, node);
-    for e in entries.iter_mut().filter(|e| e.part() == part) {
+    for e in entries.iter_mut().filter(|e| e.is_for(part)) {
         e.fields.subtract(&taken);
     }
     entries.retain(|e| !e.is_apply_by(manager, part));
@@ -560,7 +587,7 @@ pub fn apply(
         operation: "Apply".into(),
         api_version: rt.group_version(),
         time: now_rfc3339(),
-        subresource: (part == Part::Status).then(|| "status".to_string()),
+        subresource: part.subresource().map(str::to_string),
         fields: applied,
     });
     if let (Some(m), Some(c)) = (merged.as_object_mut(), config.as_object()) {

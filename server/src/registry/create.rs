@@ -12,13 +12,24 @@ use crate::registry::strategy;
 use crate::registry::ResourceRequest;
 use crate::store::{Cas, Store};
 
-/// POST to a collection.
+/// POST to a collection, or to a subresource of one object that the type's strategy serves
+/// (a pod's `eviction` and `binding`).
 pub async fn create(
     store: &Store,
     req: &ResourceRequest,
     opts: &WriteOptions,
     body: Decoded,
 ) -> ApiResult<Reply> {
+    if let (Some(name), Some(sub)) = (req.name.as_deref(), req.subresource.as_deref()) {
+        return match strategy::of(&req.rt).create_subresource(store, req, opts, body.value) {
+            Some(created) => created.await,
+            None => Err(ApiError::not_found(
+                &req.rt.group,
+                &format!("{}/{sub}", req.rt.plural),
+                name,
+            )),
+        };
+    }
     if req.name.is_some() {
         return Err(ApiError::method_not_allowed());
     }

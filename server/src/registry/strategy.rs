@@ -1,8 +1,8 @@
 //! A type's behaviour in the generic store, kube-apiserver's `RESTCreateStrategy`,
 //! `RESTUpdateStrategy` and `RESTDeleteStrategy` in one trait: what a new object starts with,
 //! what an update keeps, the checks beyond metadata, how the object is written (a Service
-//! claims its IP and ports in the same transaction), graceful deletion and the
-//! garbage-collection default.
+//! claims its IP and ports in the same transaction), graceful deletion, the
+//! garbage-collection default, and what the type's own subresources do (a pod's eviction).
 //!
 //! The layer that serves a type attaches its strategy to the type's [`Hooks`] — `kinds` for
 //! built-in types, `apiextensions` for custom resources and their definitions — and the verbs
@@ -17,6 +17,9 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::machinery::errors::ApiResult;
+use crate::registry::options::WriteOptions;
+use crate::registry::reply::Reply;
+use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::{Cas, Store};
 
@@ -54,6 +57,30 @@ pub trait Strategy: Send + Sync {
     /// defaults, and what the type keeps once set.
     fn prepare_for_update(&self, _rt: &ResourceType, _old: &Value, _new: &mut Value) -> ApiResult<()> {
         Ok(())
+    }
+
+    /// Prepares and checks a write through `subresource`, one that owns a part of the object
+    /// (`new` is `old` with that part replaced): `422` for what the type does not allow.
+    fn update_subresource(
+        &self,
+        _rt: &ResourceType,
+        _subresource: &str,
+        _old: &Value,
+        _new: &mut Value,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// A `create` of `subresource` of the object `req` names (an eviction, a binding), for a
+    /// type that serves one: `None` when it does not.
+    fn create_subresource<'a>(
+        &'a self,
+        _store: &'a Store,
+        _req: &'a ResourceRequest,
+        _opts: &'a WriteOptions,
+        _body: Value,
+    ) -> Option<BoxFuture<'a, ApiResult<Reply>>> {
+        None
     }
 
     /// Checks a write of `obj` (over `old`, for an update) beyond its metadata: a `422`
@@ -208,19 +235,33 @@ pub fn keep_status(rt: &ResourceType, old: &Value, new: &mut Value) {
     }
 }
 
-/// For a write to the status subresource: everything but the status comes from the stored
-/// object (metadata changes through `/status` are ignored, as kube-apiserver does).
-pub fn take_status_only(old: &Value, new: &Value) -> Value {
+/// For a write to a subresource that owns `path` (`status`): everything but that part comes
+/// from the stored object (metadata changes through `/status` are ignored, as kube-apiserver
+/// does).
+pub fn take_part(old: &Value, new: &Value, path: &[&str]) -> Value {
     let mut out = old.clone();
-    if let Some(o) = out.as_object_mut() {
-        match new.get("status") {
-            Some(s) => {
-                o.insert("status".into(), s.clone());
+    let Some((last, parents)) = path.split_last() else {
+        return out;
+    };
+    let written = parents.iter().try_fold(new, |v, step| v.get(*step));
+    let mut at = &mut out;
+    for step in parents {
+        if at.get(*step).is_none() {
+            if written.is_none() {
+                return out;
             }
-            None => {
-                o.remove("status");
-            }
+            at[*step] = Value::Object(Default::default());
         }
+        at = &mut at[*step];
+    }
+    match (written.and_then(|w| w.get(*last)), at.as_object_mut()) {
+        (Some(v), Some(o)) => {
+            o.insert((*last).to_string(), v.clone());
+        }
+        (None, Some(o)) => {
+            o.remove(*last);
+        }
+        (_, None) => {}
     }
     out
 }

@@ -13,8 +13,9 @@ use crate::machinery::meta::{check_type, meta_str, prepare_create, prepare_updat
 use crate::machinery::schema::{schemas, Node};
 use crate::machinery::strategic_merge;
 use crate::registry::options::{PatchOptions, WriteOptions};
-use crate::registry::strategy::{self, take_status_only};
+use crate::registry::strategy::{self, take_part};
 use crate::registry::ResourceRequest;
+use crate::scheme::ResourceType;
 use crate::store::{Cas, Store, Stored};
 use serde_json::{json, Value};
 
@@ -148,7 +149,44 @@ fn unchanged(current: &Value, next: &Value) -> bool {
     comparable(current) == comparable(next)
 }
 
-/// PUT of an object (or of its status subresource).
+/// Which part of the object a PUT or PATCH through `req` writes: the main resource, or the
+/// part its subresource owns (`404` for a subresource that owns none).
+fn written_part(req: &ResourceRequest, name: &str) -> ApiResult<Part> {
+    let Some(sub) = req.subresource.as_deref() else {
+        return Ok(Part::Main);
+    };
+    match req.rt.subresource(sub) {
+        Some(s) => s
+            .part
+            .map(|path| Part::Sub(s.name, path))
+            .ok_or_else(ApiError::method_not_allowed),
+        None => Err(ApiError::not_found(
+            &req.rt.group,
+            &format!("{}/{sub}", req.rt.plural),
+            name,
+        )),
+    }
+}
+
+/// `next`, an update of `cur` through `part`, prepared as the type prepares it: the main
+/// resource's metadata rules and strategy, or only the subresource's part taken over (and
+/// checked by the strategy).
+fn prepare_part(rt: &ResourceType, part: Part, cur: &Value, mut next: Value, name: &str) -> ApiResult<Value> {
+    match part {
+        Part::Main => {
+            prepare_update(rt, cur, &mut next, name)?;
+            strategy::prepare_for_update(rt, cur, &mut next)?;
+            Ok(next)
+        }
+        Part::Sub(sub, path) => {
+            let mut next = take_part(cur, &next, path);
+            strategy::of(rt).update_subresource(rt, sub, cur, &mut next)?;
+            Ok(next)
+        }
+    }
+}
+
+/// PUT of an object (or of a subresource that owns a part of it).
 pub async fn update(
     store: &Store,
     req: &ResourceRequest,
@@ -167,18 +205,8 @@ pub async fn update(
     let warnings = field_validation::check(&rt, &mut body, &decoded.duplicates, opts.field_validation)?;
     let manager = opts.field_manager.clone();
     let requested = body["metadata"].get("managedFields").cloned();
-    let status_only = match req.subresource.as_deref() {
-        None => false,
-        Some("status") if rt.has_status => true,
-        Some(other) => {
-            return Err(ApiError::not_found(
-                &rt.group,
-                &format!("{}/{other}", rt.plural),
-                &name,
-            ))
-        }
-    };
-    let create = strategy::of(&rt).allow_create_on_update() && !status_only;
+    let part = written_part(req, &name)?;
+    let create = strategy::of(&rt).allow_create_on_update() && part == Part::Main;
     let unconditional_refused = pinned.is_none() && !strategy::of(&rt).allow_unconditional_update();
     let n = name.clone();
     let mutate: Mutation<'_> = Box::new(move |current| {
@@ -197,13 +225,7 @@ pub async fn update(
                 ));
             }
             Some(cur) => {
-                if status_only {
-                    next = take_status_only(&cur.obj, &next);
-                } else {
-                    prepare_update(&rt, &cur.obj, &mut next, &n)?;
-                    strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
-                }
-                let part = if status_only { Part::Status } else { Part::Main };
+                next = prepare_part(&rt, part, &cur.obj, next, &n)?;
                 managed::record_update(&rt, part, Some(&cur.obj), &mut next, &manager, requested.as_ref());
             }
             None => {
@@ -296,9 +318,10 @@ async fn apply(
             meta.remove("resourceVersion");
         }
         if let Some(cur) = current {
-            if part == Part::Status {
+            if let Part::Sub(sub, path) = part {
                 let managed_fields = next["metadata"].get("managedFields").cloned();
-                next = take_status_only(&cur.obj, &next);
+                next = take_part(&cur.obj, &next, path);
+                strategy::of(&rt).update_subresource(&rt, sub, &cur.obj, &mut next)?;
                 match managed_fields {
                     Some(m) => next["metadata"]["managedFields"] = m,
                     None => {
@@ -383,7 +406,7 @@ impl Patch {
     }
 }
 
-/// PATCH of an object (or of its status subresource).
+/// PATCH of an object (or of a subresource that owns a part of it).
 pub async fn patch(
     store: &Store,
     req: &ResourceRequest,
@@ -394,21 +417,10 @@ pub async fn patch(
     let name = name_of(req)?.to_string();
     let dry = opts.dry_run;
     let rt = req.rt.clone();
-    let status_only = match req.subresource.as_deref() {
-        None => false,
-        Some("scale") if rt.has_scale => {
-            return crate::registry::scale::patch(store, req, opts, kind, body).await
-        }
-        Some("status") if rt.has_status => true,
-        Some(other) => {
-            return Err(ApiError::not_found(
-                &rt.group,
-                &format!("{}/{other}", rt.plural),
-                &name,
-            ))
-        }
-    };
-    let part = if status_only { Part::Status } else { Part::Main };
+    if req.subresource.as_deref() == Some("scale") && rt.has_scale {
+        return crate::registry::scale::patch(store, req, opts, kind, body).await;
+    }
+    let part = written_part(req, &name)?;
     if kind == PatchType::Apply {
         return apply(store, req, opts, body, part).await;
     }
@@ -445,12 +457,7 @@ pub async fn patch(
             meta.remove("resourceVersion");
         }
         let requested = next["metadata"].get("managedFields").cloned();
-        if status_only {
-            next = take_status_only(&cur.obj, &next);
-        } else {
-            prepare_update(&rt, &cur.obj, &mut next, &n)?;
-            strategy::prepare_for_update(&rt, &cur.obj, &mut next)?;
-        }
+        next = prepare_part(&rt, part, &cur.obj, next, &n)?;
         managed::record_update(&rt, part, Some(&cur.obj), &mut next, &manager, requested.as_ref());
         Ok(next)
     });

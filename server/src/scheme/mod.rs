@@ -133,8 +133,8 @@ impl ResourceType {
         ]
     }
 
-    /// The subresources this type serves, each with its verbs (discovery lists them; a path to
-    /// any other subresource is `404`, a verb a subresource lacks is `405`).
+    /// The subresources this type serves, each with its verbs, by name (discovery lists them;
+    /// a path to any other subresource is `404`, a verb a subresource lacks is `405`).
     pub fn subresources(&self) -> Vec<Subresource<'_>> {
         let mut out = Vec::new();
         if self.has_scale {
@@ -142,6 +142,7 @@ impl ResourceType {
                 name: "scale",
                 kind: ("autoscaling", "v1", "Scale"),
                 verbs: SUBRESOURCE_VERBS,
+                part: None,
             });
         }
         if self.has_status {
@@ -149,15 +150,16 @@ impl ResourceType {
                 name: "status",
                 kind: (&self.group, &self.version, &self.kind),
                 verbs: SUBRESOURCE_VERBS,
+                part: Some(&["status"]),
             });
         }
-        if (&*self.group, &*self.plural) == ("", "serviceaccounts") {
-            out.push(Subresource {
-                name: "token",
-                kind: ("authentication.k8s.io", "v1", "TokenRequest"),
-                verbs: &["create"],
-            });
-        }
+        out.extend(
+            OTHER_SUBRESOURCES
+                .iter()
+                .filter(|(group, plural, _)| (*group, *plural) == (&*self.group, &*self.plural))
+                .map(|(_, _, sub)| *sub),
+        );
+        out.sort_by_key(|s| s.name);
         out
     }
 
@@ -184,10 +186,60 @@ pub struct Subresource<'a> {
     pub kind: (&'a str, &'a str, &'a str),
     /// The verbs it answers.
     pub verbs: &'static [&'static str],
+    /// For a subresource that reads and writes a part of its object (`status`,
+    /// `ephemeralcontainers`): the path of that part. A write through it changes nothing
+    /// else; a read answers the whole object, as kube-apiserver's do.
+    pub part: Option<&'static [&'static str]>,
 }
 
 /// What the status and scale subresources answer: reads and writes of one object, nothing else.
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// The subresources of particular types (group, plural), beyond the `status` and `scale`
+/// that the type table's flags give. What one does is up to the type's strategy: the
+/// registry reads and writes a `part` generically and hands a `create` to the strategy.
+const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "binding",
+            kind: ("", "v1", "Binding"),
+            verbs: &["create"],
+            part: None,
+        },
+    ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "ephemeralcontainers",
+            kind: ("", "v1", "Pod"),
+            verbs: SUBRESOURCE_VERBS,
+            part: Some(&["spec", "ephemeralContainers"]),
+        },
+    ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "eviction",
+            kind: ("policy", "v1", "Eviction"),
+            verbs: &["create"],
+            part: None,
+        },
+    ),
+    (
+        "",
+        "serviceaccounts",
+        Subresource {
+            name: "token",
+            kind: ("authentication.k8s.io", "v1", "TokenRequest"),
+            verbs: &["create"],
+            part: None,
+        },
+    ),
+];
 
 /// Extra facts about a type that k8s-openapi does not carry.
 struct Extra {

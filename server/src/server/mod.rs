@@ -252,6 +252,7 @@ impl Replica {
                 })
                 .collect();
         }
+        let ranges = config.service_ranges().map_err(anyhow::Error::msg)?;
         let (node, fatal) = RaftNode::start(node_config)
             .await
             .with_context(|| format!("cannot start replica {}", config.id))?;
@@ -262,13 +263,14 @@ impl Replica {
         );
         let cache = store.cache().clone();
         let api = Api {
-            registry: Arc::new(LiveRegistry::new(crate::kinds::strategy::registry())),
+            registry: Arc::new(LiveRegistry::new(crate::kinds::strategy::registry(&ranges))),
             authorizer: Authorizer::start(store.cache().clone()),
             store,
             features: config.feature_gates.clone(),
             authenticator: Arc::new(security.authenticator(&cache)),
         };
         crate::controllers::namespace::spawn(api.store.clone(), api.registry.clone());
+        crate::controllers::kubernetes_service::spawn(api.store.clone(), api.registry.clone(), ranges);
         crate::controllers::garbage_collector::spawn(api.store.clone(), api.registry.clone());
         crate::apiextensions::follow(api.store.cache().clone(), api.registry.clone());
         crate::controllers::crd_finalizer::spawn(api.store.clone());

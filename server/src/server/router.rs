@@ -21,6 +21,7 @@ use crate::filters::{
     audit, audit_id, authentication, authorization, compression, impersonation, request_info,
 };
 use crate::store::cacher::WatchCache;
+use crate::store::keys;
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
@@ -161,7 +162,7 @@ async fn readyz(State(s): State<HttpState>) -> Response {
         } else if !s.authorizer.synced() {
             Err("the authorizer has not loaded the RBAC policy yet".into())
         } else {
-            Ok(())
+            bootstrapped(&s.cache)
         }
     });
     match ready {
@@ -172,6 +173,37 @@ async fn readyz(State(s): State<HttpState>) -> Response {
         )
             .into_response(),
     }
+}
+
+/// Whether what every cluster has from the start — the system namespaces and the
+/// `default/kubernetes` Service — is in this replica's cache: a client told "ready" finds them.
+fn bootstrapped(cache: &WatchCache) -> Result<(), String> {
+    use crate::controllers::{kubernetes_service, namespace::SYSTEM_NAMESPACES};
+    let namespaces = SYSTEM_NAMESPACES.iter().map(|ns| {
+        (
+            format!("namespace {ns}"),
+            keys::object("", "namespaces", None, ns),
+        )
+    });
+    let service = (
+        format!(
+            "service {}/{}",
+            kubernetes_service::NAMESPACE,
+            kubernetes_service::NAME
+        ),
+        keys::object(
+            "",
+            "services",
+            Some(kubernetes_service::NAMESPACE),
+            kubernetes_service::NAME,
+        ),
+    );
+    for (what, key) in namespaces.chain([service]) {
+        if !matches!(cache.get(&key), Ok(Some(_))) {
+            return Err(format!("{what} does not exist yet"));
+        }
+    }
+    Ok(())
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {

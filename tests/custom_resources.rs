@@ -333,7 +333,7 @@ async fn kubectl_serves_custom_resources_from_their_definitions() {
     );
     assert!(!ok, "bob's apply conflicts");
     assert!(
-        err.contains("Apply failed with 2 conflicts: conflicts with \"alice\" using stable.example.com/v1")
+        err.contains("Apply failed with 2 conflicts: conflicts with \"alice\":\n- ")
             && err.contains(".spec.args")
             && err.contains(".spec.image"),
         "{err}"

@@ -114,7 +114,8 @@ async fn kubectl_apply_patch_edit_diff_and_dry_run() {
     let env = k.json("node-2", &["get", "deployment", "web"])["spec"]["template"]["spec"]["containers"][0]
         ["env"]
         .clone();
-    assert_eq!(names(&env), ["MODE", "LEVEL", "EXTRA"]);
+    // kube-apiserver puts the patch's items first (the old ones keep their order after them).
+    assert_eq!(names(&env), ["EXTRA", "MODE", "LEVEL"]);
     k.ok(
         "node-3",
         &[

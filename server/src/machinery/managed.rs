@@ -441,36 +441,82 @@ fn remove_path(obj: &mut Value, path: &[Step], node: Option<Node<'_>>) {
 /// Fields of one other manager an apply would change.
 struct Conflict {
     manager: String,
+    operation: String,
     api_version: String,
+    subresource: Option<String>,
     fields: FieldSet,
 }
 
+impl Conflict {
+    /// The manager as kube's messages name it: `"name"`, `with subresource "status"` for a
+    /// subresource's manager, and `using apps/v1` for an updater (appliers are one manager
+    /// whatever version they apply).
+    fn describe(&self) -> String {
+        let mut text = format!("{:?}", self.manager);
+        if let Some(subresource) = &self.subresource {
+            text.push_str(&format!(" with subresource {subresource:?}"));
+        }
+        if self.operation == "Update" {
+            text.push_str(&format!(" using {}", self.api_version));
+        }
+        text
+    }
+
+    /// kube's manager identifier (the entry as JSON without time and fields, and without the
+    /// version for an applier), which orders the managers of a conflict message.
+    fn identifier(&self) -> String {
+        let quote = |s: &str| Value::String(s.to_string()).to_string();
+        let mut id = format!(
+            "{{\"manager\":{},\"operation\":{}",
+            quote(&self.manager),
+            quote(&self.operation)
+        );
+        if self.operation != "Apply" {
+            id.push_str(&format!(",\"apiVersion\":{}", quote(&self.api_version)));
+        }
+        if let Some(subresource) = &self.subresource {
+            id.push_str(&format!(",\"subresource\":{}", quote(subresource)));
+        }
+        id.push('}');
+        id
+    }
+}
+
+/// kube-apiserver's `409` for an apply that would change fields other managers own: one
+/// conflict on one line, several grouped by manager (ordered by manager identifier), and a
+/// `FieldManagerConflict` cause per field.
 fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[Conflict]) -> ApiError {
-    let conflicts: Vec<(&str, &str, Vec<String>)> = conflicts
+    let mut conflicts: Vec<(String, String, Vec<String>)> = conflicts
         .iter()
         .map(|c| {
             let paths = c.fields.paths().iter().map(|p| display(p)).collect();
-            (c.manager.as_str(), c.api_version.as_str(), paths)
+            (c.identifier(), c.describe(), paths)
         })
         .collect();
+    conflicts.sort_by(|a, b| a.0.cmp(&b.0));
     let total: usize = conflicts.iter().map(|(_, _, p)| p.len()).sum();
-    let groups: Vec<String> = conflicts
-        .iter()
-        .map(|(manager, api_version, paths)| match paths.as_slice() {
-            [one] => format!("conflict with \"{manager}\" using {api_version}: {one}"),
-            many => format!(
-                "conflicts with \"{manager}\" using {api_version}:\n- {}",
-                many.join("\n- ")
-            ),
-        })
-        .collect();
+    let message = match conflicts.as_slice() {
+        [(_, manager, paths)] if paths.len() == 1 => {
+            format!(
+                "Apply failed with 1 conflict: conflict with {manager}: {}",
+                paths[0]
+            )
+        }
+        _ => {
+            let groups: Vec<String> = conflicts
+                .iter()
+                .map(|(_, manager, paths)| format!("conflicts with {manager}:\n- {}", paths.join("\n- ")))
+                .collect();
+            format!("Apply failed with {total} conflicts: {}", groups.join("\n"))
+        }
+    };
     let causes: Vec<Value> = conflicts
         .iter()
-        .flat_map(|(manager, api_version, paths)| {
+        .flat_map(|(_, manager, paths)| {
             paths.iter().map(move |p| {
                 json!({
                     "reason": "FieldManagerConflict",
-                    "message": format!("conflict with \"{manager}\" using {api_version}"),
+                    "message": format!("conflict with {manager}"),
                     "field": p,
                 })
             })
@@ -483,11 +529,7 @@ fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[Conflict]) -> ApiE
     ApiError {
         code: 409,
         reason: "Conflict",
-        message: format!(
-            "Apply failed with {total} conflict{}: {}",
-            if total == 1 { "" } else { "s" },
-            groups.join("\n")
-        ),
+        message,
         details: Some(details),
         retry_after: None,
         continue_token: None,
@@ -538,7 +580,9 @@ pub fn apply(
             taken.union(&changed);
             conflicts.push(Conflict {
                 manager: e.manager.clone(),
+                operation: e.operation.clone(),
                 api_version: e.api_version.clone(),
+                subresource: e.subresource.clone(),
                 fields: changed,
             });
         }
@@ -790,7 +834,7 @@ mod tests {
         assert_eq!(e.code, 409);
         assert_eq!(
             e.message,
-            "Apply failed with 1 conflict: conflict with \"alice\" using apps/v1: .spec.replicas"
+            "Apply failed with 1 conflict: conflict with \"alice\": .spec.replicas"
         );
         let causes = &e.details.as_ref().unwrap()["causes"];
         assert_eq!(causes[0]["field"], ".spec.replicas");
@@ -804,6 +848,29 @@ mod tests {
         // Alice re-applying her old value now conflicts with Bob.
         let e = apply(&rt, Part::Main, &forced, &config(1, "nginx:1"), "alice", false).unwrap_err();
         assert!(e.message.contains("conflict with \"bob\""), "{}", e.message);
+    }
+
+    #[test]
+    fn conflicts_with_several_managers_are_grouped_by_manager_as_kube_does() {
+        let rt = deployments();
+        let live = apply(&rt, Part::Main, &json!({}), &config(1, "nginx:1"), "zed", false).unwrap();
+        let mut edited = live.clone();
+        edited["spec"]["replicas"] = json!(5);
+        record_update(&rt, Part::Main, Some(&live), &mut edited, "editor", None);
+        let e = apply(&rt, Part::Main, &edited, &config(2, "nginx:2"), "carol", false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 2 conflicts: conflicts with \"editor\" using apps/v1:\n- .spec.replicas\n\
+             conflicts with \"zed\":\n- .spec.template.spec.containers[name=\"nginx\"].image"
+        );
+        let causes = &e.details.as_ref().unwrap()["causes"];
+        assert_eq!(
+            causes,
+            &json!([
+                {"reason": "FieldManagerConflict", "message": "conflict with \"editor\" using apps/v1", "field": ".spec.replicas"},
+                {"reason": "FieldManagerConflict", "message": "conflict with \"zed\"", "field": ".spec.template.spec.containers[name=\"nginx\"].image"}
+            ])
+        );
     }
 
     #[test]
@@ -932,7 +999,7 @@ mod tests {
         let e = apply(&rt, Part::Main, &live, &config(1, "nginx:2"), "bob", false).unwrap_err();
         assert_eq!(
             e.message,
-            "Apply failed with 1 conflict: conflict with \"alice\" using apps/v1: .spec.template.spec.containers[name=\"nginx\"].image"
+            "Apply failed with 1 conflict: conflict with \"alice\": .spec.template.spec.containers[name=\"nginx\"].image"
         );
     }
 

@@ -65,6 +65,16 @@ fn merge_object(
     patch: &Map<String, Value>,
     node: Option<Node<'_>>,
 ) -> Result<()> {
+    // The lists a `$setElementOrder` orders, as they were before the patch: their order
+    // places the items the directive does not name.
+    let before: Vec<(&str, Vec<Value>)> = patch
+        .keys()
+        .filter_map(|k| k.strip_prefix(SET_ELEMENT_ORDER))
+        .map(|field| match target.get(field) {
+            Some(Value::Array(items)) => (field, items.clone()),
+            _ => (field, Vec::new()),
+        })
+        .collect();
     for (key, value) in patch {
         if key == PATCH || key == RETAIN_KEYS || key.starts_with(SET_ELEMENT_ORDER) {
             continue;
@@ -113,15 +123,14 @@ fn merge_object(
             }
         }
     }
-    for (key, order) in patch {
-        if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
-            let Value::Array(order) = order else {
-                return Err(PatchError(format!("{key} must be a list")));
-            };
-            if let Some(Value::Array(items)) = target.get_mut(field) {
-                let merge_key = child(node, field).and_then(|n| n.merge_key());
-                reorder(items, order, merge_key);
-            }
+    for (field, server_order) in before {
+        let key = format!("{SET_ELEMENT_ORDER}{field}");
+        let Some(Value::Array(order)) = patch.get(&key) else {
+            return Err(PatchError(format!("{key} must be a list")));
+        };
+        if let Some(Value::Array(items)) = target.get_mut(field) {
+            let merge_key = child(node, field).and_then(|n| n.merge_key());
+            *items = normalize_order(std::mem::take(items), order, &server_order, merge_key);
         }
     }
     if let Some(retain) = patch.get(RETAIN_KEYS) {
@@ -162,15 +171,41 @@ fn merge_list(mut existing: Vec<Value>, patch: &[Value], node: Node<'_>) -> Resu
     }
     let element = node.element();
     let Some(merge_key) = node.merge_key() else {
-        // A set of primitives: union, keeping the existing order.
+        // A set of primitives: union.
+        let server_order = existing.clone();
         for item in patch {
             if !existing.contains(item) {
                 existing.push(item.clone());
             }
         }
-        return Ok(existing);
+        return Ok(normalize_order(existing, patch, &server_order, None));
     };
+    // Deletions first, as kube does: what is left is the order the other items keep.
     for item in patch {
+        if item.get(PATCH).and_then(Value::as_str) != Some("delete") {
+            continue;
+        }
+        let Some(key) = key_of(item, merge_key) else {
+            return Err(PatchError(format!(
+                "map: {item} does not contain declared merge key: {merge_key}"
+            )));
+        };
+        existing.retain(|e| key_of(e, merge_key) != Some(key));
+    }
+    let server_order = existing.clone();
+    let mut patch_order = Vec::with_capacity(patch.len());
+    for item in patch {
+        match item.get(PATCH).and_then(Value::as_str) {
+            Some("delete") => continue,
+            Some("merge") => {
+                return Err(PatchError(
+                    "merging lists cannot yet be specified in the patch".into(),
+                ))
+            }
+            Some(other) => return Err(PatchError(format!("Unknown patch type: {other}"))),
+            None => {}
+        }
+        patch_order.push(item.clone());
         if !item.is_object() {
             if !existing.contains(item) {
                 existing.push(item.clone());
@@ -182,40 +217,68 @@ fn merge_list(mut existing: Vec<Value>, patch: &[Value], node: Node<'_>) -> Resu
                 "map: {item} does not contain declared merge key: {merge_key}"
             )));
         };
-        let position = existing.iter().position(|e| key_of(e, merge_key) == Some(key));
-        match (item.get(PATCH).and_then(Value::as_str), position) {
-            (Some("delete"), Some(i)) => {
-                existing.remove(i);
-            }
-            (Some("delete"), None) => {}
-            (_, Some(i)) => apply(&mut existing[i], item, element)?,
-            (_, None) => {
+        match existing.iter().position(|e| key_of(e, merge_key) == Some(key)) {
+            Some(i) => apply(&mut existing[i], item, element)?,
+            None => {
                 let mut fresh = Value::Object(Map::new());
                 apply(&mut fresh, item, element)?;
                 existing.push(fresh);
             }
         }
     }
-    Ok(existing)
+    Ok(normalize_order(
+        existing,
+        &patch_order,
+        &server_order,
+        Some(merge_key),
+    ))
 }
 
-/// Orders `items` as `order` lists them (by merge key for objects); items it does not name keep
-/// their relative order after the named ones.
-fn reorder(items: &mut [Value], order: &[Value], merge_key: Option<&str>) {
-    let rank = |item: &Value| {
-        let id = match merge_key {
-            Some(k) => item.get(k),
-            None => Some(item),
+/// The position of `item` in `list`, by merge key for objects.
+fn index_in(list: &[Value], item: &Value, merge_key: Option<&str>) -> Option<usize> {
+    match merge_key {
+        Some(k) if item.is_object() => {
+            let id = item.get(k)?;
+            list.iter().position(|o| o.get(k) == Some(id))
+        }
+        _ => list.iter().position(|o| o == item),
+    }
+}
+
+/// kube's order for a merged list: the items the patch names (`patch_order`) in the patch's
+/// order, and the others in the order the list had (`server_order`), interleaved by that
+/// order where both are in it; otherwise a patch item comes first.
+fn normalize_order(
+    merged: Vec<Value>,
+    patch_order: &[Value],
+    server_order: &[Value],
+    merge_key: Option<&str>,
+) -> Vec<Value> {
+    let (mut named, mut server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|item| index_in(patch_order, item, merge_key).is_some());
+    named.sort_by_key(|item| index_in(patch_order, item, merge_key));
+    server_only.sort_by_key(|item| index_in(server_order, item, merge_key));
+    let mut out = Vec::with_capacity(named.len() + server_only.len());
+    let mut named = named.into_iter().peekable();
+    let mut server_only = server_only.into_iter().peekable();
+    loop {
+        let take_server = match (server_only.peek(), named.peek()) {
+            (Some(s), Some(n)) => matches!(
+                (index_in(server_order, s, merge_key), index_in(server_order, n, merge_key)),
+                (Some(si), Some(ni)) if si < ni
+            ),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
         };
-        order
-            .iter()
-            .position(|o| match merge_key {
-                Some(k) => o.get(k) == id,
-                None => Some(o) == id,
-            })
-            .unwrap_or(usize::MAX)
-    };
-    items.sort_by_key(rank);
+        let next = if take_server {
+            server_only.next()
+        } else {
+            named.next()
+        };
+        out.extend(next);
+    }
 }
 
 /// A patch value with every directive removed, for where it is stored as is.
@@ -269,15 +332,17 @@ mod tests {
                    "spec": {"containers": [{"name": "web", "image": "nginx:2", "env": [{"name": "B", "value": "2"}]}, {"name": "new", "image": "redis"}]}}),
         );
         assert_eq!(out["metadata"]["labels"], json!({"a": "1", "c": "3"}));
+        // kube's order: the patch's items in its order, the others placed by the old order
+        // where both are in it, else after the patch's.
         let c = &out["spec"]["containers"];
         assert_eq!(c.as_array().map(Vec::len), Some(3));
         assert_eq!(c[0]["image"], "nginx:2");
         assert_eq!(
             c[0]["env"],
-            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+            json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}])
         );
-        assert_eq!(c[1]["name"], "side");
-        assert_eq!(c[2], json!({"name": "new", "image": "redis"}));
+        assert_eq!(c[1], json!({"name": "new", "image": "redis"}));
+        assert_eq!(c[2]["name"], "side");
     }
 
     #[test]
@@ -329,6 +394,41 @@ mod tests {
     }
 
     #[test]
+    fn merged_lists_take_kube_apiserver_order() {
+        let names = |out: &Value| -> Vec<String> {
+            out["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let original = pod(json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]));
+        let cases = [
+            // The old items before the patched one stay before it; a new one follows the patch's.
+            (
+                json!([{"name": "c", "image": "x"}, {"name": "d"}]),
+                ["a", "b", "c", "d"].as_slice(),
+            ),
+            // A new item named right after an old one comes before the old items after it.
+            (
+                json!([{"name": "a", "image": "x"}, {"name": "d"}]),
+                &["a", "d", "b", "c"],
+            ),
+            // The patch's own order wins over the old one for the items it names.
+            (
+                json!([{"name": "c", "image": "x"}, {"name": "a", "image": "y"}]),
+                &["b", "c", "a"],
+            ),
+        ];
+        for (containers, expected) in cases {
+            let patch = json!({"spec": {"containers": containers}});
+            let out = patched("pods", "", original.clone(), patch.clone());
+            assert_eq!(names(&out), expected, "{patch}");
+        }
+    }
+
+    #[test]
     fn primitive_lists_retain_keys_and_atomic_lists() {
         let original = json!({"metadata": {"name": "p", "finalizers": ["a", "b"]},
             "spec": {"containers": [{"name": "c", "image": "i", "args": ["x", "y"]}],
@@ -343,8 +443,8 @@ mod tests {
                             "tolerations": [{"key": "k2"}],
                             "volumes": [{"name": "v", "$retainKeys": ["name", "configMap"], "configMap": {"name": "cm"}}]}}),
         );
-        // finalizers merge (union), then the deletion directive removes "a".
-        assert_eq!(out["metadata"]["finalizers"], json!(["b", "c"]));
+        // finalizers merge (union, the patch's first), the deletion directive removes "a".
+        assert_eq!(out["metadata"]["finalizers"], json!(["c", "b"]));
         // args have no merge strategy: replaced.
         assert_eq!(out["spec"]["containers"][0]["args"], json!(["z"]));
         // tolerations are atomic: replaced.
@@ -368,7 +468,7 @@ mod tests {
         assert_eq!(out["spec"]["replicas"], 3);
         assert_eq!(
             out["spec"]["template"]["spec"]["containers"][0]["ports"],
-            json!([{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443}])
+            json!([{"containerPort": 443}, {"containerPort": 80, "protocol": "TCP"}])
         );
         let registry = Registry::new();
         let rt = registry.lookup("apps", "v1", "deployments").unwrap();

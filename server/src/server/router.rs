@@ -56,6 +56,8 @@ pub fn router(state: HttpState, api: Api, auditor: Option<Auditor>) -> Router {
         .route("/healthz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/version", get(version))
+        // kube-apiserver's version service is `GET /version/`; the Python client asks for that.
+        .route("/version/", get(version))
         .route("/openapi/v2", get(openapi::v2))
         .with_state(state)
         .merge(openapi_v3)

@@ -1044,3 +1044,278 @@ async fn pods_are_bound_evicted_within_their_budget_debugged_and_drained() {
         true
     );
 }
+
+/// The resources kube-apiserver 1.35 serves by default (`kubectl api-resources` on a kubeadm
+/// cluster, subresources aside), by group/version.
+const KUBE_1_35_RESOURCES: &[(&str, &[&str])] = &[
+    (
+        "v1",
+        &[
+            "bindings",
+            "componentstatuses",
+            "configmaps",
+            "endpoints",
+            "events",
+            "limitranges",
+            "namespaces",
+            "nodes",
+            "persistentvolumeclaims",
+            "persistentvolumes",
+            "pods",
+            "podtemplates",
+            "replicationcontrollers",
+            "resourcequotas",
+            "secrets",
+            "serviceaccounts",
+            "services",
+        ],
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        &[
+            "mutatingwebhookconfigurations",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+            "validatingwebhookconfigurations",
+        ],
+    ),
+    ("apiextensions.k8s.io/v1", &["customresourcedefinitions"]),
+    ("apiregistration.k8s.io/v1", &["apiservices"]),
+    (
+        "apps/v1",
+        &[
+            "controllerrevisions",
+            "daemonsets",
+            "deployments",
+            "replicasets",
+            "statefulsets",
+        ],
+    ),
+    (
+        "authentication.k8s.io/v1",
+        &["selfsubjectreviews", "tokenreviews"],
+    ),
+    (
+        "authorization.k8s.io/v1",
+        &[
+            "localsubjectaccessreviews",
+            "selfsubjectaccessreviews",
+            "selfsubjectrulesreviews",
+            "subjectaccessreviews",
+        ],
+    ),
+    ("autoscaling/v1", &["horizontalpodautoscalers"]),
+    ("autoscaling/v2", &["horizontalpodautoscalers"]),
+    ("batch/v1", &["cronjobs", "jobs"]),
+    ("certificates.k8s.io/v1", &["certificatesigningrequests"]),
+    ("coordination.k8s.io/v1", &["leases"]),
+    ("discovery.k8s.io/v1", &["endpointslices"]),
+    ("events.k8s.io/v1", &["events"]),
+    (
+        "flowcontrol.apiserver.k8s.io/v1",
+        &["flowschemas", "prioritylevelconfigurations"],
+    ),
+    (
+        "networking.k8s.io/v1",
+        &[
+            "ingressclasses",
+            "ingresses",
+            "ipaddresses",
+            "networkpolicies",
+            "servicecidrs",
+        ],
+    ),
+    ("node.k8s.io/v1", &["runtimeclasses"]),
+    ("policy/v1", &["poddisruptionbudgets"]),
+    (
+        "rbac.authorization.k8s.io/v1",
+        &["clusterrolebindings", "clusterroles", "rolebindings", "roles"],
+    ),
+    (
+        "resource.k8s.io/v1",
+        &[
+            "deviceclasses",
+            "resourceclaims",
+            "resourceclaimtemplates",
+            "resourceslices",
+        ],
+    ),
+    ("scheduling.k8s.io/v1", &["priorityclasses"]),
+    (
+        "storage.k8s.io/v1",
+        &[
+            "csidrivers",
+            "csinodes",
+            "csistoragecapacities",
+            "storageclasses",
+            "volumeattachments",
+            "volumeattributesclasses",
+        ],
+    ),
+];
+
+/// What kuberaft does not serve yet, each with its reason in the README ("Differences from
+/// kube-apiserver").
+const NOT_SERVED_YET: &[(&str, &str)] = &[
+    ("v1", "bindings"),
+    ("v1", "componentstatuses"),
+    ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io/v1", "validatingadmissionpolicies"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+    ),
+    ("apiregistration.k8s.io/v1", "apiservices"),
+    ("autoscaling/v1", "horizontalpodautoscalers"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_resources_of_kube_apiserver_are_served_and_work_with_kubectl() {
+    let k = Kube::start().await;
+    let mut served: Vec<(String, String)> = Vec::new();
+    let raw =
+        |path: &str| -> Value { serde_json::from_str(&k.ok("node-1", &["get", "--raw", path])).unwrap() };
+    let groups = raw("/apis");
+    let mut versions = vec!["v1".to_string()];
+    for g in groups["groups"].as_array().unwrap() {
+        versions.extend(
+            g["versions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["groupVersion"].as_str().unwrap().to_string()),
+        );
+    }
+    for gv in &versions {
+        let path = if gv == "v1" {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{gv}")
+        };
+        let list = raw(&path);
+        for r in list["resources"].as_array().unwrap() {
+            let name = r["name"].as_str().unwrap();
+            if !name.contains('/') {
+                served.push((gv.clone(), name.to_string()));
+            }
+        }
+    }
+    served.sort();
+    let mut expected: Vec<(String, String)> = KUBE_1_35_RESOURCES
+        .iter()
+        .flat_map(|(gv, names)| names.iter().map(move |n| (gv.to_string(), n.to_string())))
+        .filter(|(gv, n)| !NOT_SERVED_YET.contains(&(gv.as_str(), n.as_str())))
+        .collect();
+    expected.sort();
+    assert_eq!(served, expected);
+
+    // kube-apiserver's own objects for its Service range.
+    let ips = k.ok("node-3", &["get", "ipaddresses"]);
+    assert_eq!(row(&ips, "10.96.0.1")[1], "services/default/kubernetes", "{ips}");
+    let cidrs = k.ok("node-3", &["get", "servicecidrs"]);
+    assert_eq!(row(&cidrs, "kubernetes")[1], "10.96.0.0/12", "{cidrs}");
+
+    // An object of each type kuberaft serves beyond the common ones, through kubectl.
+    let manifests = "apiVersion: v1
+kind: PodTemplate
+metadata: {name: tpl}
+template:
+  metadata: {labels: {app: x}}
+  spec: {containers: [{name: c, image: nginx}]}
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: runsc
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi.example.com}
+spec: {attachRequired: true}
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata: {name: fast}
+driverName: csi.example.com
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata: {name: va-1}
+spec: {attacher: csi.example.com, nodeName: worker-1, source: {persistentVolumeName: pv-1}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: batch}
+spec: {type: Limited, limited: {nominalConcurrencyShares: 10, limitResponse: {type: Reject}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec: {}
+";
+    let out = k.ok("node-1", &["apply", "-f", &k.manifest("types.yaml", manifests)]);
+    for created in [
+        "podtemplate/tpl created",
+        "runtimeclass.node.k8s.io/gvisor created",
+        "csidriver.storage.k8s.io/csi.example.com created",
+        "volumeattributesclass.storage.k8s.io/fast created",
+        "volumeattachment.storage.k8s.io/va-1 created",
+        "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/batch created",
+        "deviceclass.resource.k8s.io/gpu.example.com created",
+    ] {
+        assert!(out.contains(created), "{created} in {out}");
+    }
+    assert_eq!(
+        row(&k.ok("node-2", &["get", "podtemplates"]), "tpl")[1..],
+        ["c", "nginx", "app=x"]
+    );
+    assert_eq!(
+        row(&k.ok("node-3", &["get", "runtimeclasses"]), "gvisor")[1],
+        "runsc"
+    );
+    assert_eq!(
+        k.json("node-3", &["get", "volumeattachment", "va-1"])["status"],
+        json!({"attached": false})
+    );
+
+    // A certificate request: pending, approved with kubectl, then issued through /status.
+    let csr = "apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {name: jane}
+spec:
+  request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==
+  signerName: kubernetes.io/kube-apiserver-client
+  expirationSeconds: 86400
+  usages: [client auth]
+";
+    k.ok("node-1", &["create", "-f", &k.manifest("csr.yaml", csr)]);
+    let condition = |table: &str| row(table, "jane").last().cloned().unwrap();
+    assert_eq!(condition(&k.ok("node-2", &["get", "csr"])), "Pending");
+    k.ok("node-3", &["certificate", "approve", "jane"]);
+    let approved = k.json("node-1", &["get", "csr", "jane"]);
+    assert_eq!(
+        approved["status"]["conditions"][0]["type"], "Approved",
+        "{approved}"
+    );
+    assert_eq!(approved["status"]["conditions"][0]["reason"], "KubectlApprove");
+    assert_eq!(condition(&k.ok("node-2", &["get", "csr"])), "Approved");
+    k.ok(
+        "node-2",
+        &[
+            "patch",
+            "csr",
+            "jane",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"certificate":"Y2VydA=="}}"#,
+        ],
+    );
+    let table = k.ok("node-3", &["get", "csr"]);
+    assert_eq!(condition(&table), "Approved,Issued");
+    assert!(row(&table, "jane").contains(&"24h".to_string()), "{table}");
+}

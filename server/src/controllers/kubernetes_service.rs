@@ -1,7 +1,8 @@
 //! The `default/kubernetes` Service and its endpoints: how pods (and anything else in the
 //! cluster) find the API, kept by kube-apiserver itself and so by kuberaft.
 //!
-//! The Service is created with the first address of the cluster IP range and port 443
+//! The `kubernetes` ServiceCIDR holds the cluster IP range, as kube-apiserver keeps it. The
+//! Service is created with the first address of the cluster IP range and port 443
 //! (`https`), targeting the replicas' API port, and is not reconciled afterwards, as
 //! kube-apiserver leaves it; if it is deleted it is created again. Its Endpoints name every
 //! member's API address, voters and learners alike (every replica serves the API), and follow
@@ -97,6 +98,16 @@ fn service(ranges: &ServiceRanges, target_port: u16) -> Value {
     })
 }
 
+/// The default ServiceCIDR, as kube-apiserver keeps it for its `--service-cluster-ip-range`.
+fn service_cidr(ranges: &ServiceRanges) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "ServiceCIDR",
+        "metadata": {"name": NAME},
+        "spec": {"cidrs": [ranges.cidr().to_string()]},
+    })
+}
+
 /// The Endpoints' labels and subsets.
 fn endpoints(subsets: &[(u16, Vec<Ipv4Addr>)]) -> Value {
     let subsets: Vec<Value> = subsets
@@ -151,7 +162,8 @@ async fn ensure(
     reconciled: &[&str],
 ) -> ApiResult<()> {
     let opts = WriteOptions::by(FIELD_MANAGER);
-    let key = keys::object(group, plural, Some(NAMESPACE), NAME);
+    let namespace = desired["metadata"]["namespace"].as_str();
+    let key = keys::object(group, plural, namespace, NAME);
     let current = store
         .cache()
         .get(&key)
@@ -159,7 +171,7 @@ async fn ensure(
         .map(|c| c.value());
     let outcome = match current {
         None => {
-            let req = super::request(registry, (group, plural), NAMESPACE, None)?;
+            let req = super::request(registry, (group, plural), namespace, None)?;
             let body = Decoded {
                 value: desired,
                 duplicates: Vec::new(),
@@ -189,7 +201,7 @@ async fn ensure(
                     next[*f] = desired[*f].clone();
                 }
             }
-            let req = super::request(registry, (group, plural), NAMESPACE, Some(NAME))?;
+            let req = super::request(registry, (group, plural), namespace, Some(NAME))?;
             let body = Decoded {
                 value: next,
                 duplicates: Vec::new(),
@@ -207,7 +219,8 @@ async fn ensure(
     }
 }
 
-/// One pass: the system namespaces, the Service, the Endpoints, the EndpointSlice.
+/// One pass: the system namespaces, the ServiceCIDR, the Service, the Endpoints, the
+/// EndpointSlice.
 async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -> ApiResult<()> {
     super::namespace::ensure_system_namespaces(store, registry).await?;
     let subsets = subsets(&store.node().api_addresses()).await;
@@ -216,6 +229,14 @@ async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -
             "no replica has an IPv4 API address".to_string(),
         ));
     };
+    ensure(
+        store,
+        registry,
+        ("networking.k8s.io", "servicecidrs"),
+        service_cidr(ranges),
+        &["spec"],
+    )
+    .await?;
     ensure(
         store,
         registry,

@@ -49,14 +49,15 @@ pub fn core_request(
     namespace: &str,
     name: Option<&str>,
 ) -> ApiResult<ResourceRequest> {
-    request(registry, ("", plural), namespace, name)
+    request(registry, ("", plural), Some(namespace), name)
 }
 
-/// [`core_request`] for a `v1` resource of any group.
+/// [`core_request`] for a `v1` resource of any group (`namespace`: none for a cluster-scoped
+/// one).
 pub fn request(
     registry: &Registry,
     (group, plural): (&str, &str),
-    namespace: &str,
+    namespace: Option<&str>,
     name: Option<&str>,
 ) -> ApiResult<ResourceRequest> {
     let rt = registry
@@ -64,7 +65,7 @@ pub fn request(
         .ok_or_else(|| ApiError::internal(format!("the type table has no {plural}")))?;
     Ok(ResourceRequest {
         rt: rt.clone(),
-        namespace: Some(namespace.to_string()),
+        namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
         subresource: None,
         watch_path: false,

@@ -1130,6 +1130,87 @@ fn resource_quota_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
     ]
 }
 
+/// The request's state as kube prints it: Denied, Approved or Pending, then Failed and
+/// Issued when they apply.
+fn csr_condition(o: &Value) -> String {
+    let has = |t: &str| {
+        o["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == t)
+    };
+    let mut state = if has("Denied") {
+        "Denied"
+    } else if has("Approved") {
+        "Approved"
+    } else {
+        "Pending"
+    }
+    .to_string();
+    if has("Failed") {
+        state.push_str(",Failed");
+    }
+    if o["status"]["certificate"].as_str().is_some_and(|c| !c.is_empty()) {
+        state.push_str(",Issued");
+    }
+    state
+}
+
+fn csr_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let spec = &o["spec"];
+    let duration = match spec["expirationSeconds"].as_i64() {
+        Some(secs) => human_duration(secs),
+        None => "<none>".into(),
+    };
+    vec![
+        name(o),
+        age(o, ctx),
+        json!(or_none(text(&spec["signerName"]))),
+        json!(text(&spec["username"])),
+        json!(duration),
+        json!(csr_condition(o)),
+    ]
+}
+
+fn runtime_class_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    vec![name(o), json!(text(&o["handler"])), age(o, ctx)]
+}
+
+fn ip_address_cells(o: &Value, _ctx: &Ctx) -> Vec<Value> {
+    let r = &o["spec"]["parentRef"];
+    let shown = if r.is_object() {
+        let resource = match text(&r["group"]) {
+            g if g.is_empty() => text(&r["resource"]),
+            g => format!("{}.{g}", text(&r["resource"])),
+        };
+        format!("{resource}/{}/{}", text(&r["namespace"]), text(&r["name"]))
+    } else {
+        "<none>".into()
+    };
+    vec![name(o), json!(shown)]
+}
+
+fn service_cidr_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let cidrs: Vec<String> = o["spec"]["cidrs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect();
+    vec![name(o), json!(or_none(cidrs.join(","))), age(o, ctx)]
+}
+
+fn pod_template_cells(o: &Value, _ctx: &Ctx) -> Vec<Value> {
+    let (containers, images) = containers_and_images(&o["template"]["spec"]);
+    vec![
+        name(o),
+        containers,
+        images,
+        json!(format_labels(&o["template"]["metadata"]["labels"])),
+    ]
+}
+
 fn priority_class_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
     vec![
         name(o),
@@ -1570,6 +1651,56 @@ static PRINTERS: &[Printer] = &[
             AGE,
         ],
         resource_quota_cells,
+    ),
+    printer(
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        &[
+            NAME,
+            AGE,
+            col("SignerName", "string", "The requested signer of the certificate."),
+            col("Requestor", "string", "The user that created the request."),
+            col("RequestedDuration", "string", "The requested duration of validity of the certificate."),
+            col("Condition", "string", "Whether the request is approved or denied, and issued."),
+        ],
+        csr_cells,
+    ),
+    printer(
+        "node.k8s.io",
+        "RuntimeClass",
+        &[
+            NAME,
+            col("Handler", "string", "The underlying runtime and configuration that handles pods of the class."),
+            AGE,
+        ],
+        runtime_class_cells,
+    ),
+    printer(
+        "networking.k8s.io",
+        "IPAddress",
+        &[NAME, col("ParentRef", "string", "The object the address is allocated to.")],
+        ip_address_cells,
+    ),
+    printer(
+        "networking.k8s.io",
+        "ServiceCIDR",
+        &[
+            NAME,
+            col("CIDRs", "string", "The IP ranges of the ServiceCIDR."),
+            AGE,
+        ],
+        service_cidr_cells,
+    ),
+    printer(
+        "",
+        "PodTemplate",
+        &[
+            NAME,
+            col("Containers", "string", "Names of each container in the template."),
+            col("Images", "string", "Images referenced by each container in the template."),
+            col("Pod Labels", "string", "The labels of the pod template."),
+        ],
+        pod_template_cells,
     ),
     printer(
         "scheduling.k8s.io",

@@ -139,6 +139,12 @@ const BUILTINS: &[Builtin] = &[
         .generation()
         .status(|| json!({"loadBalancer": {}})),
     Builtin::new("networking.k8s.io", "IngressClass").generation(),
+    Builtin::new("certificates.k8s.io", "CertificateSigningRequest").status(|| json!({})),
+    Builtin::new("storage.k8s.io", "VolumeAttachment").status(|| json!({"attached": false})),
+    Builtin::new("networking.k8s.io", "ServiceCIDR").status(|| json!({})),
+    Builtin::new("flowcontrol.apiserver.k8s.io", "FlowSchema").status(|| json!({})),
+    Builtin::new("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration").status(|| json!({})),
+    Builtin::new("resource.k8s.io", "ResourceClaim").status(|| json!({})),
     Builtin::new("networking.k8s.io", "NetworkPolicy").generation(),
     Builtin::new("discovery.k8s.io", "EndpointSlice").generation(),
 ];

@@ -230,6 +230,16 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
         },
     ),
     (
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        Subresource {
+            name: "approval",
+            kind: ("certificates.k8s.io", "v1", "CertificateSigningRequest"),
+            verbs: SUBRESOURCE_VERBS,
+            part: Some(&["status", "conditions"]),
+        },
+    ),
+    (
         "",
         "serviceaccounts",
         Subresource {
@@ -314,9 +324,10 @@ fn names(list: &[&str]) -> Arc<[String]> {
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
         apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
-        autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
-        core::v1 as core, discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
-        policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
+        autoscaling::v2 as autoscaling, batch::v1 as batch, certificates::v1 as certificates,
+        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
+        flowcontrol::v1 as flowcontrol, networking::v1 as networking, node::v1 as node, policy::v1 as policy,
+        rbac::v1 as rbac, resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     let x = |short_names, categories, status, scale| Extra {
@@ -367,6 +378,22 @@ pub fn builtin() -> Vec<ResourceType> {
         entry::<storage::StorageClass>(x(&["sc"], &[], false, false)),
         entry::<scheduling::PriorityClass>(x(&["pc"], &[], false, false)),
         entry::<autoscaling::HorizontalPodAutoscaler>(x(&["hpa"], ALL, true, false)),
+        entry::<core::PodTemplate>(NONE),
+        entry::<certificates::CertificateSigningRequest>(x(&["csr"], &[], true, false)),
+        entry::<node::RuntimeClass>(NONE),
+        entry::<storage::CSIDriver>(NONE),
+        entry::<storage::CSINode>(NONE),
+        entry::<storage::CSIStorageCapacity>(NONE),
+        entry::<storage::VolumeAttachment>(x(&[], &[], true, false)),
+        entry::<storage::VolumeAttributesClass>(x(&["vac"], &[], false, false)),
+        entry::<networking::IPAddress>(x(&["ip"], &[], false, false)),
+        entry::<networking::ServiceCIDR>(x(&[], &[], true, false)),
+        entry::<flowcontrol::FlowSchema>(x(&[], &[], true, false)),
+        entry::<flowcontrol::PriorityLevelConfiguration>(x(&[], &[], true, false)),
+        entry::<resource::DeviceClass>(NONE),
+        entry::<resource::ResourceClaim>(x(&[], &[], true, false)),
+        entry::<resource::ResourceClaimTemplate>(NONE),
+        entry::<resource::ResourceSlice>(NONE),
         review::<authentication::TokenReview>(),
         review::<authentication::SelfSubjectReview>(),
         review::<authorization::SubjectAccessReview>(),
@@ -570,7 +597,7 @@ mod tests {
         assert_eq!(deploy.group_version(), "apps/v1");
         assert!(deploy.has_scale && deploy.has_status);
         assert!(r.lookup("apps", "v1", "configmaps").is_none());
-        assert_eq!(builtin().len(), 42);
+        assert_eq!(builtin().len(), 58);
         assert_eq!(builtin().iter().filter(|t| t.review).count(), 6);
         let ssar = r
             .lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")

@@ -406,7 +406,8 @@ impl IntoResponse for ApiError {
         let mut resp = (
             code,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.body_json(),
+            // kube-apiserver's JSON encoder ends every object with a newline.
+            self.body_json() + "\n",
         )
             .into_response();
         if let Some(s) = self.retry_after {

@@ -20,6 +20,7 @@ use crate::endpoints::{self, discovery, openapi, Api};
 use crate::filters::{
     audit, audit_id, authentication, authorization, compression, impersonation, request_info,
 };
+use crate::machinery::errors::ApiError;
 use crate::store::cacher::WatchCache;
 
 /// What the HTTP handlers share.
@@ -138,8 +139,13 @@ async fn jwks(State(api): State<Api>) -> Response {
     }
 }
 
+/// `/version`, written as kube-apiserver writes it (`responsewriters.WriteRawJSON`): indented,
+/// with no newline after it.
 async fn version() -> Response {
-    axum::Json(discovery::version()).into_response()
+    match serde_json::to_vec_pretty(&discovery::version()) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => ApiError::internal(e.to_string()).into_response(),
+    }
 }
 
 async fn livez(State(s): State<HttpState>) -> Response {

@@ -1332,7 +1332,8 @@ async fn over_the_space_quota_writes_are_refused_until_deletes_and_compaction_fr
     }
 }
 
-/// A request's status and the exact bytes of its body, over plain HTTP.
+/// A request's status and the exact bytes of its body, over plain HTTP (a PATCH is a
+/// strategic merge patch, any other body JSON).
 async fn raw(
     http: &reqwest::Client,
     method: reqwest::Method,
@@ -1340,9 +1341,12 @@ async fn raw(
     accept: Option<&str>,
     body: &str,
 ) -> (u16, String) {
-    let mut req = http
-        .request(method, url)
-        .header("content-type", "application/json");
+    let ctype = if method == reqwest::Method::PATCH {
+        "application/strategic-merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let mut req = http.request(method, url).header("content-type", ctype);
     if let Some(accept) = accept {
         req = req.header("accept", accept);
     }
@@ -1356,8 +1360,9 @@ async fn raw(
 }
 
 /// Status bodies, lists and tables come out byte for byte as kube-apiserver writes them: Go
-/// struct field order, a newline after each object; and a body that is not JSON is refused
-/// with kube's decoder's words.
+/// struct field order, Go's string escapes, a newline after each object; a body that is not
+/// JSON, or a strategic merge patch whose result is not the type, is refused with kube's
+/// decoder's words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_have_kube_apiservers_bytes() {
     use reqwest::Method as M;
@@ -1421,6 +1426,30 @@ async fn responses_have_kube_apiservers_bytes() {
     assert_eq!(
         body,
         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character '1' after object key ({\\\"kind\\\" 1})\",\"reason\":\"BadRequest\",\"code\":400}\n"
+    );
+
+    // A strategic merge patch whose result is not a ConfigMap: kube's converter refuses it.
+    let (code, body) = raw(
+        &http,
+        M::PATCH,
+        &url(1, &format!("{cms}/twice")),
+        None,
+        r#"{"data":"x<y"}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    let why = "Invalid value: \\\"map[data:x\\u003cy]\\\": cannot restore map from string";
+    assert_eq!(
+        body,
+        format!("{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\"message\":\" \\\"\\\" is invalid: patch: {why}\",\"reason\":\"Invalid\",\"details\":{{\"causes\":[{{\"reason\":\"FieldValueInvalid\",\"message\":\"{why}\",\"field\":\"patch\"}}]}},\"code\":422}}\n")
+    );
+    // Strings are escaped as Go's encoder escapes them.
+    let odd = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a<b&c"}}"#;
+    let (code, body) = raw(&http, M::POST, &url(2, cms), None, odd).await;
+    assert_eq!(code, 422);
+    assert!(
+        body.contains("\"message\":\"ConfigMap \\\"a\\u003cb\\u0026c\\\" is invalid: metadata.name: Invalid value: \\\"a\\u003cb\\u0026c\\\": "),
+        "{body}"
     );
 
     // A list opens with its own fields in kube's order and ends with a newline.

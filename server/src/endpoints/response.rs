@@ -15,7 +15,7 @@ use axum::http::HeaderMap;
 use super::negotiation::{negotiate, Format, Offer};
 use crate::endpoints::table;
 use crate::machinery::errors::{ApiError, ApiResult, ResponseStatus};
-use crate::machinery::go_order;
+use crate::machinery::go_json;
 use crate::machinery::meta;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
@@ -26,20 +26,18 @@ use crate::store::cacher;
 /// JSON as kube-apiserver's serializer writes it: compact with a newline after the object
 /// (Go's `json.Encoder`), or indented without one (`json.MarshalIndent`, for `pretty`).
 pub fn json_bytes<T: Serialize + ?Sized>(body: &T, pretty: bool) -> serde_json::Result<Vec<u8>> {
-    if pretty {
-        serde_json::to_vec_pretty(body)
-    } else {
-        let mut bytes = serde_json::to_vec(body)?;
+    let mut bytes = go_json::encode(body, pretty)?;
+    if !pretty {
         bytes.push(b'\n');
-        Ok(bytes)
     }
+    Ok(bytes)
 }
 
 /// A value's JSON as kube-apiserver writes it ([`json_bytes`]), the documents kuberaft builds
 /// itself (Status, Table, Scale, reviews) in kube's field order.
 pub fn value_json_bytes(body: &Value, pretty: bool) -> serde_json::Result<Vec<u8>> {
-    match go_order::shape_of(body) {
-        Some(shape) => json_bytes(&go_order::Ordered(body, shape), pretty),
+    match go_json::shape_of(body) {
+        Some(shape) => json_bytes(&go_json::Ordered(body, shape), pretty),
         None => json_bytes(body, pretty),
     }
 }
@@ -229,7 +227,7 @@ fn render_list(
     // The list's own fields in kube's order (`kind`, `apiVersion`, `metadata`), as its
     // streaming list encoder writes them.
     let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
-    let Ok(head) = serde_json::to_vec(&go_order::Ordered(&head, &go_order::LIST_HEAD)) else {
+    let Ok(head) = go_json::encode(&go_json::Ordered(&head, &go_json::LIST_HEAD), false) else {
         return ApiError::internal("cannot encode a list").into_response();
     };
     let size = head.len()

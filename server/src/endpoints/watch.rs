@@ -35,7 +35,7 @@ use crate::apiextensions;
 use crate::endpoints::negotiation::Format;
 use crate::endpoints::table::{self, IncludeObject};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::go_order;
+use crate::machinery::go_json;
 use crate::machinery::meta::partial_object_metadata;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
@@ -184,16 +184,16 @@ impl Encoding {
 struct WatchEvent<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
-    object: go_order::Ordered<'a>,
+    object: go_json::Ordered<'a>,
 }
 
 /// A JSON watch frame for an object that is not cached.
 fn json_frame(kind: &str, obj: &Value) -> Bytes {
     let event = WatchEvent {
         kind,
-        object: go_order::Ordered(obj, go_order::shape_of_object(obj)),
+        object: go_json::Ordered(obj, go_json::shape_of_object(obj)),
     };
-    let mut b = serde_json::to_vec(&event).unwrap_or_default();
+    let mut b = go_json::encode(&event, false).unwrap_or_default();
     b.push(b'\n');
     b.into()
 }

@@ -21,6 +21,7 @@ use crate::filters::{
     audit, audit_id, authentication, authorization, compression, impersonation, request_info,
 };
 use crate::machinery::errors::ApiError;
+use crate::machinery::go_json;
 use crate::store::cacher::WatchCache;
 
 /// What the HTTP handlers share.
@@ -142,7 +143,7 @@ async fn jwks(State(api): State<Api>) -> Response {
 /// `/version`, written as kube-apiserver writes it (`responsewriters.WriteRawJSON`): indented,
 /// with no newline after it.
 async fn version() -> Response {
-    match serde_json::to_vec_pretty(&discovery::version()) {
+    match go_json::encode(&discovery::version(), true) {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => ApiError::internal(e.to_string()).into_response(),
     }

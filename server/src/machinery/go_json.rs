@@ -1,4 +1,5 @@
-//! kube-apiserver's field order for the documents kuberaft builds itself as JSON values.
+//! JSON as kube-apiserver's Go encoder writes it: strings escaped as Go escapes them
+//! ([`encode`]), and the field order of the documents kuberaft builds itself as JSON values.
 //!
 //! kube-apiserver encodes Go structs, so a `Status`, a `Table`, a `Scale` or a review comes
 //! out in the order its struct declares its fields (`kind`, `apiVersion`, `metadata`, ...); a
@@ -8,8 +9,11 @@
 //! then any others in sorted order. Stored objects are not reordered here (their bytes are
 //! the store's, shared by every reader); only documents named in [`shape_of`] are.
 
+use std::io;
+
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
+use serde_json::ser::Formatter;
 use serde_json::Value;
 
 /// The order of a value's fields, and of the values inside it.
@@ -403,16 +407,94 @@ impl Serialize for Ordered<'_> {
 /// `value` as compact JSON, in kube's order when it is a document kuberaft builds itself.
 pub fn to_vec(value: &Value) -> serde_json::Result<Vec<u8>> {
     match shape_of(value) {
-        Some(shape) => serde_json::to_vec(&Ordered(value, shape)),
-        None => serde_json::to_vec(value),
+        Some(shape) => encode(&Ordered(value, shape), false),
+        None => encode(value, false),
     }
 }
 
-/// `value` as indented JSON, in kube's order when it is a document kuberaft builds itself.
-pub fn to_vec_pretty(value: &Value) -> serde_json::Result<Vec<u8>> {
-    match shape_of(value) {
-        Some(shape) => serde_json::to_vec_pretty(&Ordered(value, shape)),
-        None => serde_json::to_vec_pretty(value),
+/// JSON as Go's `encoding/json` writes it (compact, or indented by two spaces): besides
+/// what serde_json escapes, `<`, `>` and `&` (`\u003c`, `\u003e`, `\u0026`) and the line
+/// and paragraph separators U+2028 and U+2029, as Go's HTML-safe default does.
+pub fn encode<T: Serialize + ?Sized>(value: &T, pretty: bool) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(128);
+    if pretty {
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut out,
+            GoEscape(serde_json::ser::PrettyFormatter::new()),
+        );
+        value.serialize(&mut ser)?;
+    } else {
+        let mut ser =
+            serde_json::Serializer::with_formatter(&mut out, GoEscape(serde_json::ser::CompactFormatter));
+        value.serialize(&mut ser)?;
+    }
+    Ok(out)
+}
+
+/// A serde_json formatter that escapes strings as Go does and leaves the rest to `F`.
+struct GoEscape<F>(F);
+
+impl<F: Formatter> Formatter for GoEscape<F> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            let escaped = match c {
+                '<' => "\\u003c",
+                '>' => "\\u003e",
+                '&' => "\\u0026",
+                '\u{2028}' => "\\u2028",
+                '\u{2029}' => "\\u2029",
+                _ => continue,
+            };
+            writer.write_all(&fragment.as_bytes()[start..i])?;
+            writer.write_all(escaped.as_bytes())?;
+            start = i + c.len_utf8();
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+
+    fn end_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_key(w)
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
     }
 }
 
@@ -435,8 +517,19 @@ mod tests {
             String::from_utf8(to_vec(&scale).unwrap()).unwrap(),
             r#"{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"ns","uid":"u"},"spec":{"replicas":2},"status":{"replicas":1,"selector":"app=web"}}"#
         );
+        // Strings are escaped as Go escapes them.
+        let odd = json!({"kind": "Status", "apiVersion": "v1", "message": "<nil> & \u{2028}"});
+        assert_eq!(
+            String::from_utf8(to_vec(&odd).unwrap()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","message":"\u003cnil\u003e \u0026 \u2028"}"#
+        );
         // Anything else keeps its sorted keys.
         let cm = json!({"kind": "ConfigMap", "apiVersion": "v1", "data": {}});
         assert_eq!(to_vec(&cm).unwrap(), serde_json::to_vec(&cm).unwrap());
+        let pretty = encode(&json!({"a": ["<"]}), true).unwrap();
+        assert_eq!(
+            String::from_utf8(pretty).unwrap(),
+            "{\n  \"a\": [\n    \"\\u003c\"\n  ]\n}"
+        );
     }
 }

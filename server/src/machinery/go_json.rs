@@ -13,7 +13,7 @@ use std::io;
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
-use serde_json::ser::Formatter;
+use serde_json::ser::{CharEscape, Formatter};
 use serde_json::Value;
 
 /// The order of a value's fields, and of the values inside it.
@@ -414,7 +414,8 @@ pub fn to_vec(value: &Value) -> serde_json::Result<Vec<u8>> {
 
 /// JSON as Go's `encoding/json` writes it (compact, or indented by two spaces): besides
 /// what serde_json escapes, `<`, `>` and `&` (`\u003c`, `\u003e`, `\u0026`) and the line
-/// and paragraph separators U+2028 and U+2029, as Go's HTML-safe default does.
+/// and paragraph separators U+2028 and U+2029, as Go's HTML-safe default does; backspace and
+/// form feed as `\u0008` and `\u000c`.
 pub fn encode<T: Serialize + ?Sized>(value: &T, pretty: bool) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(128);
     if pretty {
@@ -455,6 +456,14 @@ impl<F: Formatter> Formatter for GoEscape<F> {
             start = i + c.len_utf8();
         }
         writer.write_all(&fragment.as_bytes()[start..])
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(&mut self, w: &mut W, escape: CharEscape) -> io::Result<()> {
+        match escape {
+            CharEscape::Backspace => w.write_all(b"\\u0008"),
+            CharEscape::FormFeed => w.write_all(b"\\u000c"),
+            other => self.0.write_char_escape(w, other),
+        }
     }
 
     fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {

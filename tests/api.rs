@@ -1336,3 +1336,155 @@ async fn over_the_space_quota_writes_are_refused_until_deletes_and_compaction_fr
         .await;
     }
 }
+
+/// A request's status and the exact bytes of its body, over plain HTTP (a PATCH is a
+/// strategic merge patch, any other body JSON).
+async fn raw(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    accept: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let ctype = if method == reqwest::Method::PATCH {
+        "application/strategic-merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let mut req = http.request(method, url).header("content-type", ctype);
+    if let Some(accept) = accept {
+        req = req.header("accept", accept);
+    }
+    let r = req
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the replica answers");
+    let code = r.status().as_u16();
+    (code, r.text().await.expect("a body"))
+}
+
+/// Status bodies, lists and tables come out byte for byte as kube-apiserver writes them: Go
+/// struct field order, Go's string escapes, a newline after each object; a body that is not
+/// JSON, or a strategic merge patch whose result is not the type, is refused with kube's
+/// decoder's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_have_kube_apiservers_bytes() {
+    use reqwest::Method as M;
+    let mut c = Cluster::start(Options {
+        insecure: true,
+        ..Options::default()
+    });
+    c.wait_bootstrapped(T).await;
+    let http = reqwest::Client::new();
+    let url = |i: usize, path: &str| format!("{}{path}", c.base_url(i));
+    let cms = "/api/v1/namespaces/default/configmaps";
+
+    let (code, body) = raw(&http, M::GET, &url(1, &format!("{cms}/missing")), None, "").await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"missing\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"missing\",\"kind\":\"configmaps\"},\"code\":404}\n"
+    );
+
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"twice"}}"#;
+    assert_eq!(raw(&http, M::POST, &url(0, cms), None, cm).await.0, 201);
+    let (code, body) = raw(&http, M::POST, &url(2, cms), None, cm).await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"twice\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"twice\",\"kind\":\"configmaps\"},\"code\":409}\n"
+    );
+
+    let bad = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#;
+    let (code, body) = raw(&http, M::POST, &url(1, cms), None, bad).await;
+    assert_eq!(code, 422);
+    let why = "Invalid value: \\\"Bad_Name\\\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    assert_eq!(
+        body,
+        format!("{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\"message\":\"ConfigMap \\\"Bad_Name\\\" is invalid: metadata.name: {why}\",\"reason\":\"Invalid\",\"details\":{{\"name\":\"Bad_Name\",\"kind\":\"ConfigMap\",\"causes\":[{{\"reason\":\"FieldValueInvalid\",\"message\":\"{why}\",\"field\":\"metadata.name\"}}]}},\"code\":422}}\n")
+    );
+
+    // A body that is not JSON: kube's decoder could not read its kind.
+    let (code, body) = raw(
+        &http,
+        M::POST,
+        &url(0, "/api/v1/namespaces"),
+        None,
+        r#"{"apiVersion":"v1","kind":"Namespace""#,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the object provided is unrecognized (must be of type Namespace): couldn't get version/kind; json parse error: unexpected end of JSON input ({\\\"apiVersion\\\":\\\"v1\\\",\\\"kind\\\":\\\"Nam ...)\",\"reason\":\"BadRequest\",\"code\":400}\n"
+    );
+    let (code, body) = raw(
+        &http,
+        M::PUT,
+        &url(2, &format!("{cms}/twice")),
+        None,
+        "{\"kind\" 1}",
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character '1' after object key ({\\\"kind\\\" 1})\",\"reason\":\"BadRequest\",\"code\":400}\n"
+    );
+
+    // A strategic merge patch whose result is not a ConfigMap: kube's converter refuses it.
+    let (code, body) = raw(
+        &http,
+        M::PATCH,
+        &url(1, &format!("{cms}/twice")),
+        None,
+        r#"{"data":"x<y"}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    let why = "Invalid value: \\\"map[data:x\\u003cy]\\\": cannot restore map from string";
+    assert_eq!(
+        body,
+        format!("{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\"message\":\" \\\"\\\" is invalid: patch: {why}\",\"reason\":\"Invalid\",\"details\":{{\"causes\":[{{\"reason\":\"FieldValueInvalid\",\"message\":\"{why}\",\"field\":\"patch\"}}]}},\"code\":422}}\n")
+    );
+    // Strings are escaped as Go's encoder escapes them.
+    let odd = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a<b&c"}}"#;
+    let (code, body) = raw(&http, M::POST, &url(2, cms), None, odd).await;
+    assert_eq!(code, 422);
+    assert!(
+        body.contains("\"message\":\"ConfigMap \\\"a\\u003cb\\u0026c\\\" is invalid: metadata.name: Invalid value: \\\"a\\u003cb\\u0026c\\\": "),
+        "{body}"
+    );
+
+    // A list opens with its own fields in kube's order and ends with a newline.
+    let (code, body) = raw(&http, M::GET, &url(1, cms), None, "").await;
+    assert_eq!(code, 200);
+    assert!(
+        body.starts_with(
+            "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\""
+        ),
+        "{body}"
+    );
+    assert!(body.ends_with("]}\n"), "{body}");
+    // So does a Table.
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let (code, body) = raw(&http, M::GET, &url(2, cms), Some(table), "").await;
+    assert_eq!(code, 200);
+    assert!(
+        body.starts_with(
+            "{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\""
+        ),
+        "{body}"
+    );
+    assert!(body.contains("\"columnDefinitions\":[{\"name\":\"Name\",\"type\":\"string\",\"format\":\"name\",\"description\":"), "{body}");
+    assert!(body.ends_with("}\n"), "{body}");
+    // An object read back is one JSON line too.
+    let (code, body) = raw(&http, M::GET, &url(0, &format!("{cms}/twice")), None, "").await;
+    assert_eq!(code, 200);
+    assert!(
+        body.starts_with("{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\","),
+        "{body}"
+    );
+    assert!(body.ends_with("}\n") && !body.ends_with("\n\n"), "{body}");
+}

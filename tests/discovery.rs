@@ -355,3 +355,112 @@ spec:
     let names = k.ok("node-1", &["-n", "meta", "get", "cm", "-o", "name"]);
     assert_eq!(names.lines().count(), 14, "{names}");
 }
+
+/// Discovery documents as kube-apiserver writes them, byte for byte where they do not depend
+/// on what is served: Go struct field order, `apiVersion` left out of the core group's
+/// documents, a newline after each, and every resource's `storageVersionHash` (the values a
+/// real kube-apiserver publishes for ConfigMaps and Deployments).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_documents_have_kube_apiservers_bytes() {
+    use support::{Cluster, Options};
+    let mut c = Cluster::start(Options {
+        insecure: true,
+        ..Options::default()
+    });
+    c.wait_bootstrapped(std::time::Duration::from_secs(30)).await;
+    let http = reqwest::Client::new();
+    let get = |i: usize, path: &str, accept: &str| {
+        let req = http
+            .get(format!("{}{path}", c.base_url(i)))
+            .header("accept", accept);
+        async move {
+            let r = req.send().await.expect("the replica answers");
+            assert_eq!(r.status().as_u16(), 200);
+            let ctype = r.headers()["content-type"]
+                .to_str()
+                .unwrap_or_default()
+                .to_string();
+            (ctype, r.text().await.expect("a body"))
+        }
+    };
+    let json = "application/json";
+
+    let (_, body) = get(0, "/api", json).await;
+    assert_eq!(
+        body,
+        format!(
+            "{{\"kind\":\"APIVersions\",\"versions\":[\"v1\"],\"serverAddressByClientCIDRs\":[{{\"clientCIDR\":\"0.0.0.0/0\",\"serverAddress\":\"{}\"}}]}}\n",
+            c.replicas[0].api_addr
+        )
+    );
+
+    let (_, body) = get(1, "/api/v1", json).await;
+    assert!(
+        body.starts_with("{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":[{"),
+        "{body}"
+    );
+    assert!(body.ends_with("}]}\n"), "{body}");
+    assert!(
+        body.contains("{\"name\":\"configmaps\",\"singularName\":\"configmap\",\"namespaced\":true,\"kind\":\"ConfigMap\",\"verbs\":[\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"],\"shortNames\":[\"cm\"],\"storageVersionHash\":\"qFsyl6wFWjQ=\"}"),
+        "{body}"
+    );
+    assert!(
+        body.contains("{\"name\":\"pods/status\",\"singularName\":\"\",\"namespaced\":true,\"kind\":\"Pod\",\"verbs\":[\"get\",\"patch\",\"update\"]}"),
+        "{body}"
+    );
+
+    let (_, body) = get(2, "/apis/apps/v1", json).await;
+    assert!(body.starts_with("{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":\"apps/v1\",\"resources\":[{"), "{body}");
+    assert!(body.ends_with("}]}\n"), "{body}");
+    assert!(
+        body.contains("{\"name\":\"deployments\",\"singularName\":\"deployment\",\"namespaced\":true,\"kind\":\"Deployment\",\"verbs\":[\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"],\"shortNames\":[\"deploy\"],\"categories\":[\"all\"],\"storageVersionHash\":\"8aSe+NMegvE=\"}"),
+        "{body}"
+    );
+    assert!(
+        body.contains("{\"name\":\"deployments/scale\",\"singularName\":\"\",\"namespaced\":true,\"group\":\"autoscaling\",\"version\":\"v1\",\"kind\":\"Scale\",\"verbs\":[\"get\",\"patch\",\"update\"]}"),
+        "{body}"
+    );
+
+    let (_, body) = get(0, "/apis/apps", json).await;
+    assert!(
+        body.starts_with("{\"kind\":\"APIGroup\",\"apiVersion\":\"v1\",\"name\":\"apps\",\"versions\":[{\"groupVersion\":\"apps/v1\",\"version\":\"v1\"}"),
+        "{body}"
+    );
+    assert!(
+        body.ends_with("\"preferredVersion\":{\"groupVersion\":\"apps/v1\",\"version\":\"v1\"}}\n"),
+        "{body}"
+    );
+
+    let (_, body) = get(1, "/apis", json).await;
+    assert!(
+        body.starts_with("{\"kind\":\"APIGroupList\",\"apiVersion\":\"v1\",\"groups\":[{\"name\":\""),
+        "{body}"
+    );
+    assert!(
+        body.contains("{\"name\":\"apps\",\"versions\":[{\"groupVersion\":\"apps/v1\",\"version\":\"v1\"}"),
+        "{body}"
+    );
+    assert!(body.ends_with("}]}\n"), "{body}");
+
+    let (ctype, body) = get(2, "/api", AGGREGATED).await;
+    assert!(ctype.contains("as=APIGroupDiscoveryList"), "{ctype}");
+    assert!(
+        body.starts_with("{\"kind\":\"APIGroupDiscoveryList\",\"apiVersion\":\"apidiscovery.k8s.io/v2\",\"metadata\":{},\"items\":[{\"metadata\":{\"creationTimestamp\":null},\"versions\":[{\"version\":\"v1\",\"resources\":[{\"resource\":"),
+        "{body}"
+    );
+    assert!(
+        body.contains("{\"resource\":\"configmaps\",\"responseKind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"ConfigMap\"},\"scope\":\"Namespaced\",\"singularResource\":\"configmap\",\"verbs\":[\"create\",\"delete\",\"deletecollection\",\"get\",\"list\",\"patch\",\"update\",\"watch\"],\"shortNames\":[\"cm\"]}"),
+        "{body}"
+    );
+    assert!(body.ends_with("\"freshness\":\"Current\"}]}]}\n"), "{body}");
+    let (_, body) = get(0, "/apis", AGGREGATED).await;
+    assert!(body.contains("{\"metadata\":{\"name\":\"apps\",\"creationTimestamp\":null},\"versions\":[{\"version\":\"v1\",\"resources\":["), "{body}");
+
+    // /version is indented, with no newline after it (kube's `WriteRawJSON`).
+    let (_, body) = get(1, "/version", json).await;
+    assert!(
+        body.starts_with("{\n  \"major\": \"1\",\n  \"minor\": \"35\",\n  \"emulationMajor\": \"1\",\n  \"emulationMinor\": \"35\",\n  \"minCompatibilityMajor\": \"1\",\n  \"minCompatibilityMinor\": \"34\",\n  \"gitVersion\": \"v1.35."),
+        "{body}"
+    );
+    assert!(body.ends_with("\"\n}"), "{body}");
+}

@@ -41,6 +41,31 @@ async fn every_replica_serves_the_same_documents_with_kube_apiserver_headers() {
             v2["definitions"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0]["kind"],
             "Deployment"
         );
+        // List types are described in upstream's words.
+        let defs = &v2["definitions"];
+        let cms = &defs["io.k8s.api.core.v1.ConfigMapList"];
+        assert_eq!(
+            cms["description"],
+            "ConfigMapList is a resource containing a list of ConfigMap objects."
+        );
+        assert_eq!(
+            cms["properties"]["items"]["description"],
+            "Items is the list of ConfigMaps."
+        );
+        assert_eq!(
+            cms["properties"]["metadata"]["description"],
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+        );
+        let pods = &defs["io.k8s.api.core.v1.PodList"];
+        assert_eq!(pods["description"], "PodList is a list of Pods.");
+        assert_eq!(
+            pods["properties"]["items"]["description"],
+            "List of pods. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+        );
+        assert_eq!(
+            defs["io.k8s.api.rbac.v1.ClusterRoleList"]["description"],
+            "ClusterRoleList is a collection of ClusterRoles"
+        );
 
         let r = http
             .get(k.url(node, "/openapi/v2"))

@@ -16,7 +16,7 @@ use support::{put, Options};
 const T: Duration = Duration::from_secs(30);
 
 /// The exact body kube-apiserver answers an unauthenticated request with.
-const UNAUTHORIZED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+const UNAUTHORIZED: &str = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"Unauthorized\",\"reason\":\"Unauthorized\",\"code\":401}\n";
 
 fn ok(k: &Kube, args: &[&str]) -> String {
     k.ok("node-1", args)
@@ -413,7 +413,8 @@ async fn anonymous_and_bad_credentials_get_401_and_write_nothing() {
     assert_eq!(r.status(), 403);
     assert_eq!(
         r.text().await.unwrap(),
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"tim\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"tim\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"","reason":"Forbidden","details":{"kind":"configmaps"},"code":403}
+"#
     );
     // What nothing serves is authorized first, as kube-apiserver does: the user without
     // bindings is refused for the path as named, and only the admin learns it is a 404.

@@ -418,8 +418,38 @@ pub fn build(
         "source": {"k8s-openapi": source.k8s_openapi, "feature": source.feature, "k8s-pb": source.k8s_pb},
         "messages": messages,
         "definitions": definitions,
+        "lists": list_descriptions(&j),
     });
     Ok((table, stats))
+}
+
+/// The descriptions of the `*List` definitions, which k8s-openapi does not have (it has one
+/// generic `List<T>`) and the server synthesizes: for each list message without a
+/// definition, by definition name, the list's description and those of its `items` and
+/// `metadata`.
+fn list_descriptions(j: &Joiner<'_>) -> Map<String, Value> {
+    let mut lists = Map::new();
+    for (id, msg) in j.msgs {
+        let go_name = &j.go_name[id];
+        let field = |name: &str| msg.fields.iter().find(|f| f.rust_name == name);
+        let (Some(items), Some(metadata)) = (field("items"), field("metadata")) else {
+            continue;
+        };
+        // Only lists of the types k8s-openapi defines (the ones the server can serve).
+        let of_defined = items.message.as_ref().is_some_and(|t| j.own_def.contains_key(t));
+        if !go_name.ends_with("List") || j.own_def.contains_key(id) || !items.repeated || !of_defined {
+            continue;
+        }
+        lists.insert(
+            format!("{}.{go_name}", openapi_package(&id.0)),
+            json!({
+                "description": msg.description,
+                "items": items.description,
+                "metadata": metadata.description,
+            }),
+        );
+    }
+    lists
 }
 
 impl Joiner<'_> {

@@ -164,6 +164,8 @@ pub struct Field {
     pub message: Option<MessageId>,
     /// Markers from the field's doc comment.
     pub markers: Markers,
+    /// The field's doc comment as upstream OpenAPI describes the property.
+    pub description: String,
 }
 
 /// One message.
@@ -173,6 +175,8 @@ pub struct Message {
     pub doc_first_word: Option<String>,
     /// Markers from the message's doc comment (`+structType`).
     pub markers: Markers,
+    /// The message's doc comment as upstream OpenAPI describes the definition.
+    pub description: String,
     /// Fields in declaration order.
     pub fields: Vec<Field>,
 }
@@ -189,6 +193,48 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// A doc comment as Kubernetes' OpenAPI generator turns the Go comment into a description:
+/// generator markers (`+optional`) and `TODO` lines dropped, the lines of a paragraph joined
+/// by spaces, paragraphs by a blank line, nothing after `---`. prost's rendering of the
+/// comment is undone first: it wraps bare URLs in `<...>` and escapes brackets.
+pub fn description(lines: &[String]) -> String {
+    let mut paragraphs: Vec<Vec<String>> = vec![Vec::new()];
+    for line in lines {
+        if line.trim() == "---" {
+            break;
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            paragraphs.push(Vec::new());
+        } else if !text.starts_with('+') && !text.starts_with("TODO") {
+            let text = unwrap_urls(&text.replace("\\[", "[").replace("\\]", "]"));
+            if let Some(last) = paragraphs.last_mut() {
+                last.push(text);
+            }
+        }
+    }
+    paragraphs
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| p.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// `More info: <https://...>` → `More info: https://...`.
+fn unwrap_urls(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("<http") {
+        let Some(len) = rest[start..].find('>') else { break };
+        out.push_str(&rest[..start]);
+        out.push_str(&rest[start + 1..start + len]);
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn derives_prost(attrs: &[Attribute], what: &str) -> bool {
@@ -352,7 +398,8 @@ fn parse_module(file: &syn::File, module: &[String], out: &mut BTreeMap<MessageI
                                 s.ident
                             );
                         }
-                        let mut markers = Markers::from_doc(&doc_lines(&f.attrs))?;
+                        let field_doc = doc_lines(&f.attrs);
+                        let mut markers = Markers::from_doc(&field_doc)?;
                         // On a field, `+structType` is published like `+mapType`
                         // (`x-kubernetes-map-type` on the property).
                         if let Some(st) = markers.struct_type.take() {
@@ -368,6 +415,7 @@ fn parse_module(file: &syn::File, module: &[String], out: &mut BTreeMap<MessageI
                             map_value: p.map_value,
                             message: target,
                             markers,
+                            description: description(&field_doc),
                         });
                     }
                 }
@@ -378,6 +426,7 @@ fn parse_module(file: &syn::File, module: &[String], out: &mut BTreeMap<MessageI
                     Message {
                         doc_first_word,
                         markers,
+                        description: description(&doc),
                         fields,
                     },
                 );
@@ -447,6 +496,19 @@ mod tests {
 
     fn doc(lines: &[&str]) -> Vec<String> {
         lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn doc_comments_become_upstream_descriptions() {
+        assert_eq!(
+            description(&doc(&[
+                " Standard list metadata.",
+                " More info: <https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds>",
+                " +optional",
+            ])),
+            "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+        );
+        assert_eq!(description(&doc(&[" One.", "", " Two \\[x\\].", " ---", " hidden"])), "One.\n\nTwo [x].");
     }
 
     #[test]

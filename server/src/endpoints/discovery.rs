@@ -1,109 +1,274 @@
-//! Discovery documents: `/api`, `/apis`, `/apis/{group}`, `/api/v1`, `/apis/{group}/{version}`
-//! and `/version`, generated from the registry.
+//! Discovery documents: `/api`, `/apis`, `/apis/{group}`, `/api/v1`, `/apis/{group}/{version}`,
+//! their aggregated form and `/version`, generated from the registry.
+//!
+//! Each document is a typed struct whose fields are declared in the order of kube-apiserver's
+//! Go structs (`metav1.APIResourceList`, `apidiscovery/v2.APIGroupDiscoveryList`,
+//! `version.Info`, ...), with the same omitted-when-empty fields, so that its JSON has kube's
+//! bytes; a `serde_json::Value` would sort the keys.
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use crate::scheme::Registry;
+use crate::scheme::{Registry, ResourceType};
 
 /// The Kubernetes version kuberaft's API and types follow.
 pub const KUBE_VERSION: (&str, &str) = ("1", "35");
 
-/// `/version`.
-pub fn version() -> Value {
-    json!({
-        "major": KUBE_VERSION.0,
-        "minor": KUBE_VERSION.1,
-        "gitVersion": format!("v{}.{}.0-kuberaft.{}", KUBE_VERSION.0, KUBE_VERSION.1, env!("CARGO_PKG_VERSION")),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "",
-        "goVersion": "",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "amd64" } else { std::env::consts::ARCH }),
-    })
+/// `/version` (`version.Info`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionInfo {
+    major: &'static str,
+    minor: &'static str,
+    emulation_major: &'static str,
+    emulation_minor: &'static str,
+    min_compatibility_major: &'static str,
+    min_compatibility_minor: String,
+    git_version: String,
+    git_commit: &'static str,
+    git_tree_state: &'static str,
+    build_date: &'static str,
+    go_version: &'static str,
+    compiler: &'static str,
+    platform: String,
+}
+
+/// `/version`: kuberaft emulates the Kubernetes version it follows and, as kube-apiserver
+/// does by default, stays compatible with the minor version before it.
+pub fn version() -> VersionInfo {
+    let (major, minor) = KUBE_VERSION;
+    let previous = minor
+        .parse::<u32>()
+        .map_or_else(|_| minor.to_string(), |m| m.saturating_sub(1).to_string());
+    let arch = if std::env::consts::ARCH == "x86_64" {
+        "amd64"
+    } else {
+        std::env::consts::ARCH
+    };
+    VersionInfo {
+        major,
+        minor,
+        emulation_major: major,
+        emulation_minor: minor,
+        min_compatibility_major: major,
+        min_compatibility_minor: previous,
+        git_version: format!("v{major}.{minor}.0-kuberaft.{}", env!("CARGO_PKG_VERSION")),
+        git_commit: "",
+        git_tree_state: "clean",
+        build_date: "",
+        go_version: "",
+        compiler: "rustc",
+        platform: format!("{}/{arch}", std::env::consts::OS),
+    }
+}
+
+/// A discovery document, whichever one was asked for (serialized as the document itself).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Document {
+    /// `/api`.
+    Versions(ApiVersions),
+    /// `/apis`.
+    Groups(ApiGroupList),
+    /// `/apis/{group}`.
+    Group(ApiGroup),
+    /// `/api/v1`, `/apis/{group}/{version}`.
+    Resources(ApiResourceList),
+    /// `/api` or `/apis` in the aggregated form.
+    Aggregated(GroupDiscoveryList),
+}
+
+/// `metav1.APIVersions`. kube-apiserver strips `apiVersion` from the documents of the core
+/// group (`/api`, `/api/v1`), as release 1.1 answered them.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiVersions {
+    kind: &'static str,
+    versions: Vec<&'static str>,
+    #[serde(rename = "serverAddressByClientCIDRs")]
+    server_address_by_client_cidrs: Vec<ServerAddress>,
+}
+
+/// `metav1.ServerAddressByClientCIDR`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServerAddress {
+    #[serde(rename = "clientCIDR")]
+    client_cidr: &'static str,
+    server_address: String,
+}
+
+/// `metav1.APIGroupList`.
+#[derive(Debug, Serialize)]
+pub struct ApiGroupList {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    groups: Vec<ApiGroup>,
+}
+
+/// `metav1.APIGroup`; inside a list it has no type fields.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiGroup {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_version: Option<&'static str>,
+    name: String,
+    versions: Vec<GroupVersion>,
+    preferred_version: GroupVersion,
+}
+
+/// `metav1.GroupVersionForDiscovery`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GroupVersion {
+    group_version: String,
+    version: String,
+}
+
+/// `metav1.APIResourceList`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiResourceList {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_version: Option<&'static str>,
+    group_version: String,
+    resources: Vec<ApiResource>,
+}
+
+/// `metav1.APIResource`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiResource {
+    name: String,
+    singular_name: String,
+    namespaced: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    group: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    version: String,
+    kind: String,
+    verbs: Vec<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    short_names: Vec<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    categories: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage_version_hash: Option<String>,
 }
 
 /// `/api`.
-pub fn core_versions(server_address: &str) -> Value {
-    json!({
-        "kind": "APIVersions",
-        "versions": ["v1"],
-        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
-    })
+pub fn core_versions(server_address: &str) -> ApiVersions {
+    ApiVersions {
+        kind: "APIVersions",
+        versions: vec!["v1"],
+        server_address_by_client_cidrs: vec![ServerAddress {
+            client_cidr: "0.0.0.0/0",
+            server_address: server_address.to_string(),
+        }],
+    }
 }
 
-fn group_doc(group: &str, versions: &[&str]) -> Value {
-    let vs: Vec<Value> = versions
+fn group_doc(group: &str, versions: &[&str], typed: bool) -> ApiGroup {
+    let vs: Vec<GroupVersion> = versions
         .iter()
-        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .map(|v| GroupVersion {
+            group_version: format!("{group}/{v}"),
+            version: v.to_string(),
+        })
         .collect();
-    json!({
-        "name": group,
-        "versions": vs,
-        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
-    })
+    ApiGroup {
+        kind: typed.then_some("APIGroup"),
+        api_version: typed.then_some("v1"),
+        name: group.to_string(),
+        preferred_version: vs.first().cloned().unwrap_or(GroupVersion {
+            group_version: String::new(),
+            version: String::new(),
+        }),
+        versions: vs,
+    }
 }
 
 /// `/apis`.
-pub fn groups(registry: &Registry) -> Value {
-    let groups: Vec<Value> = registry.groups().iter().map(|(g, vs)| group_doc(g, vs)).collect();
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+pub fn groups(registry: &Registry) -> ApiGroupList {
+    ApiGroupList {
+        kind: "APIGroupList",
+        api_version: "v1",
+        groups: registry
+            .groups()
+            .iter()
+            .map(|(g, vs)| group_doc(g, vs, false))
+            .collect(),
+    }
 }
 
 /// `/apis/{group}`, if the group exists.
-pub fn group(registry: &Registry, name: &str) -> Option<Value> {
+pub fn group(registry: &Registry, name: &str) -> Option<ApiGroup> {
     registry
         .groups()
         .into_iter()
         .find(|(g, _)| *g == name)
-        .map(|(g, vs)| {
-            let mut doc = group_doc(g, &vs);
-            doc["kind"] = json!("APIGroup");
-            doc["apiVersion"] = json!("v1");
-            doc
-        })
+        .map(|(g, vs)| group_doc(g, &vs, true))
+}
+
+/// One type's entry: the resource itself, with its storage version's hash.
+fn api_resource(t: &ResourceType) -> ApiResource {
+    ApiResource {
+        name: t.plural.to_string(),
+        singular_name: t.singular.clone(),
+        namespaced: t.namespaced,
+        group: String::new(),
+        version: String::new(),
+        kind: t.kind.to_string(),
+        verbs: t.verbs().to_vec(),
+        short_names: t.short_names.to_vec(),
+        categories: t.categories.to_vec(),
+        storage_version_hash: t.storage_version_hash(),
+    }
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`: every resource and subresource of the version.
-pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
+pub fn resource_list(registry: &Registry, group: &str, version: &str) -> ApiResourceList {
     let mut resources = Vec::new();
     for t in registry.in_group_version(group, version) {
-        let mut r = json!({
-            "name": t.plural,
-            "singularName": t.singular,
-            "namespaced": t.namespaced,
-            "kind": t.kind,
-            "verbs": t.verbs(),
-        });
-        if !t.short_names.is_empty() {
-            r["shortNames"] = json!(t.short_names);
-        }
-        if !t.categories.is_empty() {
-            r["categories"] = json!(t.categories);
-        }
-        resources.push(r);
+        resources.push(api_resource(t));
         for sub in t.subresources() {
-            let mut r = json!({
-                "name": format!("{}/{}", t.plural, sub.name),
-                "singularName": "",
-                "namespaced": t.namespaced,
+            let (sub_group, sub_version, kind) = sub.kind;
+            let foreign = (sub_group, sub_version) != (&*t.group, &*t.version);
+            resources.push(ApiResource {
+                name: format!("{}/{}", t.plural, sub.name),
+                singular_name: String::new(),
+                namespaced: t.namespaced,
+                group: if foreign {
+                    sub_group.to_string()
+                } else {
+                    String::new()
+                },
+                version: if foreign {
+                    sub_version.to_string()
+                } else {
+                    String::new()
+                },
+                kind: kind.to_string(),
+                verbs: sub.verbs.to_vec(),
+                short_names: Vec::new(),
+                categories: Vec::new(),
+                storage_version_hash: None,
             });
-            let (group, version, kind) = sub.kind;
-            if (group, version) != (&*t.group, &*t.version) {
-                r["group"] = json!(group);
-                r["version"] = json!(version);
-            }
-            r["kind"] = json!(kind);
-            r["verbs"] = json!(sub.verbs);
-            resources.push(r);
         }
     }
-    let gv = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+    ApiResourceList {
+        kind: "APIResourceList",
+        api_version: (!group.is_empty()).then_some("v1"),
+        group_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        resources,
+    }
 }
 
 /// The `Content-Type` of an aggregated discovery document of `version` (`v2` or `v2beta1`):
@@ -112,89 +277,173 @@ pub fn aggregated_content_type(version: &str) -> String {
     format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
 }
 
-fn response_kind(group: &str, version: &str, kind: &str) -> Value {
-    json!({"group": group, "version": version, "kind": kind})
+/// `apidiscovery.APIGroupDiscoveryList`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupDiscoveryList {
+    kind: &'static str,
+    api_version: String,
+    metadata: Empty,
+    items: Vec<GroupDiscovery>,
+}
+
+/// An empty `ListMeta`.
+#[derive(Debug, Serialize)]
+struct Empty {}
+
+/// `apidiscovery.APIGroupDiscovery`.
+#[derive(Debug, Serialize)]
+struct GroupDiscovery {
+    metadata: GroupMeta,
+    versions: Vec<VersionDiscovery>,
+}
+
+/// The `ObjectMeta` of a group's discovery: only its name (none for the core group), and
+/// the creation timestamp Go's encoder never omits.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GroupMeta {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: String,
+    creation_timestamp: Option<()>,
+}
+
+/// `apidiscovery.APIVersionDiscovery`.
+#[derive(Debug, Serialize)]
+struct VersionDiscovery {
+    version: String,
+    resources: Vec<ResourceDiscovery>,
+    freshness: &'static str,
+}
+
+/// `apidiscovery.APIResourceDiscovery`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceDiscovery {
+    resource: String,
+    response_kind: Gvk,
+    scope: &'static str,
+    singular_resource: String,
+    verbs: Vec<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    short_names: Vec<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    categories: Vec<String>,
+    #[serde(skip_serializing_if = "<[SubresourceDiscovery]>::is_empty")]
+    subresources: Vec<SubresourceDiscovery>,
+}
+
+/// `apidiscovery.APISubresourceDiscovery`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SubresourceDiscovery {
+    subresource: &'static str,
+    response_kind: Gvk,
+    verbs: Vec<&'static str>,
+}
+
+/// `metav1.GroupVersionKind`.
+#[derive(Debug, Serialize)]
+struct Gvk {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
+    Gvk {
+        group: group.to_string(),
+        version: version.to_string(),
+        kind: kind.to_string(),
+    }
 }
 
 /// One version of a group in the aggregated form: its resources with their subresources.
-fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Value {
+fn aggregated_version(registry: &Registry, group: &str, version: &str) -> VersionDiscovery {
     let mut types: Vec<_> = registry.in_group_version(group, version).collect();
     types.sort_by(|a, b| a.plural.cmp(&b.plural));
-    let resources: Vec<Value> = types
+    let resources = types
         .into_iter()
-        .map(|t| {
-            let subresources: Vec<Value> = t
+        .map(|t| ResourceDiscovery {
+            resource: t.plural.to_string(),
+            response_kind: gvk(&t.group, &t.version, &t.kind),
+            scope: if t.namespaced { "Namespaced" } else { "Cluster" },
+            singular_resource: t.singular.clone(),
+            verbs: t.verbs().to_vec(),
+            short_names: t.short_names.to_vec(),
+            categories: t.categories.to_vec(),
+            subresources: t
                 .subresources()
                 .iter()
                 .map(|sub| {
                     let (group, version, kind) = sub.kind;
-                    json!({
-                        "subresource": sub.name,
-                        "responseKind": response_kind(group, version, kind),
-                        "verbs": sub.verbs,
-                    })
+                    SubresourceDiscovery {
+                        subresource: sub.name,
+                        response_kind: gvk(group, version, kind),
+                        verbs: sub.verbs.to_vec(),
+                    }
                 })
-                .collect();
-            let mut r = json!({
-                "resource": t.plural,
-                "responseKind": response_kind(&t.group, &t.version, &t.kind),
-                "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
-                "singularResource": t.singular,
-                "verbs": t.verbs(),
-            });
-            if !t.short_names.is_empty() {
-                r["shortNames"] = json!(t.short_names);
-            }
-            if !t.categories.is_empty() {
-                r["categories"] = json!(t.categories);
-            }
-            if !subresources.is_empty() {
-                r["subresources"] = json!(subresources);
-            }
-            r
+                .collect(),
         })
         .collect();
-    json!({"version": version, "resources": resources, "freshness": "Current"})
+    VersionDiscovery {
+        version: version.to_string(),
+        resources,
+        freshness: "Current",
+    }
 }
 
 /// `/api` (`core`) or `/apis` as an `APIGroupDiscoveryList` of `version` (`v2` or `v2beta1`):
 /// every group, version and resource in one document, which is what kubectl asks for first.
-pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
+pub fn aggregated(registry: &Registry, core: bool, version: &str) -> GroupDiscoveryList {
     let groups: Vec<(&str, Vec<&str>)> = if core {
         vec![("", vec!["v1"])]
     } else {
         registry.groups()
     };
-    let items: Vec<Value> = groups
+    let items = groups
         .into_iter()
-        .map(|(group, versions)| {
-            let mut metadata = json!({"creationTimestamp": null});
-            if !group.is_empty() {
-                metadata["name"] = json!(group);
-            }
-            let versions: Vec<Value> = versions
+        .map(|(group, versions)| GroupDiscovery {
+            metadata: GroupMeta {
+                name: group.to_string(),
+                creation_timestamp: None,
+            },
+            versions: versions
                 .into_iter()
                 .map(|v| aggregated_version(registry, group, v))
-                .collect();
-            json!({"metadata": metadata, "versions": versions})
+                .collect(),
         })
         .collect();
-    json!({
-        "kind": "APIGroupDiscoveryList",
-        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
-        "metadata": {},
-        "items": items,
-    })
+    GroupDiscoveryList {
+        kind: "APIGroupDiscoveryList",
+        api_version: format!("apidiscovery.k8s.io/{version}"),
+        metadata: Empty {},
+        items,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn resource_lists_have_kube_apiservers_field_order() {
+        let r = Registry::new();
+        let core = serde_json::to_string(&resource_list(&r, "", "v1")).unwrap();
+        assert!(
+            core.starts_with(r#"{"kind":"APIResourceList","groupVersion":"v1","resources":["#),
+            "{core}"
+        );
+        assert!(core.contains(r#"{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["cm"],"storageVersionHash":"qFsyl6wFWjQ="}"#), "{core}");
+        let apps = serde_json::to_string(&resource_list(&r, "apps", "v1")).unwrap();
+        assert!(apps.contains(r#"{"name":"deployments/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale","verbs":["get","patch","update"]}"#), "{apps}");
+    }
 
     #[test]
     fn aggregated_discovery_lists_every_served_resource_once() {
         let r = Registry::new();
-        let core = aggregated(&r, true, "v2");
+        let core = serde_json::to_value(aggregated(&r, true, "v2")).unwrap();
         assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
         let core_items = core["items"].as_array().expect("items");
         assert_eq!(core_items.len(), 1);
@@ -218,7 +467,7 @@ mod tests {
             ["binding", "ephemeralcontainers", "eviction", "status"]
         );
 
-        let groups = aggregated(&r, false, "v2beta1");
+        let groups = serde_json::to_value(aggregated(&r, false, "v2beta1")).unwrap();
         let items = groups["items"].as_array().expect("items");
         assert_eq!(items.len(), r.groups().len());
         let apps = items

@@ -24,7 +24,7 @@ use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
 use crate::config::FeatureGates;
-use crate::machinery::decode::decode_body;
+use crate::machinery::decode::decode_object;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::protobuf;
 use crate::machinery::query::{parse_bool, Query};
@@ -36,9 +36,10 @@ use crate::registry::{create, read, Requester, ResourceRequest};
 use crate::scheme::{LiveRegistry, ResourceType};
 use crate::store::Store;
 use body::{content_type, read_body};
+use discovery::Document;
 use negotiation::{negotiate, Format, Offer};
 use request_info::{RequestInfo, Target, Verb};
-use response::{error_response, render, respond, wants_protobuf, warning_header};
+use response::{error_response, render_document, respond, wants_protobuf, warning_header};
 
 /// What the API handlers share.
 #[derive(Clone)]
@@ -148,16 +149,20 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             let registry = api.registry.current();
             let doc = match (discovery_target, format) {
                 (Target::CoreVersions, Format::AggregatedDiscovery(v)) => {
-                    discovery::aggregated(&registry, true, v)
+                    Document::Aggregated(discovery::aggregated(&registry, true, v))
                 }
                 (Target::Groups, Format::AggregatedDiscovery(v)) => {
-                    discovery::aggregated(&registry, false, v)
+                    Document::Aggregated(discovery::aggregated(&registry, false, v))
                 }
-                (Target::CoreVersions, _) => discovery::core_versions(&host_of(&parts.headers)),
-                (Target::Groups, _) => discovery::groups(&registry),
-                (Target::Group(g), _) => discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?,
+                (Target::CoreVersions, _) => {
+                    Document::Versions(discovery::core_versions(&host_of(&parts.headers)))
+                }
+                (Target::Groups, _) => Document::Groups(discovery::groups(&registry)),
+                (Target::Group(g), _) => {
+                    Document::Group(discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?)
+                }
                 (Target::ResourceList { group, version }, _) => {
-                    discovery::resource_list(&registry, &group, &version)
+                    Document::Resources(discovery::resource_list(&registry, &group, &version))
                 }
                 (Target::Resource(_), _) => return Err(ApiError::no_route()),
             };
@@ -165,7 +170,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                 Format::AggregatedDiscovery(_) => format,
                 _ => plain,
             };
-            return Ok(render(200, &doc, format, pretty));
+            return Ok(render_document(200, &doc, format, pretty));
         }
     };
     req.requester = parts.extensions.get::<Arc<UserInfo>>().map(|user| Requester {
@@ -189,7 +194,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         Verb::Get => read::get(store, &req, &GetOptions::parse(&q)?).await?,
         Verb::Create if req.rt.review => {
             let bytes = read_body(&parts.headers, body).await?;
-            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            let obj = decode_object(&req.rt.kind, &content_type(&parts.headers), &bytes)?;
             let user = parts
                 .extensions
                 .get::<Arc<UserInfo>>()
@@ -199,19 +204,19 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         Verb::Create if req.subresource.as_deref() == Some("token") => {
             let opts = WriteOptions::parse(&q)?;
             let bytes = read_body(&parts.headers, body).await?;
-            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            let obj = decode_object("TokenRequest", &content_type(&parts.headers), &bytes)?;
             token_request::create(&api.authenticator, store, &req, &opts, obj.value).await?
         }
         Verb::Create => {
             let opts = WriteOptions::parse(&q)?;
             let bytes = read_body(&parts.headers, body).await?;
-            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            let obj = decode_object(&req.rt.kind, &content_type(&parts.headers), &bytes)?;
             create::create(store, &req, &opts, obj).await?
         }
         Verb::Update => {
             let opts = WriteOptions::parse(&q)?;
             let bytes = read_body(&parts.headers, body).await?;
-            let obj = decode_body(&content_type(&parts.headers), &bytes)?;
+            let obj = decode_object(&req.rt.kind, &content_type(&parts.headers), &bytes)?;
             update::update(store, &req, &opts, obj).await?
         }
         Verb::Patch => {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::discovery;
@@ -14,6 +15,7 @@ use axum::http::HeaderMap;
 use super::negotiation::{negotiate, Format, Offer};
 use crate::endpoints::table;
 use crate::machinery::errors::{ApiError, ApiResult, ResponseStatus};
+use crate::machinery::go_json;
 use crate::machinery::meta;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
@@ -21,45 +23,85 @@ use crate::registry::reply::{strip_type, Reply};
 use crate::registry::ResourceRequest;
 use crate::store::cacher;
 
+/// JSON as kube-apiserver's serializer writes it: compact with a newline after the object
+/// (Go's `json.Encoder`), or indented without one (`json.MarshalIndent`, for `pretty`).
+pub fn json_bytes<T: Serialize + ?Sized>(body: &T, pretty: bool) -> serde_json::Result<Vec<u8>> {
+    let mut bytes = go_json::encode(body, pretty)?;
+    if !pretty {
+        bytes.push(b'\n');
+    }
+    Ok(bytes)
+}
+
+/// A value's JSON as kube-apiserver writes it ([`json_bytes`]), the documents kuberaft builds
+/// itself (Status, Table, Scale, reviews) in kube's field order.
+pub fn value_json_bytes(body: &Value, pretty: bool) -> serde_json::Result<Vec<u8>> {
+    match go_json::shape_of(body) {
+        Some(shape) => json_bytes(&go_json::Ordered(body, shape), pretty),
+        None => json_bytes(body, pretty),
+    }
+}
+
+/// Renders a document kuberaft builds itself as a typed struct (discovery): JSON keeps the
+/// struct's field order, which is kube's; YAML and protobuf go through the value (YAML sorts
+/// keys, as kube-apiserver's YAML does).
+pub fn render_document<T: Serialize>(code: u16, doc: &T, format: Format, pretty: bool) -> Response {
+    match format {
+        Format::Yaml | Format::Protobuf => match serde_json::to_value(doc) {
+            Ok(value) => render(code, &value, format, pretty),
+            Err(e) => ApiError::internal(e.to_string()).into_response(),
+        },
+        _ => match json_bytes(doc, pretty) {
+            Ok(b) => json_response(code, b, format),
+            Err(e) => ApiError::internal(e.to_string()).into_response(),
+        },
+    }
+}
+
+/// JSON bytes as a response: an aggregated discovery document with its own media type (and
+/// `Vary: Accept`, since `/api` and `/apis` answer two forms), anything else as
+/// `application/json`.
+fn json_response(code: u16, bytes: Vec<u8>, format: Format) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    match format {
+        Format::AggregatedDiscovery(version) => (
+            code,
+            [
+                (header::CONTENT_TYPE, discovery::aggregated_content_type(version)),
+                (header::VARY, "Accept".to_string()),
+            ],
+            bytes,
+        )
+            .into_response(),
+        _ => (code, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+    }
+}
+
 /// Renders a value in the negotiated representation.
 pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response {
-    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    let (ctype, bytes) = match format {
-        Format::Protobuf => match protobuf::response(code, body) {
-            Some(r) => return r,
-            None => return render(code.as_u16(), body, Format::Json, pretty),
-        },
+    match format {
+        Format::Protobuf => {
+            match protobuf::response(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), body) {
+                Some(r) => r,
+                None => render(code, body, Format::Json, pretty),
+            }
+        }
         Format::Yaml => match yaml_serde::to_string(body) {
-            Ok(s) => ("application/yaml", s.into_bytes()),
-            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+            Ok(s) => (
+                StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
+                [(header::CONTENT_TYPE, "application/yaml")],
+                s,
+            )
+                .into_response(),
+            Err(e) => ApiError::internal(e.to_string()).into_response(),
         },
-        Format::AggregatedDiscovery(version) => {
-            return match serde_json::to_vec(body) {
-                Ok(b) => (
-                    code,
-                    [
-                        (header::CONTENT_TYPE, discovery::aggregated_content_type(version)),
-                        (header::VARY, "Accept".to_string()),
-                    ],
-                    b,
-                )
-                    .into_response(),
+        Format::Json | Format::Table(_) | Format::Metadata(_) | Format::AggregatedDiscovery(_) => {
+            match value_json_bytes(body, pretty) {
+                Ok(b) => json_response(code, b, format),
                 Err(e) => ApiError::internal(e.to_string()).into_response(),
             }
         }
-        Format::Json | Format::Table(_) | Format::Metadata(_) => {
-            let bytes = if pretty {
-                serde_json::to_vec_pretty(body)
-            } else {
-                serde_json::to_vec(body)
-            };
-            match bytes {
-                Ok(b) => ("application/json", b),
-                Err(e) => return ApiError::internal(e.to_string()).into_response(),
-            }
-        }
-    };
-    (code, [(header::CONTENT_TYPE, ctype)], bytes).into_response()
+    }
 }
 
 /// A `Warning` header value as kube-apiserver writes it: code 299, no agent, quoted text.
@@ -120,7 +162,16 @@ pub fn respond(
         // A cached object in compact JSON: its shared encoding, not copied.
         (None, Some(obj)) if wire == Format::Json && !pretty => {
             let status = StatusCode::from_u16(reply.code).unwrap_or(StatusCode::OK);
-            Ok((status, [(header::CONTENT_TYPE, "application/json")], obj.json()).into_response())
+            let mut json =
+                bytes::BytesMut::with_capacity(obj.item_json().len() + obj.type_fields().len() + 3);
+            obj.write_json(&mut json);
+            json.extend_from_slice(b"\n");
+            Ok((
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                json.freeze(),
+            )
+                .into_response())
         }
         (None, Some(obj)) => Ok(render(reply.code, &obj.value(), wire, pretty)),
         (None, None) => {
@@ -173,8 +224,10 @@ fn render_list(
             .collect();
         return render(code, &body, format, pretty);
     }
+    // The list's own fields in kube's order (`kind`, `apiVersion`, `metadata`), as its
+    // streaming list encoder writes them.
     let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
-    let Ok(head) = serde_json::to_vec(&head) else {
+    let Ok(head) = go_json::encode(&go_json::Ordered(&head, &go_json::LIST_HEAD), false) else {
         return ApiError::internal("cannot encode a list").into_response();
     };
     let size = head.len()
@@ -199,7 +252,7 @@ fn render_list(
             out.extend_from_slice(o.item_json());
         }
     }
-    out.extend_from_slice(b"]}");
+    out.extend_from_slice(b"]}\n");
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
 }

@@ -35,6 +35,7 @@ use crate::apiextensions;
 use crate::endpoints::negotiation::Format;
 use crate::endpoints::table::{self, IncludeObject};
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::go_json;
 use crate::machinery::meta::partial_object_metadata;
 use crate::machinery::protobuf;
 use crate::machinery::query::Query;
@@ -171,20 +172,30 @@ impl Encoding {
                 Ok(raw) => protobuf::watch_frame(kind, &raw).into(),
                 Err(_) => Bytes::new(),
             },
-            Encoding::Metadata(version) => {
-                let event = json!({"type": kind, "object": partial_object_metadata(obj.clone(), version)});
-                let mut b = serde_json::to_vec(&event).unwrap_or_default();
-                b.push(b'\n');
-                b.into()
-            }
-            Encoding::Json | Encoding::Table { .. } => {
-                let event = json!({"type": kind, "object": obj});
-                let mut b = serde_json::to_vec(&event).unwrap_or_default();
-                b.push(b'\n');
-                b.into()
-            }
+            Encoding::Metadata(version) => json_frame(kind, &partial_object_metadata(obj.clone(), version)),
+            Encoding::Json | Encoding::Table { .. } => json_frame(kind, obj),
         }
     }
+}
+
+/// `metav1.WatchEvent` as kube-apiserver writes it: `type` before `object` (whose own fields
+/// are in kube's order), one JSON line per event.
+#[derive(serde::Serialize)]
+struct WatchEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: go_json::Ordered<'a>,
+}
+
+/// A JSON watch frame for an object that is not cached.
+fn json_frame(kind: &str, obj: &Value) -> Bytes {
+    let event = WatchEvent {
+        kind,
+        object: go_json::Ordered(obj, go_json::shape_of_object(obj)),
+    };
+    let mut b = go_json::encode(&event, false).unwrap_or_default();
+    b.push(b'\n');
+    b.into()
 }
 
 /// A YAML watch frame: one document per event.

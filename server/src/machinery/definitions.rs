@@ -276,25 +276,32 @@ fn add_kind_extensions(schemas: &mut Map<String, Value>, k: &ServedKind) {
     let property = |p: &str| def.get("properties").and_then(|props| props.get(p)).cloned();
     let api_version = property("apiVersion").unwrap_or_else(|| json!({"type": "string"}));
     let kind = property("kind").unwrap_or_else(|| json!({"type": "string"}));
-    let list = json!({
-        "description": format!("{} is a list of {} objects.", rt.list_kind, rt.kind),
+    let mut list = json!({
         "type": "object",
         "properties": {
             "apiVersion": api_version,
             "items": {
-                "description": format!("Items is the list of {} objects.", rt.kind),
                 "type": "array",
                 "items": {"$ref": format!("{V2_REF}{}", k.name)},
             },
             "kind": kind,
-            "metadata": {
-                "$ref": format!("{V2_REF}{LIST_META}"),
-                "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
-            },
+            "metadata": {"$ref": format!("{V2_REF}{LIST_META}")},
         },
         "required": ["items"],
         "x-kubernetes-group-version-kind": [gvk(&rt.group, &rt.version, &rt.list_kind)],
     });
+    // Upstream's descriptions of the list (k8s-openapi has none: they come from the type
+    // facts), where upstream has one.
+    if let Some(facts) = type_facts::facts().lists.get(&k.list_name) {
+        let describe = |at: &mut Value, text: &str| {
+            if !text.is_empty() {
+                at["description"] = json!(text);
+            }
+        };
+        describe(&mut list, &facts.description);
+        describe(&mut list["properties"]["items"], &facts.items);
+        describe(&mut list["properties"]["metadata"], &facts.metadata);
+    }
     schemas.insert(k.list_name.clone(), list);
 }
 

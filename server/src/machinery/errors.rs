@@ -150,6 +150,18 @@ impl ApiError {
         e
     }
 
+    /// 422 Invalid for a strategic merge patch whose result cannot be turned into the type
+    /// (`why`, the converter's words), as kube-apiserver answers it: no kind or name, the
+    /// field `patch`, and the patch as Go prints a decoded map (`map[data:x]`).
+    pub fn invalid_patch(patch: &Value, why: &str) -> Self {
+        let shown = go_quote(&go_print(patch));
+        let body = format!("Invalid value: {shown}: {why}");
+        let mut e = Self::new(422, "Invalid", format!(" \"\" is invalid: patch: {body}"));
+        e.details =
+            Some(json!({"causes": [{"reason": "FieldValueInvalid", "message": body, "field": "patch"}]}));
+        e
+    }
+
     /// 406 NotAcceptable.
     pub fn not_acceptable(accept: &str) -> Self {
         Self::new(
@@ -306,6 +318,63 @@ impl ApiError {
     }
 }
 
+/// A decoded JSON value as Go's `fmt` prints it with `%+v`: maps as `map[k:v ...]` in key
+/// order, slices as `[a b]`, strings bare, null as `<nil>`, floats in `%g` form.
+fn go_print(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (None, Some(u), _) => u.to_string(),
+            (None, None, Some(f)) => go_float(f),
+            _ => n.to_string(),
+        },
+        Value::String(s) => s.clone(),
+        Value::Array(items) => format!("[{}]", items.iter().map(go_print).collect::<Vec<_>>().join(" ")),
+        Value::Object(fields) => format!(
+            "map[{}]",
+            fields
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_print(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
+}
+
+/// A float as Go's `%v` prints it (`strconv`'s `'g'` with the shortest digits): plain, or in
+/// exponent form (`1e+06`, `1.5e-07`) when the exponent is below -4 or 6 and up.
+fn go_float(f: f64) -> String {
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..6).contains(&exp) {
+        f.to_string()
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+/// A string quoted as Go's `%q` quotes it.
+fn go_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_string()
@@ -403,7 +472,10 @@ impl ApiError {
             details,
             code: self.code,
         };
-        serde_json::to_string(&body).unwrap_or_else(|_| self.body().to_string())
+        crate::machinery::go_json::encode(&body, false)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_else(|| self.body().to_string())
     }
 }
 
@@ -413,7 +485,8 @@ impl IntoResponse for ApiError {
         let mut resp = (
             code,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.body_json(),
+            // kube-apiserver's JSON encoder ends every object with a newline.
+            self.body_json() + "\n",
         )
             .into_response();
         if let Some(s) = self.retry_after {
@@ -494,6 +567,22 @@ mod status_tests {
         assert_eq!(
             ApiError::not_found("apps", "deployments", "web").body_json(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" not found","reason":"NotFound","details":{"name":"web","group":"apps","kind":"deployments"},"code":404}"#
+        );
+    }
+
+    #[test]
+    fn a_patch_that_cannot_convert_is_shown_as_go_prints_it() {
+        let patch =
+            serde_json::json!({"data": "x", "n": [1, 1.5, 1000000.0, null, true], "s": {"q": "a\"b"}});
+        let e = ApiError::invalid_patch(&patch, "cannot restore map from string");
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            r#" "" is invalid: patch: Invalid value: "map[data:x n:[1 1.5 1e+06 <nil> true] s:map[q:a\"b]]": cannot restore map from string"#
+        );
+        assert_eq!(
+            e.body_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":" \"\" is invalid: patch: Invalid value: \"map[data:x n:[1 1.5 1e+06 \u003cnil\u003e true] s:map[q:a\\\"b]]\": cannot restore map from string","reason":"Invalid","details":{"causes":[{"reason":"FieldValueInvalid","message":"Invalid value: \"map[data:x n:[1 1.5 1e+06 \u003cnil\u003e true] s:map[q:a\\\"b]]\": cannot restore map from string","field":"patch"}]},"code":422}"#
         );
     }
 

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::query::Query;
-use crate::machinery::schema::{schemas, Node, Shape};
+use crate::machinery::schema::{schemas, Node, Scalar, Shape};
 use crate::scheme::ResourceType;
 
 /// What to do about unknown and duplicate fields.
@@ -168,6 +168,24 @@ impl<'de> Visitor<'de> for Tracked<'_> {
 struct Findings {
     unknown: Vec<String>,
     wrong_type: Option<String>,
+    /// The same wrong type as apimachinery's unstructured converter words it, which is how
+    /// kube-apiserver meets it after a strategic merge patch (`cannot restore map from
+    /// string`); `None` for types it converts through JSON (IntOrString).
+    conversion: Option<String>,
+}
+
+/// The kind of a decoded JSON value as Go's reflection names it (`int64`, `slice`, ...).
+fn go_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "invalid",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_i64() => "int64",
+        Value::Number(n) if n.is_u64() => "uint64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "slice",
+        Value::Object(_) => "map",
+    }
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -215,6 +233,11 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
         Shape::Scalar(s) => {
             if !s.accepts(value) {
                 f.wrong_type = Some(type_error(s.go_name(), value));
+                // IntOrString converts through JSON; a number into a numeric field converts
+                // (Go's reflection narrows it), so neither has a converter error of its own.
+                let numeric = matches!(s, Scalar::Int32 | Scalar::Int64 | Scalar::Number);
+                f.conversion = (s != Scalar::IntOrString && !(numeric && value.is_number()))
+                    .then(|| format!("cannot convert {} to {}", go_kind(value), s.go_name()));
             }
         }
         Shape::List => match value {
@@ -225,7 +248,10 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
                     }
                 }
             }
-            other => f.wrong_type = Some(type_error("[]", other)),
+            other => {
+                f.wrong_type = Some(type_error("[]", other));
+                f.conversion = Some(format!("cannot restore slice from {}", go_kind(other)));
+            }
         },
         Shape::Map => match value {
             Value::Object(entries) => {
@@ -235,7 +261,10 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
                     }
                 }
             }
-            other => f.wrong_type = Some(type_error("map", other)),
+            other => {
+                f.wrong_type = Some(type_error("map", other));
+                f.conversion = Some(format!("cannot restore map from {}", go_kind(other)));
+            }
         },
         Shape::Struct => match value {
             Value::Object(fields) => {
@@ -253,9 +282,22 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
                     }
                 });
             }
-            other => f.wrong_type = Some(type_error(node.type_name().unwrap_or("struct"), other)),
+            other => {
+                f.wrong_type = Some(type_error(node.type_name().unwrap_or("struct"), other));
+                f.conversion = Some(format!("cannot restore struct from: {}", go_kind(other)));
+            }
         },
     }
+}
+
+/// Why apimachinery's unstructured converter could not turn `obj` (a built-in object of type
+/// `rt`, as a strategic merge patch left it) into its Go type, in its words; `None` when it
+/// can, or when the first wrong type is one it converts through JSON.
+pub fn conversion_error(rt: &ResourceType, obj: &Value) -> Option<String> {
+    let root = schemas().kind(rt)?;
+    let mut findings = Findings::default();
+    walk(root, &mut obj.clone(), "", "", rt.custom.is_some(), &mut findings);
+    findings.conversion
 }
 
 /// Checks `obj` (a whole object of type `rt`) against its schema under `directive`, given the

@@ -10,10 +10,6 @@
 //! server-side applies take over the fields its client-side apply recorded in the
 //! last-applied annotation, and keep that annotation current.
 
-use std::io;
-
-use serde::Serialize;
-use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
 use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -723,49 +719,9 @@ fn keep_last_applied_current(merged: &mut Value, config: &Value) {
 }
 
 /// `value` as Go's `encoding/json` encoder writes it (how kube-apiserver and kubectl write the
-/// last-applied configuration): keys sorted, `<`, `>`, `&`, U+2028 and U+2029 escaped, control
-/// characters as `\u00XX` except `\n`, `\r` and `\t`, and a final newline.
+/// last-applied configuration): keys sorted, Go's string escapes, and a final newline.
 fn go_json(value: &Value) -> Option<String> {
-    struct GoFormatter;
-    impl Formatter for GoFormatter {
-        fn write_string_fragment<W: ?Sized + io::Write>(
-            &mut self,
-            w: &mut W,
-            fragment: &str,
-        ) -> io::Result<()> {
-            let mut start = 0;
-            for (i, c) in fragment.char_indices() {
-                let escaped = match c {
-                    '<' => "\\u003c",
-                    '>' => "\\u003e",
-                    '&' => "\\u0026",
-                    '\u{2028}' => "\\u2028",
-                    '\u{2029}' => "\\u2029",
-                    _ => continue,
-                };
-                w.write_all(&fragment.as_bytes()[start..i])?;
-                w.write_all(escaped.as_bytes())?;
-                start = i + c.len_utf8();
-            }
-            w.write_all(&fragment.as_bytes()[start..])
-        }
-
-        fn write_char_escape<W: ?Sized + io::Write>(
-            &mut self,
-            w: &mut W,
-            escape: CharEscape,
-        ) -> io::Result<()> {
-            match escape {
-                CharEscape::Backspace => w.write_all(b"\\u0008"),
-                CharEscape::FormFeed => w.write_all(b"\\u000c"),
-                other => CompactFormatter.write_char_escape(w, other),
-            }
-        }
-    }
-    let mut out = Vec::new();
-    value
-        .serialize(&mut serde_json::Serializer::with_formatter(&mut out, GoFormatter))
-        .ok()?;
+    let mut out = crate::machinery::go_json::encode(value, false).ok()?;
     out.push(b'\n');
     String::from_utf8(out).ok()
 }

@@ -11,6 +11,7 @@ pub mod errors;
 pub mod field_path;
 pub mod field_validation;
 pub mod fieldset;
+pub mod go_json;
 pub mod managed;
 pub mod meta;
 pub mod protobuf;

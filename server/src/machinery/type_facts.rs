@@ -45,9 +45,24 @@ pub struct TypeFacts {
     pub messages: BTreeMap<String, MessageFacts>,
     /// Merge markers by OpenAPI definition name; definitions without markers are absent.
     pub definitions: BTreeMap<String, DefinitionFacts>,
+    /// The descriptions of the `*List` definitions (which k8s-openapi does not have), by
+    /// definition name (`io.k8s.api.core.v1.ConfigMapList`).
+    pub lists: BTreeMap<String, ListFacts>,
     /// OpenAPI definition name → protobuf full name, built on load.
     #[serde(skip)]
     by_definition: BTreeMap<String, String>,
+}
+
+/// How upstream's OpenAPI describes a list definition and its `items` and `metadata` (empty
+/// where it has no description).
+#[derive(Debug, Deserialize)]
+pub struct ListFacts {
+    /// The definition's description.
+    pub description: String,
+    /// The `items` property's description.
+    pub items: String,
+    /// The `metadata` property's description.
+    pub metadata: String,
 }
 
 impl TypeFacts {

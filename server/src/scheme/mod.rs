@@ -168,6 +168,39 @@ impl ResourceType {
         self.subresources().into_iter().find(|s| s.name == name)
     }
 
+    /// The group, version and kind objects of this type are stored as, where discovery names
+    /// them: a custom resource's storage version; for a built-in type its own, but where
+    /// kube-apiserver stores it as another (events.k8s.io Events are core Events, every
+    /// autoscaling HorizontalPodAutoscaler is `autoscaling/v2`). `None` for reviews, which
+    /// are never stored.
+    pub fn storage_kind(&self) -> Option<(&str, &str, &str)> {
+        if self.review {
+            return None;
+        }
+        if let Some(custom) = &self.custom {
+            return Some((&self.group, &custom.storage_version, &self.kind));
+        }
+        let stored_as = STORED_AS
+            .iter()
+            .find(|((group, plural), _)| (*group, *plural) == (&*self.group, &*self.plural));
+        Some(match stored_as {
+            Some((_, gvk)) => *gvk,
+            None => (&self.group, &self.version, &self.kind),
+        })
+    }
+
+    /// `storageVersionHash` of discovery, as kube-apiserver computes it
+    /// (`discovery.StorageVersionHash`): the first 8 bytes of the SHA-256 of
+    /// `group/version/kind` of the storage version, in standard base64. Clients (the storage
+    /// version migrator) compare it to notice that the storage version changed.
+    pub fn storage_version_hash(&self) -> Option<String> {
+        use base64::Engine;
+        use sha2::Digest;
+        let (group, version, kind) = self.storage_kind()?;
+        let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}"));
+        Some(base64::engine::general_purpose::STANDARD.encode(&digest[..8]))
+    }
+
     /// Whether names of this type must be DNS-1123 labels (rather than subdomains).
     pub fn name_is_label(&self) -> bool {
         matches!(
@@ -191,6 +224,19 @@ pub struct Subresource<'a> {
     /// else; a read answers the whole object, as kube-apiserver's do.
     pub part: Option<&'static [&'static str]>,
 }
+
+/// A group, version and kind.
+type Gvk = (&'static str, &'static str, &'static str);
+
+/// Built-in types kube-apiserver stores as another group, version or kind than the one they
+/// are served as: `((group, plural), (storage group, version, kind))`.
+const STORED_AS: &[((&str, &str), Gvk)] = &[
+    (("events.k8s.io", "events"), ("", "v1", "Event")),
+    (
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("autoscaling", "v2", "HorizontalPodAutoscaler"),
+    ),
+];
 
 /// What the status and scale subresources answer: reads and writes of one object, nothing else.
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
@@ -583,6 +629,23 @@ impl LiveRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_version_hashes_are_kube_apiservers() {
+        let r = Registry::new();
+        let hash = |g: &str, v: &str, p: &str| r.lookup(g, v, p).and_then(ResourceType::storage_version_hash);
+        // The values a real kube-apiserver publishes.
+        assert_eq!(hash("", "v1", "configmaps").as_deref(), Some("qFsyl6wFWjQ="));
+        assert_eq!(hash("apps", "v1", "deployments").as_deref(), Some("8aSe+NMegvE="));
+        assert_eq!(hash("", "v1", "pods").as_deref(), Some("xPOwRZ+Yhw8="));
+        // events.k8s.io Events are stored as core Events, so both publish the same hash.
+        assert_eq!(
+            hash("events.k8s.io", "v1", "events").as_deref(),
+            Some("r2yiGXH7wu8=")
+        );
+        assert_eq!(hash("", "v1", "events").as_deref(), Some("r2yiGXH7wu8="));
+        assert_eq!(hash("authentication.k8s.io", "v1", "tokenreviews"), None);
+    }
 
     #[test]
     fn the_registry_knows_scope_plural_and_kinds() {

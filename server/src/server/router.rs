@@ -20,6 +20,8 @@ use crate::endpoints::{self, discovery, openapi, Api};
 use crate::filters::{
     audit, audit_id, authentication, authorization, compression, impersonation, request_info,
 };
+use crate::machinery::errors::ApiError;
+use crate::machinery::go_json;
 use crate::store::cacher::WatchCache;
 use crate::store::keys;
 
@@ -141,8 +143,13 @@ async fn jwks(State(api): State<Api>) -> Response {
     }
 }
 
+/// `/version`, written as kube-apiserver writes it (`responsewriters.WriteRawJSON`): indented,
+/// with no newline after it.
 async fn version() -> Response {
-    axum::Json(discovery::version()).into_response()
+    match go_json::encode(&discovery::version(), true) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => ApiError::internal(e.to_string()).into_response(),
+    }
 }
 
 async fn livez(State(s): State<HttpState>) -> Response {

@@ -23,6 +23,7 @@ use kuberaft_raft::{Change as StoredChange, NodeError, StorageError};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
+use crate::machinery::go_json;
 use crate::machinery::selector::{field_text, selectable_paths, Selectable};
 use crate::scheme::field_selectors;
 use crate::store::decode_value;
@@ -123,7 +124,8 @@ impl CachedObject {
                 }
             }
         }
-        let mut item = serde_json::to_vec(&obj).unwrap_or_else(|_| b"{}".to_vec());
+        // Escaped as kube-apiserver's encoder escapes strings: these bytes are what readers get.
+        let mut item = go_json::encode(&obj, false).unwrap_or_else(|_| b"{}".to_vec());
         // The encoder grows its buffer by doubling; the cache keeps exactly the bytes.
         item.shrink_to_fit();
         Arc::new(CachedObject {

@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(pods["scope"], "Namespaced");
         assert_eq!(pods["singularResource"], "pod");
         assert_eq!(pods["shortNames"], json!(["po"]));
-        let subresources: Vec<&Value> = pods["subresources"]
+        let subresources: Vec<&serde_json::Value> = pods["subresources"]
             .as_array()
             .expect("subresources")
             .iter()

@@ -1288,6 +1288,7 @@ kind: CertificateSigningRequest
 metadata: {name: jane}
 spec:
   request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==
+  username: someone-else
   signerName: kubernetes.io/kube-apiserver-client
   expirationSeconds: 86400
   usages: [client auth]
@@ -1317,5 +1318,15 @@ spec:
     );
     let table = k.ok("node-3", &["get", "csr"]);
     assert_eq!(condition(&table), "Approved,Issued");
-    assert!(row(&table, "jane").contains(&"24h".to_string()), "{table}");
+    assert_eq!(row(&table, "jane")[3..5], [ADMIN, "24h"], "{table}");
+    // Who asked is recorded by the server, whatever the request claimed.
+    let spec = &approved["spec"];
+    assert_eq!(spec["username"], ADMIN);
+    assert!(
+        spec["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("system:masters")),
+        "{spec}"
+    );
 }

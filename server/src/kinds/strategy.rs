@@ -13,9 +13,10 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::apiextensions;
+use crate::authentication::user::UserInfo;
 use crate::config::ServiceRanges;
 use crate::kinds::defaults;
-use crate::kinds::{job, namespace, pod, replication_controller, service};
+use crate::kinds::{csr, job, namespace, pod, replication_controller, service};
 use crate::machinery::errors::ApiResult;
 use crate::machinery::selector::selector_string;
 use crate::registry::strategy::{GcPolicy, Strategy};
@@ -35,6 +36,8 @@ pub struct Builtin {
     pub initial_status: Option<fn() -> Value>,
     /// What the kind derives on create, after its defaults and initial status.
     pub on_create: Option<fn(&mut Value)>,
+    /// What the kind records about the user who creates an object.
+    pub on_create_by: Option<fn(&mut Value, &UserInfo)>,
     /// The graceful-deletion period for a delete that asked for some seconds (deleted at
     /// once when `None`).
     pub grace_period: Option<fn(&Value, Option<i64>) -> i64>,
@@ -61,6 +64,7 @@ impl Builtin {
             generation: false,
             initial_status: None,
             on_create: None,
+            on_create_by: None,
             grace_period: None,
             terminating: None,
             scale_selector: None,
@@ -139,7 +143,7 @@ const BUILTINS: &[Builtin] = &[
         .generation()
         .status(|| json!({"loadBalancer": {}})),
     Builtin::new("networking.k8s.io", "IngressClass").generation(),
-    Builtin::new("certificates.k8s.io", "CertificateSigningRequest").status(|| json!({})),
+    csr::CERTIFICATE_SIGNING_REQUEST,
     Builtin::new("storage.k8s.io", "VolumeAttachment").status(|| json!({"attached": false})),
     Builtin::new("networking.k8s.io", "ServiceCIDR").status(|| json!({})),
     Builtin::new("flowcontrol.apiserver.k8s.io", "FlowSchema").status(|| json!({})),
@@ -171,6 +175,12 @@ impl Strategy for Builtin {
     fn prepare_for_update(&self, rt: &ResourceType, _old: &Value, new: &mut Value) -> ApiResult<()> {
         defaults::apply(rt, new);
         Ok(())
+    }
+
+    fn prepare_for_create_by(&self, obj: &mut Value, user: &UserInfo) {
+        if let Some(record) = self.on_create_by {
+            record(obj, user);
+        }
     }
 
     fn grace_period(&self, obj: &Value, requested: Option<i64>) -> i64 {

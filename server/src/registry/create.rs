@@ -57,6 +57,9 @@ pub async fn create(
         dry_run: dry,
     };
     strategy::prepare_for_create(&req.rt, &mut obj);
+    if let Some(r) = &req.requester {
+        strategy::of(&req.rt).prepare_for_create_by(&mut obj, &r.user);
+    }
     // The writer owns what it sent (and the defaults), not what admission adds, as in
     // kube-apiserver, whose field manager runs before the admission chain: a pod's
     // ServiceAccount, token volume and tolerations belong to no manager, so an apply that

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use crate::authentication::user::UserInfo;
 use crate::machinery::errors::ApiResult;
 use crate::registry::options::WriteOptions;
 use crate::registry::reply::Reply;
@@ -52,6 +53,10 @@ pub trait Strategy: Send + Sync {
     /// Prepares a new object after its metadata is set: defaults, the status it starts with,
     /// the fields the type derives on create.
     fn prepare_for_create(&self, _rt: &ResourceType, _obj: &mut Value) {}
+
+    /// Records on a new object who creates it, for types that keep that (a
+    /// CertificateSigningRequest's requester); not called for the server's own creates.
+    fn prepare_for_create_by(&self, _obj: &mut Value, _user: &UserInfo) {}
 
     /// Prepares an update of the main resource after the stored status is carried over:
     /// defaults, and what the type keeps once set.

@@ -360,7 +360,11 @@ fn metric_spec_to_v1(m: &Value) -> Value {
 fn metric_spec_to_v2(m: &Value) -> Value {
     let mut out = metric(m, source_fields, true);
     let ty = m["type"].as_str().unwrap_or_default();
-    if let Some(target) = field_of(ty).and_then(|f| out[f].get_mut("target")) {
+    if let Some(field) = field_of(ty) {
+        let target = &mut out[field]["target"];
+        if !target.is_object() {
+            *target = json!({});
+        }
         let has = |k: &str| target.get(k).is_some();
         let kind = match ty {
             "Resource" | "ContainerResource" if has("averageUtilization") => "Utilization",

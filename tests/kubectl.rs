@@ -1170,7 +1170,6 @@ const NOT_SERVED_YET: &[(&str, &str)] = &[
         "validatingwebhookconfigurations",
     ),
     ("apiregistration.k8s.io/v1", "apiservices"),
-    ("autoscaling/v1", "horizontalpodautoscalers"),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1328,5 +1327,267 @@ spec:
             .unwrap()
             .contains(&json!("system:masters")),
         "{spec}"
+    );
+}
+
+/// The `autoscaling.alpha.kubernetes.io/...` annotation of a v1 HorizontalPodAutoscaler,
+/// decoded.
+fn hpa_annotation(hpa: &Value, name: &str) -> Value {
+    let text = hpa["metadata"]["annotations"][format!("autoscaling.alpha.kubernetes.io/{name}")]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {name} annotation in {hpa}"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn horizontal_pod_autoscalers_are_one_object_in_autoscaling_v1_and_v2() {
+    let k = Kube::start().await;
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let v2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
+
+    // Discovery serves both versions and prefers v2, as kube-apiserver does.
+    let group: Value = serde_json::from_str(&k.ok("node-1", &["get", "--raw", "/apis/autoscaling"])).unwrap();
+    assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+    let versions: Vec<&str> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v2", "v1"]);
+    let resources: Value =
+        serde_json::from_str(&k.ok("node-2", &["get", "--raw", "/apis/autoscaling/v1"])).unwrap();
+    let names: Vec<&str> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["horizontalpodautoscalers", "horizontalpodautoscalers/status"]
+    );
+
+    // kubectl autoscale, and kube's columns.
+    k.ok(
+        "node-1",
+        &["create", "deployment", "web", "--image=nginx", "--replicas=2"],
+    );
+    k.ok(
+        "node-2",
+        &[
+            "autoscale",
+            "deployment",
+            "web",
+            "--min=2",
+            "--max=5",
+            "--cpu-percent=70",
+        ],
+    );
+    let table = k.ok("node-3", &["get", "hpa"]);
+    assert_eq!(
+        header(&table),
+        "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE"
+    );
+    let web = row(&table, "web");
+    assert_eq!(web[1], "Deployment/web", "{table}");
+    assert!(table.contains("/70%"), "{table}");
+    assert_eq!(web[web.len() - 4..web.len() - 1], ["2", "5", "0"], "{table}");
+    let v1_table = k.ok("node-1", &["get", "horizontalpodautoscalers.v1.autoscaling"]);
+    assert!(
+        v1_table.contains("/70%") && v1_table.contains("Deployment/web"),
+        "{v1_table}"
+    );
+
+    // The same object through both versions.
+    let (code, through_v1) = k.send(reqwest::Method::GET, 0, &format!("{v1}/web"), None).await;
+    assert_eq!(code, 200, "{through_v1}");
+    assert_eq!(through_v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        through_v1["spec"]["targetCPUUtilizationPercentage"], 70,
+        "{through_v1}"
+    );
+    assert_eq!(through_v1["spec"]["minReplicas"], 2);
+    assert!(through_v1["spec"].get("metrics").is_none(), "{through_v1}");
+    let (_, through_v2) = k.send(reqwest::Method::GET, 1, &format!("{v2}/web"), None).await;
+    assert_eq!(through_v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        through_v2["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}])
+    );
+    assert_eq!(
+        through_v1["metadata"]["resourceVersion"],
+        through_v2["metadata"]["resourceVersion"]
+    );
+    let proto = k
+        .http
+        .get(k.url(2, &format!("{v1}/web")))
+        .header("Accept", "application/vnd.kubernetes.protobuf")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        proto.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf"
+    );
+    let bytes = proto.bytes().await.unwrap();
+    assert!(bytes.windows(14).any(|w| w == b"autoscaling/v1"), "{bytes:?}");
+
+    // Both OpenAPI documents describe v1.
+    let v3 = k.text(&k.url(0, "/openapi/v3/apis/autoscaling/v1")).await;
+    assert!(
+        v3.contains("\"io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler\""),
+        "{v3}"
+    );
+    let v2_doc = k.text(&k.url(1, "/openapi/v2")).await;
+    assert!(v2_doc.contains("\"io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerList\""));
+    assert!(
+        v2_doc.contains("/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers/{name}/status")
+    );
+
+    // Written through v1 (v1's defaults), read through v2.
+    let api = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "api"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"},
+            "maxReplicas": 4, "targetCPUUtilizationPercentage": 50}});
+    let (code, created) = k.send(reqwest::Method::POST, 2, v1, Some(&api)).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["apiVersion"], "autoscaling/v1");
+    assert_eq!(created["spec"]["minReplicas"], 1, "{created}");
+    assert!(created["spec"].get("metrics").is_none(), "{created}");
+    let (_, api2) = k.send(reqwest::Method::GET, 0, &format!("{v2}/api"), None).await;
+    assert_eq!(
+        api2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 50,
+        "{api2}"
+    );
+    assert_eq!(api2["spec"]["minReplicas"], 1);
+    assert!(api2["spec"].get("targetCPUUtilizationPercentage").is_none());
+
+    // Written through v2 with what v1 has no field for: kept in kube's annotations, and a
+    // write of the v1 object back loses none of it.
+    let queue = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "queue"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "queue"},
+            "minReplicas": 1, "maxReplicas": 10,
+            "metrics": [
+                {"type": "Pods", "pods": {"metric": {"name": "jobs_per_second"}, "target": {"type": "AverageValue", "averageValue": "20"}}},
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}},
+            ],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 120, "selectPolicy": "Min",
+                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}}}});
+    let (code, body) = k.send(reqwest::Method::POST, 1, v2, Some(&queue)).await;
+    assert_eq!(code, 201, "{body}");
+    let (_, mut queue1) = k
+        .send(reqwest::Method::GET, 2, &format!("{v1}/queue"), None)
+        .await;
+    assert_eq!(queue1["spec"]["targetCPUUtilizationPercentage"], 60, "{queue1}");
+    assert_eq!(
+        hpa_annotation(&queue1, "metrics"),
+        json!([{"type": "Pods", "pods": {"metricName": "jobs_per_second", "targetAverageValue": "20"}}])
+    );
+    assert_eq!(
+        hpa_annotation(&queue1, "behavior")["ScaleDown"]["StabilizationWindowSeconds"],
+        120,
+        "{queue1}"
+    );
+    queue1["spec"]["maxReplicas"] = json!(12);
+    let (code, body) = k
+        .send(reqwest::Method::PUT, 0, &format!("{v1}/queue"), Some(&queue1))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["apiVersion"], "autoscaling/v1");
+    let (_, queue2) = k
+        .send(reqwest::Method::GET, 1, &format!("{v2}/queue"), None)
+        .await;
+    assert_eq!(queue2["spec"]["maxReplicas"], 12);
+    assert_eq!(
+        queue2["spec"]["metrics"][0], queue["spec"]["metrics"][0],
+        "{queue2}"
+    );
+    assert_eq!(
+        queue2["spec"]["metrics"][1], queue["spec"]["metrics"][1],
+        "{queue2}"
+    );
+    assert_eq!(
+        queue2["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 120,
+        "{queue2}"
+    );
+    assert!(queue2["metadata"].get("annotations").is_none(), "{queue2}");
+
+    // A list through v1 converts its items; a watch through v1 converts each event.
+    let (_, list) = k.send(reqwest::Method::GET, 2, v1, None).await;
+    assert_eq!(list["apiVersion"], "autoscaling/v1");
+    assert_eq!(list["items"].as_array().unwrap().len(), 3, "{list}");
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["spec"]["targetCPUUtilizationPercentage"].is_number()),
+        "{list}"
+    );
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "hpa",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"maxReplicas":7}}"#,
+        ],
+    );
+    let watch = k
+        .text(&k.url(
+            0,
+            &format!("{v1}?watch=true&resourceVersion={rv}&timeoutSeconds=2"),
+        ))
+        .await;
+    let events: Vec<Value> = watch.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events.len(), 1, "{watch}");
+    assert_eq!(events[0]["type"], "MODIFIED");
+    let object = &events[0]["object"];
+    assert_eq!(object["apiVersion"], "autoscaling/v1", "{watch}");
+    assert_eq!(object["spec"]["maxReplicas"], 7);
+    assert_eq!(object["spec"]["targetCPUUtilizationPercentage"], 70, "{watch}");
+
+    // Server-side apply through v1: the manager's fields are recorded in v1.
+    let applied = "apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata: {name: api}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: api}
+  maxReplicas: 6
+  targetCPUUtilizationPercentage: 40
+";
+    k.ok(
+        "node-2",
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=ops",
+            "-f",
+            &k.manifest("hpa.yaml", applied),
+        ],
+    );
+    let (_, api2) = k.send(reqwest::Method::GET, 0, &format!("{v2}/api"), None).await;
+    assert_eq!(api2["spec"]["maxReplicas"], 6);
+    assert_eq!(
+        api2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 40,
+        "{api2}"
+    );
+    let ops = api2["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["manager"] == "ops")
+        .unwrap_or_else(|| panic!("no ops manager in {api2}"));
+    assert_eq!(ops["apiVersion"], "autoscaling/v1");
+    assert_eq!(ops["operation"], "Apply");
+    assert!(
+        ops["fieldsV1"]["f:spec"]
+            .get("f:targetCPUUtilizationPercentage")
+            .is_some(),
+        "{ops}"
     );
 }

@@ -26,7 +26,7 @@ use crate::machinery::field_path::field_path;
 use crate::registry::strategy::Strategy;
 use crate::scheme::custom::{CustomType, Patterns, ScalePaths};
 use crate::scheme::{Hooks, LiveRegistry, ResourceType};
-use crate::store::cacher::{CachedObject, Published, WatchCache};
+use crate::store::cacher::{Published, WatchCache};
 use crate::store::delegator::sync_most_recent;
 use crate::store::keys;
 
@@ -37,15 +37,6 @@ pub fn crd_prefix() -> String {
 
 /// The definition every custom resource's `metadata` has.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-
-/// A cached object as read through `rt`: a custom resource stored in another version has its
-/// `apiVersion` converted (the `None` conversion strategy changes nothing else).
-pub fn as_served(type_fields: Option<&str>, rt: &ResourceType, obj: &Arc<CachedObject>) -> Arc<CachedObject> {
-    match type_fields {
-        Some(fields) if obj.type_fields() != fields => obj.with_type(&rt.kind, &rt.group_version()),
-        _ => obj.clone(),
-    }
-}
 
 /// The whole-object schema of a version: the declared schema with the standard top-level
 /// fields added.

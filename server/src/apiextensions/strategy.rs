@@ -9,7 +9,6 @@ use crate::apiextensions::{definition, structural};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::registry::strategy::Strategy;
-use crate::scheme::custom::storage_api_version;
 use crate::scheme::ResourceType;
 
 /// Every custom resource type (what differs between them is in the type's `custom` data).
@@ -68,17 +67,6 @@ impl Strategy for CustomResource {
             obj,
             structural::validate(&custom.declared, &custom.patterns, obj),
         )
-    }
-
-    /// In the definition's storage version, whichever served version it was written through.
-    fn stored_form(&self, rt: &ResourceType, obj: &Value) -> Option<Value> {
-        let stored = storage_api_version(rt)?;
-        if obj["apiVersion"] == stored.as_str() {
-            return None;
-        }
-        let mut out = obj.clone();
-        out["apiVersion"] = Value::String(stored);
-        Some(out)
     }
 }
 

@@ -30,10 +30,10 @@ use crate::machinery::protobuf;
 use crate::machinery::query::{parse_bool, Query};
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::options::{GetOptions, ListOptions, PatchOptions, WriteOptions};
-use crate::registry::reply::Reply;
+use crate::registry::reply::{served_cached, Reply};
 use crate::registry::update::{self, PatchType};
 use crate::registry::{create, read, Requester, ResourceRequest};
-use crate::scheme::{LiveRegistry, ResourceType};
+use crate::scheme::{conversion, LiveRegistry, ResourceType};
 use crate::store::Store;
 use body::{content_type, read_body};
 use discovery::Document;
@@ -249,8 +249,8 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             .await?
         }
     };
+    serve_version(&req.rt, &mut reply);
     if let Some(custom) = &req.rt.custom {
-        serve_version(&req.rt, &mut reply);
         reply.warnings.extend(custom.deprecation.clone());
     }
     let warnings = std::mem::take(&mut reply.warnings);
@@ -284,22 +284,22 @@ fn authorize_unsafe_delete(req: &ResourceRequest) -> ApiResult<()> {
     r.authorizer.check(&attrs)
 }
 
-/// A custom resource's reply as read through the requested version: objects stored in another
-/// version have their `apiVersion` converted.
+/// A reply as read through the requested version: objects stored in another version are
+/// converted (a custom resource's `apiVersion`, a built-in type's fields).
 fn serve_version(rt: &ResourceType, reply: &mut Reply) {
-    let served = crate::scheme::custom::served_type_fields(rt);
-    crate::scheme::custom::convert_value(rt, &mut reply.body);
+    let served = conversion::served_type_fields(rt);
+    conversion::to_served(rt, &mut reply.body);
     if let Some(obj) = &reply.cached {
-        reply.cached = Some(apiextensions::as_served(served.as_deref(), rt, obj));
+        reply.cached = Some(served_cached(served.as_deref(), rt, obj));
     }
     if let Some(items) = &mut reply.items {
         for item in items.iter_mut() {
-            *item = apiextensions::as_served(served.as_deref(), rt, item);
+            *item = served_cached(served.as_deref(), rt, item);
         }
     }
     if let Some((objects, _)) = &mut reply.table_rows {
         for obj in objects.iter_mut() {
-            crate::scheme::custom::convert_value(rt, obj);
+            conversion::to_served(rt, obj);
         }
     }
 }

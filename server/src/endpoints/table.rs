@@ -115,8 +115,10 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
+            // Built-in printers read the storage version, as kube's print the internal one.
+            let stored = crate::scheme::conversion::to_stored(rt, o);
             let cells = match printer {
-                Some(p) => (p.cells)(o, &ctx),
+                Some(p) => (p.cells)(stored.as_ref().unwrap_or(o), &ctx),
                 None => default_cells(o),
             };
             row(o, cells, version, include)

@@ -31,7 +31,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::apiextensions;
 use crate::endpoints::negotiation::Format;
 use crate::endpoints::table::{self, IncludeObject};
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -41,6 +40,7 @@ use crate::machinery::protobuf;
 use crate::machinery::query::Query;
 use crate::machinery::selector::{FieldSelector, LabelSelector};
 use crate::registry::options::selectors;
+use crate::registry::reply::served_cached;
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::cacher::{
@@ -471,7 +471,7 @@ impl Watcher {
     fn new(begin: Start, filter: Filter, enc: Encoding, plan: &WatchPlan, rt: ResourceType) -> Watcher {
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let served = crate::scheme::custom::served_type_fields(&rt);
+        let served = crate::scheme::conversion::served_type_fields(&rt);
         let shares_frames = matches!(enc, Encoding::Json)
             && served.is_none()
             && filter.labels.is_empty()
@@ -502,10 +502,9 @@ impl Watcher {
     /// Appends one object event's frame.
     fn write(&self, kind: &str, obj: &Arc<CachedObject>, out: &mut BytesMut) {
         match self.served.as_deref() {
-            Some(fields) => {
-                self.enc
-                    .write_frame(kind, &apiextensions::as_served(Some(fields), &self.rt, obj), out)
-            }
+            Some(fields) => self
+                .enc
+                .write_frame(kind, &served_cached(Some(fields), &self.rt, obj), out),
             None => self.enc.write_frame(kind, obj, out),
         }
     }

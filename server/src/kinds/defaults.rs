@@ -820,8 +820,28 @@ const TYPES: &[(&str, &str, &[Rule])] = &[
     ),
 ];
 
+/// `autoscaling/v1`'s HorizontalPodAutoscaler defaults only `minReplicas`; the CPU target it
+/// lacks is filled in when it is converted to the storage version.
+const HORIZONTAL_POD_AUTOSCALER_V1: &[Rule] = &[at("spec", Set("minReplicas", Int(1)))];
+
+/// The defaults of kinds served in versions that default differently, keyed by group,
+/// version and kind; they replace the kind's defaults in [`TYPES`] for that version.
+const VERSIONS: &[(&str, &str, &str, &[Rule])] = &[(
+    "autoscaling",
+    "v1",
+    "HorizontalPodAutoscaler",
+    HORIZONTAL_POD_AUTOSCALER_V1,
+)];
+
 /// Fills in the defaults of `rt`'s type (a no-op for types without any).
 pub fn apply(rt: &ResourceType, obj: &mut Value) {
+    let version = VERSIONS
+        .iter()
+        .find(|(group, version, kind, _)| (*group, *version, *kind) == (&*rt.group, &*rt.version, &*rt.kind));
+    if let Some((_, _, _, rules)) = version {
+        run(rules, obj);
+        return;
+    }
     for (group, kind, rules) in TYPES {
         if *group == &*rt.group && *kind == &*rt.kind {
             run(rules, obj);

@@ -78,10 +78,11 @@ fn review_kind<T: Resource + JsonSchema>() -> KindSchema {
 fn kind_schemas() -> Vec<KindSchema> {
     use k8s_openapi::api::{
         apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
-        autoscaling::v2 as autoscaling, batch::v1 as batch, certificates::v1 as certificates,
-        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-        flowcontrol::v1 as flowcontrol, networking::v1 as networking, node::v1 as node, policy::v1 as policy,
-        rbac::v1 as rbac, resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
+        autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling, batch::v1 as batch,
+        certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
+        discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
+        networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac,
+        resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     vec![
@@ -121,6 +122,7 @@ fn kind_schemas() -> Vec<KindSchema> {
         kind::<storage::StorageClass>(),
         kind::<scheduling::PriorityClass>(),
         kind::<autoscaling::HorizontalPodAutoscaler>(),
+        kind::<autoscaling_v1::HorizontalPodAutoscaler>(),
         kind::<core::PodTemplate>(),
         kind::<certificates::CertificateSigningRequest>(),
         kind::<node::RuntimeClass>(),

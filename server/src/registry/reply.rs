@@ -5,7 +5,7 @@ use crate::authorization::escalation::RbacWrite;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::registry::ResourceRequest;
-use crate::scheme::ResourceType;
+use crate::scheme::{conversion, ResourceType};
 use crate::store::cacher::CachedObject;
 use crate::store::keys;
 use crate::store::Stored;
@@ -110,11 +110,28 @@ pub(crate) fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj
 }
 
-/// A stored object as the request's version shows it (a custom resource stored in another
-/// version is converted), so that every step of a write works in the version it was sent in.
+/// A stored object as the request's version shows it (one stored in another version is
+/// converted), so that every step of a write works in the version it was sent in.
 pub(crate) fn served(rt: &ResourceType, stored: Option<Stored>) -> Option<Stored> {
     stored.map(|mut s| {
-        crate::scheme::custom::convert_value(rt, &mut s.obj);
+        conversion::to_served(rt, &mut s.obj);
         s
     })
+}
+
+/// A cached object as read through `rt`, given `rt`'s served type fields
+/// ([`conversion::served_type_fields`]): a custom resource stored in another version has its
+/// `apiVersion` changed (its encoding is shared), a built-in type's object is converted.
+pub fn served_cached(
+    type_fields: Option<&str>,
+    rt: &ResourceType,
+    obj: &Arc<CachedObject>,
+) -> Arc<CachedObject> {
+    match type_fields {
+        Some(fields) if obj.type_fields() != fields => match conversion::builtin(rt) {
+            Some(_) => obj.converted(|v| conversion::to_served(rt, v)),
+            None => obj.with_type(&rt.kind, &rt.group_version()),
+        },
+        _ => obj.clone(),
+    }
 }

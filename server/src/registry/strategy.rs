@@ -94,10 +94,10 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
-    /// The object as it is stored, when that differs from how it was written (a custom
-    /// resource written through another version than its storage version).
-    fn stored_form(&self, _rt: &ResourceType, _obj: &Value) -> Option<Value> {
-        None
+    /// The object as it is stored, when that differs from how it was written (written
+    /// through another version than its storage version).
+    fn stored_form(&self, rt: &ResourceType, obj: &Value) -> Option<Value> {
+        crate::scheme::conversion::to_stored(rt, obj)
     }
 
     /// Writes `obj` at `key`: a create when `rev` is `None`, else a replace of the object

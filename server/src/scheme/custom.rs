@@ -6,9 +6,7 @@
 use std::collections::HashMap;
 
 use regex::Regex;
-use serde_json::{json, Value};
-
-use crate::scheme::ResourceType;
+use serde_json::Value;
 
 /// What a CustomResourceDefinition declares about one served version of its resource.
 #[derive(Debug, PartialEq)]
@@ -68,28 +66,4 @@ impl PartialEq for Patterns {
     fn eq(&self, other: &Self) -> bool {
         self.0.len() == other.0.len() && self.0.keys().all(|k| other.0.contains_key(k))
     }
-}
-
-/// The type fields (`"kind":…,"apiVersion":…`) every object read through a custom type must
-/// show; `None` for built-in types, whose objects are stored as they are served.
-pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
-    rt.custom.as_ref()?;
-    Some(format!(
-        "\"kind\":{},\"apiVersion\":{}",
-        json!(rt.kind),
-        json!(rt.group_version())
-    ))
-}
-
-/// A decoded object as read through `rt` (`apiextensions::as_served` for a cached one).
-pub fn convert_value(rt: &ResourceType, obj: &mut Value) {
-    if rt.custom.is_some() && obj.get("kind").and_then(Value::as_str) == Some(&*rt.kind) {
-        obj["apiVersion"] = json!(rt.group_version());
-    }
-}
-
-/// The `apiVersion` a custom resource written through `rt` is stored with.
-pub fn storage_api_version(rt: &ResourceType) -> Option<String> {
-    let custom = rt.custom.as_ref()?;
-    Some(format!("{}/{}", rt.group, custom.storage_version))
 }

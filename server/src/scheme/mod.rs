@@ -9,6 +9,8 @@
 //! (the registry's strategy, set by `kinds` and `apiextensions`), which this module only
 //! carries.
 
+mod autoscaling;
+pub mod conversion;
 pub mod custom;
 
 use std::any::Any;
@@ -370,10 +372,11 @@ fn names(list: &[&str]) -> Arc<[String]> {
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
         apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
-        autoscaling::v2 as autoscaling, batch::v1 as batch, certificates::v1 as certificates,
-        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-        flowcontrol::v1 as flowcontrol, networking::v1 as networking, node::v1 as node, policy::v1 as policy,
-        rbac::v1 as rbac, resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
+        autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling, batch::v1 as batch,
+        certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
+        discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
+        networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac,
+        resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     let x = |short_names, categories, status, scale| Extra {
@@ -424,6 +427,9 @@ pub fn builtin() -> Vec<ResourceType> {
         entry::<storage::StorageClass>(x(&["sc"], &[], false, false)),
         entry::<scheduling::PriorityClass>(x(&["pc"], &[], false, false)),
         entry::<autoscaling::HorizontalPodAutoscaler>(x(&["hpa"], ALL, true, false)),
+        // Also served in v1, converted to and from the storage version (`conversion`); after
+        // v2, so that discovery prefers v2 as kube-apiserver does.
+        entry::<autoscaling_v1::HorizontalPodAutoscaler>(x(&["hpa"], ALL, true, false)),
         entry::<core::PodTemplate>(NONE),
         entry::<certificates::CertificateSigningRequest>(x(&["csr"], &[], true, false)),
         entry::<node::RuntimeClass>(NONE),
@@ -517,15 +523,16 @@ impl Registry {
         self.types.iter()
     }
 
-    /// One type per stored collection: every built-in type but the reviews, and a custom resource in its
-    /// storage version (or its first served one), so a pass over all objects meets each once.
+    /// One type per stored collection: every built-in type but the reviews and the versions
+    /// served by conversion, and a custom resource in its storage version (or its first served
+    /// one), so a pass over all objects meets each once.
     pub fn collections(&self) -> impl Iterator<Item = &ResourceType> {
         self.types
             .iter()
             .enumerate()
             .filter(|(_, t)| !t.review)
             .filter(|(i, t)| match &t.custom {
-                None => true,
+                None => conversion::builtin(t).is_none(),
                 Some(c) => {
                     *t.version == *c.storage_version
                         || !self.types.iter().any(|o| {
@@ -660,7 +667,7 @@ mod tests {
         assert_eq!(deploy.group_version(), "apps/v1");
         assert!(deploy.has_scale && deploy.has_status);
         assert!(r.lookup("apps", "v1", "configmaps").is_none());
-        assert_eq!(builtin().len(), 58);
+        assert_eq!(builtin().len(), 59);
         assert_eq!(builtin().iter().filter(|t| t.review).count(), 6);
         let ssar = r
             .lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")

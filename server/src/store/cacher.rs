@@ -160,6 +160,18 @@ impl CachedObject {
         })
     }
 
+    /// The same object as `convert` turns it (a built-in type read through a version other
+    /// than its storage one): re-encoded, with what the cache extracted for selectors kept.
+    pub fn converted(&self, convert: impl FnOnce(&mut Value)) -> Arc<Self> {
+        let mut obj = self.value();
+        convert(&mut obj);
+        let mut converted = Self::new("", obj, self.rv);
+        if let Some(c) = Arc::get_mut(&mut converted) {
+            c.extract = self.extract.clone();
+        }
+        converted
+    }
+
     /// The same object at another resourceVersion (what a deletion event carries).
     fn at(&self, key: &str, rv: i64) -> Arc<Self> {
         let mut obj = self.value();

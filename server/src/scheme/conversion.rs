@@ -1,0 +1,133 @@
+//! Types served in several versions but stored in one, kube-apiserver's conversion in the
+//! scheme: every object of a collection is stored in its storage version, and a request works
+//! in the version it names — a stored object is converted to it when read ([`to_served`]), a
+//! written one back when stored ([`to_stored`]). A custom resource's versions differ only in
+//! `apiVersion` (the `None` conversion strategy); a built-in type served in another version
+//! than its storage one has a pair of conversion functions, as data ([`BUILTIN`]).
+
+use serde_json::{json, Value};
+
+use crate::scheme::{autoscaling, ResourceType};
+
+/// A built-in kind served in `version` and stored in `storage_version`.
+#[derive(Debug)]
+pub struct Conversion {
+    /// The group of the kind.
+    pub group: &'static str,
+    /// The served version that is not the storage version.
+    pub version: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+    /// The version objects are stored in.
+    pub storage_version: &'static str,
+    /// Turns an object of `version` into `storage_version` (fields only; `apiVersion` is set
+    /// by the caller).
+    pub to_storage: fn(&mut Value),
+    /// Turns a stored object into `version`.
+    pub from_storage: fn(&mut Value),
+}
+
+/// The built-in kinds kube-apiserver 1.35 serves in more than one version.
+pub const BUILTIN: &[Conversion] = &[Conversion {
+    group: "autoscaling",
+    version: "v1",
+    kind: "HorizontalPodAutoscaler",
+    storage_version: "v2",
+    to_storage: autoscaling::v1_to_v2,
+    from_storage: autoscaling::v2_to_v1,
+}];
+
+/// The conversion of a built-in type served in another version than its storage one.
+pub fn builtin(rt: &ResourceType) -> Option<&'static Conversion> {
+    if rt.custom.is_some() {
+        return None;
+    }
+    BUILTIN
+        .iter()
+        .find(|c| (c.group, c.version, c.kind) == (&*rt.group, &*rt.version, &*rt.kind))
+}
+
+/// The `apiVersion` objects of `rt` are stored with, when reading or writing them through `rt`
+/// may need a conversion (a custom resource, or a built-in type served in a version other
+/// than its storage one).
+pub fn storage_api_version(rt: &ResourceType) -> Option<String> {
+    let storage = match (&rt.custom, builtin(rt)) {
+        (Some(custom), _) => custom.storage_version.as_str(),
+        (None, Some(c)) => c.storage_version,
+        (None, None) => return None,
+    };
+    Some(format!("{}/{storage}", rt.group))
+}
+
+/// The type fields (`"kind":…,"apiVersion":…`) every object read through `rt` must show, when
+/// objects of its collection may be stored in another version; `None` when they are stored
+/// as they are served.
+pub fn served_type_fields(rt: &ResourceType) -> Option<String> {
+    storage_api_version(rt)?;
+    Some(format!(
+        "\"kind\":{},\"apiVersion\":{}",
+        json!(rt.kind),
+        json!(rt.group_version())
+    ))
+}
+
+/// A stored object as read through `rt` (objects of other kinds, and objects already in
+/// `rt`'s version, are left as they are).
+pub fn to_served(rt: &ResourceType, obj: &mut Value) {
+    if storage_api_version(rt).is_none()
+        || obj.get("kind").and_then(Value::as_str) != Some(&*rt.kind)
+        || obj.get("apiVersion").and_then(Value::as_str) == Some(&rt.group_version())
+    {
+        return;
+    }
+    if let Some(c) = builtin(rt) {
+        (c.from_storage)(obj);
+    }
+    obj["apiVersion"] = json!(rt.group_version());
+}
+
+/// An object written through `rt` as it is stored, when that differs.
+pub fn to_stored(rt: &ResourceType, obj: &Value) -> Option<Value> {
+    let stored = storage_api_version(rt)?;
+    if obj.get("apiVersion").and_then(Value::as_str) == Some(&stored)
+        || obj.get("kind").and_then(Value::as_str) != Some(&*rt.kind)
+    {
+        return None;
+    }
+    let mut out = obj.clone();
+    if let Some(c) = builtin(rt) {
+        (c.to_storage)(&mut out);
+    }
+    out["apiVersion"] = Value::String(stored);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheme::Registry;
+
+    #[test]
+    fn a_v1_autoscaler_is_stored_as_v2_and_read_back_as_v1() {
+        let r = Registry::new();
+        let v1 = r.lookup("autoscaling", "v1", "horizontalpodautoscalers").unwrap();
+        let v2 = r.lookup("autoscaling", "v2", "horizontalpodautoscalers").unwrap();
+        assert!(storage_api_version(v2).is_none(), "v2 is stored as it is served");
+        let written = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"maxReplicas": 5, "targetCPUUtilizationPercentage": 70,
+                "scaleTargetRef": {"kind": "Deployment", "name": "web"}}});
+        let stored = to_stored(v1, &written).unwrap();
+        assert_eq!(stored["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            stored["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            70
+        );
+        let mut read = stored.clone();
+        to_served(v1, &mut read);
+        assert_eq!(read, written);
+        let mut through_v2 = stored.clone();
+        to_served(v2, &mut through_v2);
+        assert_eq!(through_v2, stored);
+    }
+}

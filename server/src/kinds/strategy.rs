@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::apiextensions;
 use crate::config::ServiceRanges;
 use crate::kinds::defaults;
-use crate::kinds::{job, namespace, pod, replication_controller, service};
+use crate::kinds::{job, namespace, pod, replication_controller, service, validation};
 use crate::machinery::errors::ApiResult;
 use crate::machinery::selector::selector_string;
 use crate::registry::strategy::{GcPolicy, Strategy};
@@ -171,6 +171,10 @@ impl Strategy for Builtin {
     fn prepare_for_update(&self, rt: &ResourceType, _old: &Value, new: &mut Value) -> ApiResult<()> {
         defaults::apply(rt, new);
         Ok(())
+    }
+
+    fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+        validation::validate(rt, old, obj)
     }
 
     fn grace_period(&self, obj: &Value, requested: Option<i64>) -> i64 {

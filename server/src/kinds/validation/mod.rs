@@ -9,8 +9,10 @@
 
 mod config;
 mod pod;
+mod rbac;
 mod schema;
 mod service;
+mod storage;
 mod workloads;
 
 use serde_json::Value;
@@ -102,6 +104,42 @@ const RULES: &[Rules] = &[
         kind: "Secret",
         object: config::secret,
         update: Some(config::secret_update),
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "Role",
+        object: rbac::role,
+        update: None,
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        object: rbac::cluster_role,
+        update: None,
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "RoleBinding",
+        object: rbac::role_binding,
+        update: Some(rbac::binding_update),
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "ClusterRoleBinding",
+        object: rbac::cluster_role_binding,
+        update: Some(rbac::binding_update),
+    },
+    Rules {
+        group: "",
+        kind: "PersistentVolumeClaim",
+        object: storage::persistent_volume_claim,
+        update: None,
+    },
+    Rules {
+        group: "coordination.k8s.io",
+        kind: "Lease",
+        object: storage::lease,
+        update: None,
     },
 ];
 

@@ -246,3 +246,62 @@ fn the_schema_requires_fields_and_unique_list_map_keys() {
         ["spec.schedulingGates[1].name: Duplicate value: \"g\""]
     );
 }
+
+#[test]
+fn rbac_rules_and_bindings_follow_kube() {
+    let role = json!({"metadata": {"name": "r"}, "rules": [
+        {"verbs": [], "resources": ["pods"]},
+        {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]});
+    assert_eq!(
+        create("rbac.authorization.k8s.io", "roles", role),
+        [
+            "rules[0].verbs: Required value: verbs must contain at least one value",
+            "rules[0].apiGroups: Required value: resource rules must supply at least one api group",
+            "rules[1].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs",
+        ]
+    );
+    let binding = |kind: &str, name: &str| {
+        json!({"metadata": {"name": "b"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+            "subjects": [{"kind": "User", "name": "jane"}]})
+    };
+    assert_eq!(
+        create(
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            binding("Role", "r")
+        ),
+        ["roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\""]
+    );
+    assert_eq!(
+        update(
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            binding("ClusterRole", "view"),
+            binding("ClusterRole", "edit")
+        ),
+        ["roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"]
+    );
+}
+
+#[test]
+fn claims_and_leases_follow_kube() {
+    assert_eq!(
+        create(
+            "",
+            "persistentvolumeclaims",
+            json!({"metadata": {"name": "c"}, "spec": {}})
+        ),
+        [
+            "spec.accessModes: Required value: at least 1 access mode is required",
+            "spec.resources[storage]: Required value",
+        ]
+    );
+    assert_eq!(
+        create(
+            "coordination.k8s.io",
+            "leases",
+            json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
+        ),
+        ["spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"]
+    );
+}

@@ -1,5 +1,5 @@
 //! Per-kind behaviour: the only module that names a built-in kind. Scheme defaults, table
-//! printers, QoS classes, Service IP and port allocation, and the strategies that the generic
+//! printers, QoS classes, Service IP and port allocation, kube's validation, and the strategies that the generic
 //! store calls before and after a write — attached to the type table by [`strategy::registry`].
 
 pub mod allocation;
@@ -15,3 +15,4 @@ pub mod qos;
 pub mod replication_controller;
 pub mod service;
 pub mod strategy;
+pub mod validation;

@@ -76,6 +76,10 @@ impl Strategy for Pod {
         POD.grace_period(obj, requested)
     }
 
+    fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+        POD.validate(rt, old, obj)
+    }
+
     fn gc_policy(&self) -> GcPolicy {
         POD.gc_policy()
     }

@@ -66,4 +66,8 @@ impl Strategy for Service {
     fn returns_deleted_object(&self) -> bool {
         SERVICE.returns_deleted_object
     }
+
+    fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+        SERVICE.validate(rt, old, obj)
+    }
 }

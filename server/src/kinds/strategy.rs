@@ -16,7 +16,7 @@ use crate::apiextensions;
 use crate::authentication::user::UserInfo;
 use crate::config::ServiceRanges;
 use crate::kinds::defaults;
-use crate::kinds::{csr, job, namespace, pod, replication_controller, service};
+use crate::kinds::{csr, job, namespace, pod, replication_controller, service, validation};
 use crate::machinery::errors::ApiResult;
 use crate::machinery::selector::selector_string;
 use crate::registry::strategy::{GcPolicy, Strategy};
@@ -181,6 +181,10 @@ impl Strategy for Builtin {
         if let Some(record) = self.on_create_by {
             record(obj, user);
         }
+    }
+
+    fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+        validation::validate(rt, old, obj)
     }
 
     fn grace_period(&self, obj: &Value, requested: Option<i64>) -> i64 {

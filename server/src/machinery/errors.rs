@@ -130,7 +130,8 @@ impl ApiError {
         Self::new(403, "Forbidden", message).with_details(group, plural, name)
     }
 
-    /// 422 Invalid with field causes `(field, message)`.
+    /// 422 Invalid with field causes `(field, message)`; each cause's reason is the one the
+    /// message's kind of error has (`Required value` is `FieldValueRequired`).
     pub fn invalid(group: &str, kind: &str, name: &str, causes: &[(String, String)]) -> Self {
         let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
         let shown = if summary.len() == 1 {
@@ -144,7 +145,7 @@ impl ApiError {
         if let Some(d) = e.details.as_mut() {
             d["causes"] = causes
                 .iter()
-                .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+                .map(|(f, m)| json!({"reason": cause_reason(m), "message": m, "field": f}))
                 .collect();
         }
         e
@@ -320,6 +321,26 @@ impl ApiError {
 
 /// A decoded JSON value as Go's `fmt` prints it with `%+v`: maps as `map[k:v ...]` in key
 /// order, slices as `[a b]`, strings bare, null as `<nil>`, floats in `%g` form.
+/// The cause type of a field error from the words its message starts with, as kube's
+/// `field.ErrorType` prints them.
+fn cause_reason(message: &str) -> &'static str {
+    const REASONS: [(&str, &str); 9] = [
+        ("Required value", "FieldValueRequired"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+        ("Internal error", "InternalError"),
+        ("Invalid value", "FieldValueInvalid"),
+    ];
+    REASONS
+        .iter()
+        .find(|(words, _)| message.starts_with(words))
+        .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
 fn go_print(v: &Value) -> String {
     match v {
         Value::Null => "<nil>".to_string(),
@@ -358,7 +379,8 @@ fn go_float(f: f64) -> String {
 }
 
 /// A string quoted as Go's `%q` quotes it.
-fn go_quote(s: &str) -> String {
+/// `s` as Go's `%q` prints it.
+pub fn go_quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

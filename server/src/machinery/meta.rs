@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::errors::{go_quote, ApiError, ApiResult};
 use crate::machinery::timestamp::now_rfc3339;
 use crate::scheme::ResourceType;
 
@@ -20,7 +20,9 @@ pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 
-fn is_dns_label(s: &str) -> bool {
+/// Whether `s` is a lowercase RFC 1123 label (`my-name`), as kube validates namespace names,
+/// container and port names.
+pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -44,14 +46,20 @@ fn is_qualified_name_part(s: &str) -> bool {
         && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
 }
 
+/// kube's message for a value that is not a lowercase RFC 1123 label, if it is not one.
+pub fn dns_label_error(value: &str) -> Option<String> {
+    (!is_dns_label(value)).then(|| {
+        format!(
+            "Invalid value: {}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')",
+            go_quote(value)
+        )
+    })
+}
+
 /// Validates an object name for `rt`; returns kube-apiserver's message on failure.
 pub fn name_error(rt: &ResourceType, name: &str) -> Option<String> {
     if rt.name_is_label() {
-        (!is_dns_label(name)).then(|| {
-            format!(
-                "Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')"
-            )
-        })
+        dns_label_error(name)
     } else {
         (!is_dns_subdomain(name)).then(|| {
             format!(

@@ -279,6 +279,21 @@ impl<'a> Node<'a> {
         self.marker("default")
     }
 
+    /// The properties a struct must have (`required`).
+    pub fn required(&self) -> impl Iterator<Item = &'a str> {
+        self.resolved
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+
+    /// The values a scalar may take (`enum`), when the schema lists them.
+    pub fn enum_values(&self) -> Option<&'a [Value]> {
+        self.marker("enum").and_then(Value::as_array).map(Vec::as_slice)
+    }
+
     /// `x-kubernetes-patch-merge-key`.
     pub fn merge_key(&self) -> Option<&'a str> {
         self.marker("x-kubernetes-patch-merge-key")

@@ -1,0 +1,268 @@
+//! kube-apiserver's validation of built-in objects, run on every write of the main resource
+//! (create, update, patch, apply, and their dry runs): the generic checks every type gets
+//! from its schema ([`schema`]), and the rules of kube's `pkg/apis/*/validation` for the
+//! commonly used kinds, with kube's field paths and messages. A failure is one `422` naming
+//! every problem, as kube joins them.
+//!
+//! The kinds' rules are data: [`RULES`] names, for each kind, what it checks on every write
+//! and what it checks on an update against the stored object.
+
+mod config;
+mod pod;
+mod rbac;
+mod schema;
+mod service;
+mod storage;
+mod workloads;
+
+use serde_json::Value;
+
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta::{meta_str, Causes};
+use crate::machinery::schema::schemas;
+use crate::scheme::ResourceType;
+
+/// What one kind checks beyond its schema.
+struct Rules {
+    group: &'static str,
+    kind: &'static str,
+    /// Checks of the object itself, on every write.
+    object: fn(&Value, &mut Causes),
+    /// Checks of an update against the stored object (immutable fields).
+    update: Option<fn(&Value, &Value, &mut Causes)>,
+}
+
+const RULES: &[Rules] = &[
+    Rules {
+        group: "",
+        kind: "Pod",
+        object: pod::pod,
+        update: Some(pod::pod_update),
+    },
+    Rules {
+        group: "",
+        kind: "PodTemplate",
+        object: pod::pod_template_object,
+        update: None,
+    },
+    Rules {
+        group: "",
+        kind: "ReplicationController",
+        object: workloads::replication_controller,
+        update: None,
+    },
+    Rules {
+        group: "apps",
+        kind: "Deployment",
+        object: workloads::deployment,
+        update: Some(workloads::selector_update),
+    },
+    Rules {
+        group: "apps",
+        kind: "ReplicaSet",
+        object: workloads::replica_set,
+        update: Some(workloads::selector_update),
+    },
+    Rules {
+        group: "apps",
+        kind: "StatefulSet",
+        object: workloads::stateful_set,
+        update: Some(workloads::selector_update),
+    },
+    Rules {
+        group: "apps",
+        kind: "DaemonSet",
+        object: workloads::daemon_set,
+        update: Some(workloads::selector_update),
+    },
+    Rules {
+        group: "batch",
+        kind: "Job",
+        object: workloads::job,
+        update: Some(workloads::job_update),
+    },
+    Rules {
+        group: "batch",
+        kind: "CronJob",
+        object: workloads::cron_job,
+        update: None,
+    },
+    Rules {
+        group: "",
+        kind: "Service",
+        object: service::service,
+        update: None,
+    },
+    Rules {
+        group: "",
+        kind: "ConfigMap",
+        object: config::config_map,
+        update: Some(config::config_map_update),
+    },
+    Rules {
+        group: "",
+        kind: "Secret",
+        object: config::secret,
+        update: Some(config::secret_update),
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "Role",
+        object: rbac::role,
+        update: None,
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        object: rbac::cluster_role,
+        update: None,
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "RoleBinding",
+        object: rbac::role_binding,
+        update: Some(rbac::binding_update),
+    },
+    Rules {
+        group: "rbac.authorization.k8s.io",
+        kind: "ClusterRoleBinding",
+        object: rbac::cluster_role_binding,
+        update: Some(rbac::binding_update),
+    },
+    Rules {
+        group: "",
+        kind: "PersistentVolumeClaim",
+        object: storage::persistent_volume_claim,
+        update: None,
+    },
+    Rules {
+        group: "coordination.k8s.io",
+        kind: "Lease",
+        object: storage::lease,
+        update: None,
+    },
+];
+
+/// Checks a write of the built-in object `obj` (over `old`, for an update): `422` naming every
+/// problem.
+pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
+    let causes = causes(rt, old, obj);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = meta_str(obj, "name").unwrap_or_default();
+    Err(ApiError::invalid(&rt.group, &rt.kind, name, &causes))
+}
+
+/// Every problem with `obj`: the kind's rules first, then what its schema requires where the
+/// rules said nothing of that field (they word it as kube does for the kind).
+fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
+    let mut causes = Causes::new();
+    if let Some(rules) = RULES
+        .iter()
+        .find(|r| r.group == &*rt.group && r.kind == &*rt.kind)
+    {
+        (rules.object)(obj, &mut causes);
+        if let (Some(old), Some(update)) = (old, rules.update) {
+            update(old, obj, &mut causes);
+        }
+    }
+    if let Some(root) = schemas().builtin(&rt.group, &rt.version, &rt.kind) {
+        for (field, message) in schema::check(root, obj) {
+            if !causes.iter().any(|(f, _)| *f == field) {
+                causes.push((field, message));
+            }
+        }
+    }
+    causes
+}
+
+/// The keys of the JSON object `v` (none for anything else).
+fn keys(v: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    v.as_object().into_iter().flatten()
+}
+
+/// A string field, `""` when absent.
+fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get(field).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A list field, empty when absent.
+fn list_of<'a>(v: &'a Value, field: &str) -> &'a [Value] {
+    v.get(field).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// kube's `NotSupported`: `Unsupported value: "x": supported values: "a", "b"`.
+fn not_supported(value: &str, supported: &[&str]) -> String {
+    use crate::machinery::errors::go_quote;
+    let shown: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+    format!(
+        "Unsupported value: {}: supported values: {}",
+        go_quote(value),
+        shown.join(", ")
+    )
+}
+
+/// A field that must hold one of `supported`: kube's `Required value` when it is empty, its
+/// `Unsupported value` when it holds another.
+fn one_of(value: &str, supported: &[&str], field: String, causes: &mut Causes) {
+    if value.is_empty() {
+        causes.push((field, "Required value".to_string()));
+    } else if !supported.contains(&value) {
+        causes.push((field, not_supported(value, supported)));
+    }
+}
+
+/// kube's `IsValidPortNum` for `port` at `field`.
+fn port_number(port: i64, field: String, causes: &mut Causes) {
+    if !(1..=65535).contains(&port) {
+        causes.push((
+            field,
+            format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+        ));
+    }
+}
+
+/// kube's `IsValidPortName` messages for `name` (an IANA service name).
+fn port_name_errors(name: &str) -> Vec<&'static str> {
+    let mut errors = Vec::new();
+    if name.len() > 15 {
+        errors.push("must be no more than 15 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        errors.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+    }
+    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        errors.push("must contain at least one letter (a-z)");
+    }
+    if name.contains("--") {
+        errors.push("must not contain consecutive hyphens");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        errors.push("must not begin or end with a hyphen");
+    }
+    errors
+}
+
+/// Go's `%#v` of a `map[string]string` (keys sorted, as `fmt` prints maps).
+fn go_string_map(v: Option<&Value>) -> String {
+    use crate::machinery::errors::go_quote;
+    match v.and_then(Value::as_object) {
+        None => "map[string]string(nil)".to_string(),
+        Some(m) => {
+            let mut pairs: Vec<(&String, &Value)> = m.iter().collect();
+            pairs.sort_by(|a, b| a.0.cmp(b.0));
+            let shown: Vec<String> = pairs
+                .iter()
+                .map(|(k, v)| format!("{}:{}", go_quote(k), go_quote(v.as_str().unwrap_or_default())))
+                .collect();
+            format!("map[string]string{{{}}}", shown.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

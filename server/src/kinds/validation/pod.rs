@@ -1,0 +1,280 @@
+//! kube's rules for pods and the pod templates of every workload (`ValidatePodSpec`,
+//! `validateContainerCommon`, `ValidatePodUpdate`): containers named with unique RFC 1123
+//! labels and an image, ports in range with a known protocol, volumes named uniquely and
+//! mounted by name, a known restart and DNS policy — and a pod's spec fixed once created but
+//! for its images, deadline, added tolerations and removed scheduling gates.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::{list_of, one_of, port_name_errors, port_number, str_of};
+use crate::machinery::errors::go_quote;
+use crate::machinery::meta::{dns_label_error, Causes};
+
+/// kube's message for a pod update that changes what a pod may not change (kube adds a Go
+/// diff of the specs, which has no equivalent here).
+const POD_UPDATE_FORBIDDEN: &str = "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// A Pod.
+pub fn pod(obj: &Value, causes: &mut Causes) {
+    pod_spec(&obj["spec"], "spec", causes);
+}
+
+/// A PodTemplate: its `template`.
+pub fn pod_template_object(obj: &Value, causes: &mut Causes) {
+    pod_template(&obj["template"], "template", causes);
+}
+
+/// A pod template at `path`: its spec as a pod's.
+pub fn pod_template(template: &Value, path: &str, causes: &mut Causes) {
+    pod_spec(&template["spec"], &format!("{path}.spec"), causes);
+}
+
+/// kube's `ValidatePodSpec`, for the rules this server checks.
+fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
+    let volumes = volumes(list_of(spec, "volumes"), &format!("{path}.volumes"), causes);
+    let containers = list_of(spec, "containers");
+    let at = format!("{path}.containers");
+    if containers.is_empty() {
+        causes.push((at.clone(), "Required value".to_string()));
+    }
+    let mut names = HashSet::new();
+    for (i, c) in containers.iter().enumerate() {
+        let here = format!("{at}[{i}]");
+        container(c, &here, &volumes, causes);
+        let name = str_of(c, "name");
+        if !names.insert(name) {
+            causes.push((
+                format!("{here}.name"),
+                format!("Duplicate value: {}", go_quote(name)),
+            ));
+        }
+    }
+    let at = format!("{path}.initContainers");
+    for (i, c) in list_of(spec, "initContainers").iter().enumerate() {
+        let here = format!("{at}[{i}]");
+        container(c, &here, &volumes, causes);
+        let name = str_of(c, "name");
+        if names.contains(name) {
+            causes.push((
+                format!("{here}.name"),
+                format!("Duplicate value: {}", go_quote(name)),
+            ));
+        } else if !name.is_empty() {
+            names.insert(name);
+        }
+    }
+    one_of(
+        str_of(spec, "restartPolicy"),
+        &["Always", "OnFailure", "Never"],
+        format!("{path}.restartPolicy"),
+        causes,
+    );
+    one_of(
+        str_of(spec, "dnsPolicy"),
+        &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
+        format!("{path}.dnsPolicy"),
+        causes,
+    );
+}
+
+/// kube's `ValidateVolumes`: each volume named by a unique RFC 1123 label, with exactly one
+/// source. Returns the names of the valid ones, for the containers' mounts.
+fn volumes<'a>(list: &'a [Value], path: &str, causes: &mut Causes) -> HashSet<&'a str> {
+    let mut names = HashSet::new();
+    for (i, v) in list.iter().enumerate() {
+        let here = format!("{path}[{i}]");
+        let before = causes.len();
+        let sources: Vec<&String> = v
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, val)| k.as_str() != "name" && !val.is_null())
+            .map(|(k, _)| k)
+            .collect();
+        match sources.as_slice() {
+            [] => causes.push((
+                here.clone(),
+                "Required value: must specify a volume type".to_string(),
+            )),
+            [_] => {}
+            [_, rest @ ..] => {
+                for source in rest {
+                    causes.push((
+                        format!("{here}.{source}"),
+                        "Forbidden: may not specify more than 1 volume type".to_string(),
+                    ));
+                }
+            }
+        }
+        let name = str_of(v, "name");
+        let name_path = format!("{here}.name");
+        if name.is_empty() {
+            causes.push((name_path.clone(), "Required value".to_string()));
+        } else if let Some(e) = dns_label_error(name) {
+            causes.push((name_path.clone(), e));
+        }
+        if names.contains(name) {
+            causes.push((name_path, format!("Duplicate value: {}", go_quote(name))));
+        }
+        if causes.len() == before {
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// kube's `validateContainerCommon`, for the rules this server checks.
+fn container(c: &Value, path: &str, volumes: &HashSet<&str>, causes: &mut Causes) {
+    let name = str_of(c, "name");
+    if name.is_empty() {
+        causes.push((format!("{path}.name"), "Required value".to_string()));
+    } else if let Some(e) = dns_label_error(name) {
+        causes.push((format!("{path}.name"), e));
+    }
+    if str_of(c, "image").is_empty() {
+        causes.push((format!("{path}.image"), "Required value".to_string()));
+    }
+    one_of(
+        str_of(c, "terminationMessagePolicy"),
+        &["File", "FallbackToLogsOnError"],
+        format!("{path}.terminationMessagePolicy"),
+        causes,
+    );
+    ports(list_of(c, "ports"), &format!("{path}.ports"), causes);
+    for (i, e) in list_of(c, "env").iter().enumerate() {
+        if str_of(e, "name").is_empty() {
+            causes.push((format!("{path}.env[{i}].name"), "Required value".to_string()));
+        }
+    }
+    let mut mount_points = HashSet::new();
+    for (i, m) in list_of(c, "volumeMounts").iter().enumerate() {
+        let here = format!("{path}.volumeMounts[{i}]");
+        let volume = str_of(m, "name");
+        if volume.is_empty() {
+            causes.push((format!("{here}.name"), "Required value".to_string()));
+        }
+        if !volumes.contains(volume) {
+            causes.push((format!("{here}.name"), format!("Not found: {}", go_quote(volume))));
+        }
+        let mount_path = str_of(m, "mountPath");
+        if mount_path.is_empty() {
+            causes.push((format!("{here}.mountPath"), "Required value".to_string()));
+        }
+        if !mount_points.insert(mount_path) {
+            causes.push((
+                format!("{here}.mountPath"),
+                format!("Invalid value: {}: must be unique", go_quote(mount_path)),
+            ));
+        }
+    }
+    one_of(
+        str_of(c, "imagePullPolicy"),
+        &["Always", "IfNotPresent", "Never"],
+        format!("{path}.imagePullPolicy"),
+        causes,
+    );
+}
+
+/// kube's `validateContainerPorts`.
+fn ports(list: &[Value], path: &str, causes: &mut Causes) {
+    let mut names = HashSet::new();
+    for (i, p) in list.iter().enumerate() {
+        let here = format!("{path}[{i}]");
+        let name = str_of(p, "name");
+        if !name.is_empty() {
+            let errors = port_name_errors(name);
+            if !errors.is_empty() {
+                for e in errors {
+                    causes.push((
+                        format!("{here}.name"),
+                        format!("Invalid value: {}: {e}", go_quote(name)),
+                    ));
+                }
+            } else if !names.insert(name) {
+                causes.push((
+                    format!("{here}.name"),
+                    format!("Duplicate value: {}", go_quote(name)),
+                ));
+            }
+        }
+        match p.get("containerPort").and_then(Value::as_i64).unwrap_or(0) {
+            0 => causes.push((format!("{here}.containerPort"), "Required value".to_string())),
+            port => port_number(port, format!("{here}.containerPort"), causes),
+        }
+        match p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) {
+            0 => {}
+            port => port_number(port, format!("{here}.hostPort"), causes),
+        }
+        protocol(p, &here, causes);
+    }
+}
+
+/// A port's protocol: required, one of kube's supported ones.
+pub fn protocol(port: &Value, path: &str, causes: &mut Causes) {
+    one_of(
+        str_of(port, "protocol"),
+        &["SCTP", "TCP", "UDP"],
+        format!("{path}.protocol"),
+        causes,
+    );
+}
+
+/// kube's `ValidatePodUpdate`: the spec as stored, but for what a pod may change (images,
+/// the deadline, added tolerations, a negative grace period set to 1, removed scheduling
+/// gates; ephemeral containers change through their subresource).
+pub fn pod_update(old: &Value, new: &Value, causes: &mut Causes) {
+    let (before, after) = (&old["spec"], &new["spec"]);
+    let mut munged = after.clone();
+    for list in ["containers", "initContainers"] {
+        let (old_list, new_list) = (list_of(before, list), list_of(&munged, list));
+        if old_list.len() != new_list.len() {
+            continue;
+        }
+        let images: Vec<Value> = old_list
+            .iter()
+            .map(|c| c.get("image").cloned().unwrap_or(Value::Null))
+            .collect();
+        if let Some(items) = munged.get_mut(list).and_then(Value::as_array_mut) {
+            for (c, image) in items.iter_mut().zip(images) {
+                if let Some(c) = c.as_object_mut() {
+                    match image {
+                        Value::Null => c.remove("image"),
+                        image => c.insert("image".into(), image),
+                    };
+                }
+            }
+        }
+    }
+    let grace = |spec: &Value| spec.get("terminationGracePeriodSeconds").and_then(Value::as_i64);
+    let keep_grace = grace(before).is_some_and(|g| g < 0) && grace(after) == Some(1);
+    let tolerations_added = list_of(before, "tolerations")
+        .iter()
+        .all(|t| list_of(after, "tolerations").contains(t));
+    let gates_removed = list_of(after, "schedulingGates")
+        .iter()
+        .all(|g| list_of(before, "schedulingGates").contains(g));
+    let taken_from_old = [
+        ("activeDeadlineSeconds", true),
+        ("ephemeralContainers", true),
+        ("terminationGracePeriodSeconds", keep_grace),
+        ("tolerations", tolerations_added),
+        ("schedulingGates", gates_removed),
+    ];
+    if let Some(m) = munged.as_object_mut() {
+        for (field, _) in taken_from_old.into_iter().filter(|(_, taken)| *taken) {
+            match before.get(field) {
+                Some(v) => {
+                    m.insert(field.into(), v.clone());
+                }
+                None => {
+                    m.remove(field);
+                }
+            }
+        }
+    }
+    if munged != *before {
+        causes.push(("spec".to_string(), POD_UPDATE_FORBIDDEN.to_string()));
+    }
+}

@@ -1,0 +1,307 @@
+//! Unit tests of the built-in validation: objects prepared as the store prepares them, then
+//! checked, with kube's field paths and messages.
+
+use serde_json::{json, Value};
+
+use super::causes;
+use crate::config::ServiceRanges;
+use crate::kinds::strategy::registry;
+use crate::machinery::meta::{prepare_create, prepare_update};
+use crate::registry::strategy::{prepare_for_create, prepare_for_update};
+
+/// The problems kube would name for creating `obj` as `plural` (every group used here serves
+/// `v1`), as `field: message`.
+fn create(group: &str, plural: &str, mut obj: Value) -> Vec<String> {
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup(group, "v1", plural).expect("served");
+    prepare_create(rt, &mut obj, rt.namespaced.then_some("ns")).expect("metadata");
+    prepare_for_create(rt, &mut obj);
+    shown(causes(rt, None, &obj))
+}
+
+/// The problems kube would name for updating `old` (as created) to `new`.
+fn update(group: &str, plural: &str, old: Value, mut new: Value) -> Vec<String> {
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup(group, "v1", plural).expect("served");
+    let mut old = old;
+    prepare_create(rt, &mut old, rt.namespaced.then_some("ns")).expect("metadata");
+    prepare_for_create(rt, &mut old);
+    let name = old["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    prepare_update(rt, &old, &mut new, &name).expect("metadata");
+    prepare_for_update(rt, &old, &mut new).expect("prepared");
+    shown(causes(rt, Some(&old), &new))
+}
+
+fn shown(causes: Vec<(String, String)>) -> Vec<String> {
+    causes.into_iter().map(|(f, m)| format!("{f}: {m}")).collect()
+}
+
+fn pod(containers: Value) -> Value {
+    json!({"metadata": {"name": "test"}, "spec": {"containers": containers}})
+}
+
+#[test]
+fn a_valid_pod_has_no_problems() {
+    assert!(create("", "pods", pod(json!([{"name": "c", "image": "busybox"}]))).is_empty());
+}
+
+#[test]
+fn containers_need_a_name_and_an_image() {
+    assert_eq!(
+        create("", "pods", pod(json!([{"image": "busybox"}]))),
+        ["spec.containers[0].name: Required value"]
+    );
+    assert_eq!(
+        create(
+            "",
+            "pods",
+            pod(json!([{"name": "c", "image": "busybox"}, {"name": "c", "image": "x"}]))
+        ),
+        ["spec.containers[1].name: Duplicate value: \"c\""]
+    );
+    assert_eq!(
+        create("", "pods", pod(json!([{"name": "Bad_Name"}]))),
+        [
+            "spec.containers[0].name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            "spec.containers[0].image: Required value",
+        ]
+    );
+    assert_eq!(
+        create("", "pods", pod(json!([]))),
+        ["spec.containers: Required value"]
+    );
+}
+
+#[test]
+fn ports_volumes_and_policies_are_checked() {
+    let mut p = pod(json!([{"name": "c", "image": "x",
+        "ports": [{"containerPort": 70000}, {"containerPort": 80, "protocol": "HTTP"}],
+        "volumeMounts": [{"name": "nope", "mountPath": "/a"}]}]));
+    p["spec"]["restartPolicy"] = json!("Sometimes");
+    p["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}]);
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.volumes[1].name: Duplicate value: \"v\"",
+            "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            "spec.containers[0].ports[1].protocol: Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+            "spec.containers[0].volumeMounts[0].name: Not found: \"nope\"",
+            "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+        ]
+    );
+}
+
+#[test]
+fn a_pod_may_change_only_its_images_and_what_kube_lists() {
+    let old = pod(json!([{"name": "c", "image": "busybox", "imagePullPolicy": "Always"}]));
+    let new_image = pod(json!([{"name": "c", "image": "busybox:2", "imagePullPolicy": "Always"}]));
+    assert!(update("", "pods", old.clone(), new_image).is_empty());
+    let new_port = pod(
+        json!([{"name": "c", "image": "busybox", "imagePullPolicy": "Always",
+        "ports": [{"containerPort": 80}]}]),
+    );
+    let problems = update("", "pods", old, new_port);
+    assert_eq!(problems.len(), 1);
+    assert!(problems[0].starts_with(
+        "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    ));
+}
+
+fn deployment(selector: Value, labels: Value) -> Value {
+    json!({"metadata": {"name": "web"}, "spec": {"selector": selector,
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+#[test]
+fn workload_selectors_must_match_their_templates() {
+    assert!(create(
+        "apps",
+        "deployments",
+        deployment(json!({"matchLabels": {"app": "web"}}), json!({"app": "web"}))
+    )
+    .is_empty());
+    assert_eq!(
+        create("apps", "deployments", deployment(json!({"matchLabels": {"app": "web"}}), json!({"app": "db", "tier": "x"}))),
+        ["spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"db\", \"tier\":\"x\"}: `selector` does not match template `labels`"]
+    );
+    assert_eq!(
+        create("apps", "deployments", deployment(json!({}), json!({"app": "web"}))),
+        ["spec.selector: Invalid value: &LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}: empty selector is invalid for deployment"]
+    );
+    let old = deployment(
+        json!({"matchLabels": {"app": "web"}}),
+        json!({"app": "web", "v": "1"}),
+    );
+    let new = deployment(
+        json!({"matchLabels": {"app": "web", "v": "1"}}),
+        json!({"app": "web", "v": "1"}),
+    );
+    assert_eq!(
+        update("apps", "deployments", old, new),
+        ["spec.selector: Invalid value: &LabelSelector{MatchLabels:map[string]string{app: web,v: 1,},MatchExpressions:[]LabelSelectorRequirement{},}: field is immutable"]
+    );
+}
+
+#[test]
+fn jobs_pods_do_not_always_restart_and_their_template_is_fixed() {
+    let job = |image: &str, restart: Option<&str>| {
+        let mut j = json!({"metadata": {"name": "pi"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "pi", "image": image}]}}}});
+        if let Some(r) = restart {
+            j["spec"]["template"]["spec"]["restartPolicy"] = json!(r);
+        }
+        j
+    };
+    assert_eq!(
+        create("batch", "jobs", job("perl", None)),
+        ["spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""]
+    );
+    assert!(create("batch", "jobs", job("perl", Some("Never"))).is_empty());
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup("batch", "v1", "jobs").expect("served");
+    let mut old = job("perl", Some("Never"));
+    prepare_create(rt, &mut old, Some("ns")).expect("metadata");
+    prepare_for_create(rt, &mut old);
+    let mut new = old.clone();
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("perl:2");
+    let problems = shown(causes(rt, Some(&old), &new));
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("spec.template: Invalid value: "));
+    assert!(problems[0].ends_with(": field is immutable"));
+}
+
+#[test]
+fn services_refuse_duplicate_and_out_of_range_ports() {
+    let svc = |ports: Value| json!({"metadata": {"name": "web"}, "spec": {"ports": ports}});
+    assert_eq!(
+        create("", "services", svc(json!([{"name": "a", "port": 80}, {"name": "b", "port": 80}]))),
+        ["spec.ports[1]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:80, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}"]
+    );
+    assert_eq!(
+        create(
+            "",
+            "services",
+            svc(json!([{"port": 80}, {"name": "b", "port": 70000}]))
+        ),
+        [
+            "spec.ports[0].name: Required value",
+            "spec.ports[1].port: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            "spec.ports[1].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+        ]
+    );
+    assert_eq!(
+        create("", "services", svc(json!([]))),
+        ["spec.ports: Required value"]
+    );
+}
+
+#[test]
+fn config_keys_sizes_and_immutability() {
+    assert_eq!(
+        create("", "configmaps", json!({"metadata": {"name": "c"}, "data": {"a b": "x", "ok": "y"}})),
+        ["data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"]
+    );
+    let big = "x".repeat(1024 * 1024 + 1);
+    assert_eq!(
+        create(
+            "",
+            "configmaps",
+            json!({"metadata": {"name": "c"}, "data": {"a": big}})
+        ),
+        ["[]: Too long: must have at most 1048576 bytes"]
+    );
+    let old = json!({"metadata": {"name": "s"}, "immutable": true, "data": {"a": "eA=="}});
+    let new = json!({"metadata": {"name": "s"}, "immutable": true, "data": {"a": "eQ=="}});
+    assert_eq!(
+        update("", "secrets", old, new),
+        ["data: Forbidden: field is immutable when `immutable` is set"]
+    );
+    assert_eq!(
+        create(
+            "",
+            "secrets",
+            json!({"metadata": {"name": "t"}, "type": "kubernetes.io/tls", "data": {"tls.crt": ""}})
+        ),
+        ["data[tls.key]: Required value"]
+    );
+}
+
+#[test]
+fn the_schema_requires_fields_and_unique_list_map_keys() {
+    let mut p = pod(json!([{"name": "c", "image": "x", "env": [{"value": "v"}]}]));
+    p["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
+    assert_eq!(
+        create("", "pods", p),
+        ["spec.containers[0].env[0].name: Required value"]
+    );
+    let binding = json!({"metadata": {"name": "rb"}, "subjects": [{"kind": "User", "name": "u"}]});
+    assert_eq!(
+        create("rbac.authorization.k8s.io", "rolebindings", binding),
+        ["roleRef: Required value"]
+    );
+    let mut p = pod(json!([{"name": "c", "image": "x"}]));
+    p["spec"]["schedulingGates"] = json!([{"name": "g"}, {"name": "g"}]);
+    assert_eq!(
+        create("", "pods", p),
+        ["spec.schedulingGates[1].name: Duplicate value: \"g\""]
+    );
+}
+
+#[test]
+fn rbac_rules_and_bindings_follow_kube() {
+    let role = json!({"metadata": {"name": "r"}, "rules": [
+        {"verbs": [], "resources": ["pods"]},
+        {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]});
+    assert_eq!(
+        create("rbac.authorization.k8s.io", "roles", role),
+        [
+            "rules[0].verbs: Required value: verbs must contain at least one value",
+            "rules[0].apiGroups: Required value: resource rules must supply at least one api group",
+            "rules[1].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs",
+        ]
+    );
+    let binding = |kind: &str, name: &str| {
+        json!({"metadata": {"name": "b"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+            "subjects": [{"kind": "User", "name": "jane"}]})
+    };
+    assert_eq!(
+        create(
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            binding("Role", "r")
+        ),
+        ["roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\""]
+    );
+    assert_eq!(
+        update(
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            binding("ClusterRole", "view"),
+            binding("ClusterRole", "edit")
+        ),
+        ["roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"]
+    );
+}
+
+#[test]
+fn claims_and_leases_follow_kube() {
+    assert_eq!(
+        create(
+            "",
+            "persistentvolumeclaims",
+            json!({"metadata": {"name": "c"}, "spec": {}})
+        ),
+        [
+            "spec.accessModes: Required value: at least 1 access mode is required",
+            "spec.resources[storage]: Required value",
+        ]
+    );
+    assert_eq!(
+        create(
+            "coordination.k8s.io",
+            "leases",
+            json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}})
+        ),
+        ["spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"]
+    );
+}

@@ -1,0 +1,256 @@
+//! kube-apiserver's validation of built-in objects on a real three-replica cluster, through
+//! kubectl and plain HTTP: what kube refuses is refused with its `422` (field paths, messages
+//! and cause reasons), on create, update, patch and apply and in dry runs, and nothing is
+//! stored.
+
+mod support;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use support::kube::Kube;
+
+const POD_WITHOUT_NAME: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: test
+spec:
+  containers:
+  - image: busybox
+";
+
+/// kube's 422 Status for a single field error.
+fn invalid(kind: &str, name: &str, field: &str, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{kind} \"{name}\" is invalid: {field}: {message}"),
+        "reason": "Invalid",
+        "details": {"name": name, "kind": kind,
+            "causes": [{"reason": reason, "message": message, "field": field}]},
+        "code": 422})
+}
+
+/// POSTs `body` to `path` on replica `node` and asserts kube's `422` answer `expected`.
+async fn refused(k: &Kube, node: usize, path: &str, body: &Value, expected: Value) {
+    let (code, status) = k.send(Method::POST, node, path, Some(body)).await;
+    assert_eq!((code, status), (422, expected));
+}
+
+/// The same for a kind of a named group, which kube names `Kind.group`.
+fn invalid_in(group: &str, kind: &str, name: &str, field: &str, reason: &str, message: &str) -> Value {
+    let mut status = invalid(kind, name, field, reason, message);
+    status["message"] = json!(format!(
+        "{kind}.{group} \"{name}\" is invalid: {field}: {message}"
+    ));
+    status["details"]["group"] = json!(group);
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
+    let k = Kube::start().await;
+    let file = k.manifest("pod.yaml", POD_WITHOUT_NAME);
+    for dry in [true, false] {
+        let mut args = vec!["create", "-f", file.as_str()];
+        if dry {
+            args.push("--dry-run=server");
+        }
+        let (ok, out, err) = k.kubectl("node-2", &args);
+        assert!(!ok, "{out}");
+        assert_eq!(
+            err.trim(),
+            "The Pod \"test\" is invalid: spec.containers[0].name: Required value",
+            "dry run: {dry}"
+        );
+    }
+    let (ok, _, err) = k.kubectl("node-3", &["apply", "--server-side", "-f", &file]);
+    assert!(!ok);
+    assert!(err.contains("spec.containers[0].name: Required value"), "{err}");
+    let (ok, _, err) = k.kubectl("node-1", &["get", "pod", "test"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    let pods = "/api/v1/namespaces/default/pods";
+    let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "test"},
+        "spec": {"containers": [{"image": "busybox"}]}});
+    for path in [format!("{pods}?dryRun=All"), pods.to_string()] {
+        refused(
+            &k,
+            0,
+            &path,
+            &body,
+            invalid(
+                "Pod",
+                "test",
+                "spec.containers[0].name",
+                "FieldValueRequired",
+                "Required value",
+            ),
+        )
+        .await;
+    }
+
+    // A valid pod may change its image, and nothing else kube keeps fixed.
+    let good = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let (code, _) = k.send(Method::POST, 0, pods, Some(&good)).await;
+    assert_eq!(code, 201);
+    let (ok, out, err) = k.kubectl("node-2", &["set", "image", "pod/ok", "c=busybox:1.37"]);
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = k.kubectl(
+        "node-3",
+        &[
+            "patch",
+            "pod",
+            "ok",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"c","workingDir":"/tmp"}]}}"#,
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("The Pod \"ok\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"),
+        "{err}"
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-1",
+        &["patch", "pod", "ok", "-p", r#"{"spec":{"containers":[{"name":"c","ports":[{"containerPort":80},{"containerPort":81,"protocol":"HTTP"}]}]}}"#],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains(r#"spec.containers[0].ports[1].protocol: Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP""#),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_config_maps_and_secrets_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let services = "/api/v1/namespaces/default/services";
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80}]}});
+    let duplicate = invalid(
+        "Service",
+        "web",
+        "spec.ports[1]",
+        "FieldValueDuplicate",
+        "Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:80, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}",
+    );
+    refused(&k, 1, services, &svc, duplicate).await;
+    let (code, _) = k.send(Method::GET, 2, &format!("{services}/web"), None).await;
+    assert_eq!(code, 404);
+
+    let key_message = "Invalid value: \"a b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    let bad = k.manifest(
+        "bad.yaml",
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bad
+data:
+  a b: \"1\"
+",
+    );
+    let (ok, _, err) = k.kubectl("node-2", &["apply", "-f", &bad, "--dry-run=server"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("ConfigMap \"bad\" is invalid: data[a b]: {key_message}")),
+        "{err}"
+    );
+    let cm =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad"}, "data": {"a b": "1"}});
+    let refusal = invalid("ConfigMap", "bad", "data[a b]", "FieldValueInvalid", key_message);
+    refused(&k, 2, "/api/v1/namespaces/default/configmaps", &cm, refusal).await;
+
+    let secret = |file: &str, password: &str| {
+        k.manifest(
+            file,
+            &format!(
+                "apiVersion: v1
+kind: Secret
+metadata:
+  name: frozen
+immutable: true
+stringData:
+  password: {password}
+"
+            ),
+        )
+    };
+    k.ok("node-1", &["apply", "-f", &secret("secret.yaml", "one")]);
+    let changed = secret("secret2.yaml", "two");
+    let (ok, _, err) = k.kubectl("node-3", &["apply", "-f", &changed]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "The Secret \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+        ),
+        "{err}"
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-1",
+        &["patch", "secret", "frozen", "-p", r#"{"immutable":false}"#],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("The Secret \"frozen\" is invalid: immutable: Forbidden: field is immutable when `immutable` is set"),
+        "{err}"
+    );
+    let stored = k.json("node-2", &["get", "secret", "frozen"]);
+    assert_eq!(stored["data"]["password"], "b25l");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_selectors_and_job_templates_follow_kubes_rules() {
+    let k = Kube::start().await;
+    let deploy = k.manifest(
+        "deploy.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+",
+    );
+    let (ok, _, err) = k.kubectl("node-1", &["apply", "-f", &deploy]);
+    assert!(!ok);
+    assert!(
+        err.contains("The Deployment \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"api\"}: `selector` does not match template `labels`"),
+        "{err}"
+    );
+    let (ok, _, err) = k.kubectl("node-1", &["get", "deployment", "web"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    k.ok("node-2", &["create", "job", "pi", "--image=perl"]);
+    let (ok, _, err) = k.kubectl("node-3", &["set", "image", "job/pi", "pi=perl:5"]);
+    assert!(!ok);
+    assert!(
+        err.contains("Job.batch \"pi\" is invalid: spec.template: Invalid value: {")
+            && err.trim_end().ends_with("}: field is immutable"),
+        "{err}"
+    );
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "always"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "perl"}]}}}});
+    refused(
+        &k,
+        1,
+        jobs,
+        &job,
+        invalid_in(
+            "batch",
+            "Job",
+            "always",
+            "spec.template.spec.restartPolicy",
+            "FieldValueRequired",
+            "Required value: valid values: \"OnFailure\", \"Never\"",
+        ),
+    )
+    .await;
+}

@@ -82,7 +82,8 @@
 //! strategies — data for most (`kinds::strategy::Builtin`), a module each for Pods, Services,
 //! Namespaces, Jobs and ReplicationControllers — attached to the served type table by
 //! `kinds::strategy::registry`; a pod's `eviction` and `binding` subresources, which its
-//! strategy serves.
+//! strategy serves; and the validation of built-in objects (`kinds::validation`: every type's
+//! schema, kube's rules for the common types).
 //!
 //! **`apiextensions`** — custom resources: a CustomResourceDefinition turned into type-table
 //! entries with the custom-resource strategy attached, the definitions' own strategy,
@@ -111,8 +112,10 @@
 //! **`scheme`** — the type data, kube's scheme and REST mapper: every built-in type's group,
 //! version, kind, plural, scope, short names, categories and subresources (`ResourceType`,
 //! `Registry`), what a CustomResourceDefinition declares about a type it adds (`CustomType`),
-//! and the set served right now (`LiveRegistry`). A type's behaviour is attached to it as
-//! opaque `Hooks` by the layer that serves it. *Invariant:* imports nothing of the crate.
+//! and the set served right now (`LiveRegistry`), and the conversion of a type served in
+//! several versions (`scheme::conversion`; the built-in pairs, such as HPA `autoscaling/v1` ⇄
+//! `v2`, as data). A type's behaviour is attached to it as opaque `Hooks` by the layer that
+//! serves it. *Invariant:* imports nothing of the crate.
 //!
 //! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the
 //! tests and the chaos harness to write configs.

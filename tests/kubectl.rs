@@ -1159,16 +1159,6 @@ const KUBE_1_35_RESOURCES: &[(&str, &[&str])] = &[
 const NOT_SERVED_YET: &[(&str, &str)] = &[
     ("v1", "bindings"),
     ("v1", "componentstatuses"),
-    ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"),
-    ("admissionregistration.k8s.io/v1", "validatingadmissionpolicies"),
-    (
-        "admissionregistration.k8s.io/v1",
-        "validatingadmissionpolicybindings",
-    ),
-    (
-        "admissionregistration.k8s.io/v1",
-        "validatingwebhookconfigurations",
-    ),
     ("apiregistration.k8s.io/v1", "apiservices"),
 ];
 
@@ -1255,6 +1245,15 @@ apiVersion: resource.k8s.io/v1
 kind: DeviceClass
 metadata: {name: gpu.example.com}
 spec: {}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: small-configmaps}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations: [{expression: 'size(object.data) < 100'}]
+  paramKind: {apiVersion: v1, kind: ConfigMap}
 ";
     let out = k.ok("node-1", &["apply", "-f", &k.manifest("types.yaml", manifests)]);
     for created in [
@@ -1265,6 +1264,7 @@ spec: {}
         "volumeattachment.storage.k8s.io/va-1 created",
         "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/batch created",
         "deviceclass.resource.k8s.io/gpu.example.com created",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/small-configmaps created",
     ] {
         assert!(out.contains(created), "{created} in {out}");
     }
@@ -1275,6 +1275,13 @@ spec: {}
     assert_eq!(
         row(&k.ok("node-3", &["get", "runtimeclasses"]), "gvisor")[1],
         "runsc"
+    );
+    assert_eq!(
+        row(
+            &k.ok("node-2", &["get", "validatingadmissionpolicies"]),
+            "small-configmaps"
+        )[1..3],
+        ["1", "v1/ConfigMap"]
     );
     assert_eq!(
         k.json("node-3", &["get", "volumeattachment", "va-1"])["status"],

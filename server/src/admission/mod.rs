@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use crate::authentication::UserInfo;
 use crate::machinery::errors::ApiResult;
 use crate::store::Store;
 
@@ -47,6 +48,10 @@ pub struct Attributes<'a> {
     pub resource: &'a str,
     /// Whether objects of the resource live in a namespace.
     pub namespaced: bool,
+    /// The API version of the request's path.
+    pub version: &'a str,
+    /// The kind of the object written.
+    pub kind: &'a str,
     /// The namespace of the request (`None` for cluster-scoped objects).
     pub namespace: Option<&'a str>,
     /// The object's name as the request gave it (empty for `generateName`).
@@ -55,6 +60,11 @@ pub struct Attributes<'a> {
     pub subresource: Option<&'a str>,
     /// A dry run: nothing will be stored.
     pub dry_run: bool,
+    /// Who asks (`None` for the server's own controllers).
+    pub user: Option<&'a UserInfo>,
+    /// The object as stored before the write (updates; `None` for creates, and for deletes,
+    /// which are admitted before the object is read).
+    pub old: Option<&'a Value>,
 }
 
 /// A plugin that may change the object.
@@ -145,12 +155,16 @@ mod tests {
         Attributes {
             operation: Operation::Create,
             group: "",
+            version: "v1",
+            kind: "Pod",
             resource: "pods",
             namespaced: true,
             namespace: Some("ns"),
             name: "p",
             subresource: None,
             dry_run: false,
+            user: None,
+            old: None,
         }
     }
 

@@ -1211,6 +1211,43 @@ fn pod_template_cells(o: &Value, _ctx: &Ctx) -> Vec<Value> {
     ]
 }
 
+fn webhook_configuration_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    vec![name(o), json!(len(&o["webhooks"])), age(o, ctx)]
+}
+
+fn admission_policy_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let kind = &o["spec"]["paramKind"];
+    let param_kind = if kind.is_object() {
+        format!("{}/{}", text(&kind["apiVersion"]), text(&kind["kind"]))
+    } else {
+        "<unset>".into()
+    };
+    vec![
+        name(o),
+        json!(len(&o["spec"]["validations"])),
+        json!(param_kind),
+        age(o, ctx),
+    ]
+}
+
+fn admission_policy_binding_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let r = &o["spec"]["paramRef"];
+    let param = match (text(&r["name"]), text(&r["namespace"])) {
+        _ if !r.is_object() => "<unset>".to_string(),
+        (n, ns) if !n.is_empty() && !ns.is_empty() => format!("{ns}/{n}"),
+        // Whether the param is cluster-scoped is not known here, as kube prints it.
+        (n, _) if !n.is_empty() => format!("*/{n}"),
+        _ if r["selector"].is_object() => format_label_selector(&r["selector"]),
+        _ => "<unset>".to_string(),
+    };
+    vec![
+        name(o),
+        json!(text(&o["spec"]["policyName"])),
+        json!(param),
+        age(o, ctx),
+    ]
+}
+
 fn priority_class_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
     vec![
         name(o),
@@ -1229,6 +1266,16 @@ fn scale_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
         age(o, ctx),
     ]
 }
+
+const WEBHOOK_COLUMNS: &[Column] = &[
+    NAME,
+    col(
+        "Webhooks",
+        "integer",
+        "Webhooks indicates the number of webhooks registered in this configuration",
+    ),
+    AGE,
+];
 
 const POD_COLUMNS: &[Column] = &[
     NAME,
@@ -1701,6 +1748,40 @@ static PRINTERS: &[Printer] = &[
             col("Pod Labels", "string", "The labels of the pod template."),
         ],
         pod_template_cells,
+    ),
+    printer(
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        WEBHOOK_COLUMNS,
+        webhook_configuration_cells,
+    ),
+    printer(
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        WEBHOOK_COLUMNS,
+        webhook_configuration_cells,
+    ),
+    printer(
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        &[
+            NAME,
+            col("Validations", "integer", "Validations indicates the number of validation rules defined in this configuration"),
+            col("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy"),
+            AGE,
+        ],
+        admission_policy_cells,
+    ),
+    printer(
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+        &[
+            NAME,
+            col("PolicyName", "string", "PolicyName indicates the policy definition which the policy binding binded to"),
+            col("ParamRef", "string", "ParamRef indicates the param resource which sets the configration param"),
+            AGE,
+        ],
+        admission_policy_binding_cells,
     ),
     printer(
         "scheduling.k8s.io",

@@ -77,7 +77,8 @@ fn review_kind<T: Resource + JsonSchema>() -> KindSchema {
 /// kind cannot drift from k8s-openapi.
 fn kind_schemas() -> Vec<KindSchema> {
     use k8s_openapi::api::{
-        apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+        admissionregistration::v1 as admissionregistration, apps::v1 as apps,
+        authentication::v1 as authentication, authorization::v1 as authorization,
         autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling, batch::v1 as batch,
         certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
         discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
@@ -139,6 +140,10 @@ fn kind_schemas() -> Vec<KindSchema> {
         kind::<resource::ResourceClaim>(),
         kind::<resource::ResourceClaimTemplate>(),
         kind::<resource::ResourceSlice>(),
+        kind::<admissionregistration::MutatingWebhookConfiguration>(),
+        kind::<admissionregistration::ValidatingWebhookConfiguration>(),
+        kind::<admissionregistration::ValidatingAdmissionPolicy>(),
+        kind::<admissionregistration::ValidatingAdmissionPolicyBinding>(),
         review_kind::<authentication::TokenReview>(),
         review_kind::<authentication::SelfSubjectReview>(),
         review_kind::<authorization::SubjectAccessReview>(),

@@ -3,7 +3,7 @@
 
 use super::options::WriteOptions;
 use super::reply::{check_grant, key, with_rv, Reply};
-use crate::admission::{self, Attributes, Operation};
+use crate::admission::{self, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{self, Decoded};
 use crate::machinery::managed::{self, Part};
@@ -46,16 +46,7 @@ pub async fn create(
             "a namespaced object must be created in a namespace",
         ));
     }
-    let attrs = Attributes {
-        operation: Operation::Create,
-        group: &req.rt.group,
-        resource: &req.rt.plural,
-        namespaced: req.rt.namespaced,
-        namespace: req.namespace.as_deref(),
-        name: &given_name,
-        subresource: None,
-        dry_run: dry,
-    };
+    let attrs = req.admission(Operation::Create, &given_name, dry, None);
     strategy::prepare_for_create(&req.rt, &mut obj);
     if let Some(r) = &req.requester {
         strategy::of(&req.rt).prepare_for_create_by(&mut obj, &r.user);

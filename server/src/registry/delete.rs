@@ -4,7 +4,7 @@
 
 use super::read::select;
 use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_RETRIES};
-use crate::admission::{self, Attributes, Operation};
+use crate::admission::{self, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::machinery::query::{flag, Query};
@@ -399,16 +399,7 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
     let key = key(req, &name);
     let held = strategy::of(rt).removed_by_controller();
     // Admission sees the delete before the object is read, as kube-apiserver's handler runs it.
-    let attrs = Attributes {
-        operation: Operation::Delete,
-        group: &rt.group,
-        resource: &rt.plural,
-        namespaced: rt.namespaced,
-        namespace: req.namespace.as_deref(),
-        name: &name,
-        subresource: None,
-        dry_run: opts.dry_run,
-    };
+    let attrs = req.admission(Operation::Delete, &name, opts.dry_run, None);
     admission::chain().admit(store, &attrs, &mut Value::Null).await?;
     // A delete that asked for orphanDependents=false and did not remove the object at once is
     // answered 202 Accepted, as kube-apiserver does.

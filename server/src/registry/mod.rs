@@ -14,6 +14,9 @@ pub mod update;
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
+use crate::admission::{Attributes, Operation};
 use crate::authentication::UserInfo;
 use crate::authorization::Authorizer;
 use crate::scheme::ResourceType;
@@ -33,6 +36,33 @@ pub struct ResourceRequest {
     pub watch_path: bool,
     /// Who asks (`None` for the server's own controllers, which may do anything).
     pub requester: Option<Requester>,
+}
+
+impl ResourceRequest {
+    /// What the admission chain is told of a write of this request to the object `name` (as
+    /// the request gave it; empty for `generateName`), stored as `old` before it.
+    pub fn admission<'a>(
+        &'a self,
+        operation: Operation,
+        name: &'a str,
+        dry_run: bool,
+        old: Option<&'a Value>,
+    ) -> Attributes<'a> {
+        Attributes {
+            operation,
+            group: &self.rt.group,
+            version: &self.rt.version,
+            kind: &self.rt.kind,
+            resource: &self.rt.plural,
+            namespaced: self.rt.namespaced,
+            namespace: self.namespace.as_deref(),
+            name,
+            subresource: self.subresource.as_deref(),
+            dry_run,
+            user: self.requester.as_ref().map(|r| &*r.user),
+            old,
+        }
+    }
 }
 
 /// Who makes a request, with the authorizer that knows what they hold: the registry refuses

@@ -4,7 +4,7 @@
 use super::reply::{
     check_grant, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
 };
-use crate::admission::{self, Attributes, Operation};
+use crate::admission::{self, Operation};
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{self, Decoded};
@@ -50,10 +50,13 @@ pub(super) async fn guaranteed_update(
         let mut next = mutate(current.as_ref())?;
         let outcome = match &current {
             Some(cur) => {
+                let attrs = req.admission(Operation::Update, name, dry, Some(&cur.obj));
+                admission::chain().admit(store, &attrs, &mut next).await?;
                 // An object on its way out may only lose finalizers; anything else is checked.
                 if meta_str(&next, "deletionTimestamp").is_none() {
                     strategy::of(rt).validate(rt, Some(&cur.obj), &next)?;
                 }
+                admission::chain().validate(store, &attrs, &next).await?;
                 check_grant(req, &next, Some(&cur.obj))?;
                 if dry {
                     return Ok(Reply::object(200, with_rv(next, cur.rv)));
@@ -91,16 +94,12 @@ pub(super) async fn guaranteed_update(
             }
             None => {
                 prepare_create(rt, &mut next, req.namespace.as_deref())?;
-                let attrs = Attributes {
-                    operation: Operation::Create,
-                    group: &rt.group,
-                    resource: &rt.plural,
-                    namespaced: rt.namespaced,
-                    namespace: req.namespace.as_deref(),
-                    name: req.name.as_deref().unwrap_or_default(),
-                    subresource: None,
-                    dry_run: dry,
-                };
+                let attrs = req.admission(
+                    Operation::Create,
+                    req.name.as_deref().unwrap_or_default(),
+                    dry,
+                    None,
+                );
                 strategy::prepare_for_create(rt, &mut next);
                 admission::chain().admit(store, &attrs, &mut next).await?;
                 strategy::of(rt).validate(rt, None, &next)?;

@@ -362,6 +362,7 @@ where
 }
 
 const ALL: &[&str] = &["all"];
+const EXTENSIONS: &[&str] = &["api-extensions"];
 
 /// A list of names (short names, categories) as a type shares it.
 fn names(list: &[&str]) -> Arc<[String]> {
@@ -371,7 +372,8 @@ fn names(list: &[&str]) -> Arc<[String]> {
 /// Every built-in type kuberaft serves, as data (the server attaches each one's behaviour).
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+        admissionregistration::v1 as admissionregistration, apps::v1 as apps,
+        authentication::v1 as authentication, authorization::v1 as authorization,
         autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling, batch::v1 as batch,
         certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
         discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
@@ -413,12 +415,7 @@ pub fn builtin() -> Vec<ResourceType> {
         entry::<rbac::RoleBinding>(NONE),
         entry::<rbac::ClusterRole>(NONE),
         entry::<rbac::ClusterRoleBinding>(NONE),
-        entry::<apiextensions::CustomResourceDefinition>(x(
-            &["crd", "crds"],
-            &["api-extensions"],
-            true,
-            false,
-        )),
+        entry::<apiextensions::CustomResourceDefinition>(x(&["crd", "crds"], EXTENSIONS, true, false)),
         entry::<discovery::EndpointSlice>(NONE),
         entry::<policy::PodDisruptionBudget>(x(&["pdb"], &[], true, false)),
         entry::<networking::Ingress>(x(&["ing"], &[], true, false)),
@@ -446,6 +443,10 @@ pub fn builtin() -> Vec<ResourceType> {
         entry::<resource::ResourceClaim>(x(&[], &[], true, false)),
         entry::<resource::ResourceClaimTemplate>(NONE),
         entry::<resource::ResourceSlice>(NONE),
+        entry::<admissionregistration::MutatingWebhookConfiguration>(x(&[], EXTENSIONS, false, false)),
+        entry::<admissionregistration::ValidatingWebhookConfiguration>(x(&[], EXTENSIONS, false, false)),
+        entry::<admissionregistration::ValidatingAdmissionPolicy>(x(&[], EXTENSIONS, true, false)),
+        entry::<admissionregistration::ValidatingAdmissionPolicyBinding>(x(&[], EXTENSIONS, false, false)),
         review::<authentication::TokenReview>(),
         review::<authentication::SelfSubjectReview>(),
         review::<authorization::SubjectAccessReview>(),
@@ -667,7 +668,7 @@ mod tests {
         assert_eq!(deploy.group_version(), "apps/v1");
         assert!(deploy.has_scale && deploy.has_status);
         assert!(r.lookup("apps", "v1", "configmaps").is_none());
-        assert_eq!(builtin().len(), 59);
+        assert_eq!(builtin().len(), 63);
         assert_eq!(builtin().iter().filter(|t| t.review).count(), 6);
         let ssar = r
             .lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")

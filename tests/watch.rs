@@ -1079,7 +1079,9 @@ async fn kubectl_watches_with_tables_and_selectors() {
             let text = k.text(&k.url(node, "/metrics")).await;
             watchers += text
                 .lines()
-                .filter(|l| l.starts_with("apiserver_registered_watchers{kind=\"ConfigMap\"}"))
+                .filter(|l| {
+                    l.starts_with("apiserver_registered_watchers{") && l.contains("kind=\"ConfigMap\"")
+                })
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum::<f64>();
         }

@@ -63,7 +63,7 @@ const API_PREFIXES: [&str; 2] = ["api", "apis"];
 /// The subresources of a namespace (`namespaces/NAME/status`), not namespaced resources.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 /// Subresources whose requests are long-running (streams), as kube-apiserver's check lists them.
-const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", "portforward"];
+pub const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "proxy", "log", "portforward"];
 
 /// The method in lower case, without allocating for the usual ones.
 fn lower_method(method: &Method) -> Cow<'static, str> {

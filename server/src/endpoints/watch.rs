@@ -372,19 +372,29 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
 }
 
 /// Counts a watcher in `apiserver_registered_watchers` for as long as it lives.
-struct Registered(Arc<str>);
+struct Registered(metrics::Gauge);
 
 impl Registered {
-    fn new(kind: Arc<str>) -> Registered {
-        metrics::gauge!("apiserver_registered_watchers", "kind" => kind.to_string()).increment(1.0);
-        Registered(kind)
+    fn new(rt: &ResourceType) -> Registered {
+        let gauge = metrics::gauge!("apiserver_registered_watchers", &watch_labels(rt));
+        gauge.increment(1.0);
+        Registered(gauge)
     }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        metrics::gauge!("apiserver_registered_watchers", "kind" => self.0.to_string()).decrement(1.0);
+        self.0.decrement(1.0);
     }
+}
+
+/// kube-apiserver's labels of its watch series: `group`, `version`, `kind`.
+fn watch_labels(rt: &ResourceType) -> [(&'static str, String); 3] {
+    [
+        ("group", rt.group.to_string()),
+        ("version", rt.version.to_string()),
+        ("kind", rt.kind.to_string()),
+    ]
 }
 
 /// A watcher's output waiting to be written, in order: frames it encoded itself (appended to
@@ -462,6 +472,8 @@ struct Watcher {
     ending: bool,
     out: Output,
     sent_total: metrics::Counter,
+    /// `apiserver_watch_events_sizes`: each event's frame, as it is encoded.
+    event_sizes: metrics::Histogram,
     /// Events written since the counter was last bumped.
     unsent_count: u64,
     _registered: Registered,
@@ -492,21 +504,24 @@ impl Watcher {
             told: begin.revision,
             ending: false,
             out: Output::default(),
-            sent_total: metrics::counter!("apiserver_watch_events_total", "kind" => rt.kind.to_string()),
+            sent_total: metrics::counter!("apiserver_watch_events_total", &watch_labels(&rt)),
+            event_sizes: metrics::histogram!("apiserver_watch_events_sizes", &watch_labels(&rt)),
             unsent_count: 0,
-            _registered: Registered::new(rt.kind.clone()),
+            _registered: Registered::new(&rt),
             rt,
         }
     }
 
     /// Appends one object event's frame.
     fn write(&self, kind: &str, obj: &Arc<CachedObject>, out: &mut BytesMut) {
+        let before = out.len();
         match self.served.as_deref() {
             Some(fields) => self
                 .enc
                 .write_frame(kind, &served_cached(Some(fields), &self.rt, obj), out),
             None => self.enc.write_frame(kind, obj, out),
         }
+        self.event_sizes.record((out.len() - before) as f64);
     }
 
     /// The next piece of the body; `None` ends it. Frames go out in pieces of up to about
@@ -616,8 +631,12 @@ impl Watcher {
             // Fell further behind than the buffer: close; the client resumes from the last
             // resourceVersion it received.
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                metrics::counter!("apiserver_terminated_watchers_total", "kind" => self.rt.kind.to_string())
-                    .increment(1);
+                metrics::counter!(
+                    "apiserver_terminated_watchers_total",
+                    "group" => self.rt.group.to_string(),
+                    "resource" => self.rt.plural.to_string()
+                )
+                .increment(1);
                 self.ending = true;
             }
             Err(broadcast::error::RecvError::Closed) => self.ending = true,

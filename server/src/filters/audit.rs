@@ -15,8 +15,6 @@
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{ConnectInfo, Request, State};
@@ -24,13 +22,13 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
-use hyper::body::{Frame, SizeHint};
 
 use crate::audit::context::{AuditContext, Plan, Received};
 use crate::audit::Auditor;
 use crate::authentication::UserInfo;
 use crate::authorization::Decision;
 use crate::endpoints::body::MAX_BODY_BYTES;
+use crate::filters::observed_body::{Observed, Observer};
 use crate::machinery::errors::{ApiError, ResponseStatus};
 
 /// The annotation kube-apiserver's authorization filter writes: `allow` or `forbid`.
@@ -86,10 +84,12 @@ async fn record_response(context: &AuditContext, response: Response) -> Response
         .respond(code, status, collected.as_deref().map(|b| (media_type, b)))
         .await;
     let body = if streaming {
-        Body::new(StreamEnd {
-            inner: body,
-            context: context.clone(),
-        })
+        Observed::body(
+            body,
+            StreamEnd {
+                context: context.clone(),
+            },
+        )
     } else {
         body
     };
@@ -123,14 +123,16 @@ pub async fn authenticated(request: &mut Request, user: Option<&UserInfo>) {
             .unwrap_or_default()
             .to_string();
         let inner = std::mem::take(request.body_mut());
-        *request.body_mut() = Body::new(Tee {
+        *request.body_mut() = Observed::body(
             inner,
-            media_type,
-            seen: Vec::new(),
-            size: 0,
-            overflow: false,
-            context: context.clone(),
-        });
+            Tee {
+                media_type,
+                seen: Vec::new(),
+                size: 0,
+                overflow: false,
+                context: context.clone(),
+            },
+        );
     }
     context.send(begun.line).await;
 }
@@ -151,11 +153,10 @@ pub fn authorized(request: &Request, decision: &Decision) {
     }
 }
 
-/// A request body that hands a copy of what was read to the audit record when dropped (the
-/// endpoint drops it once read, before it answers). A body past the request size limit is
-/// refused by the endpoint and not recorded.
+/// A request body's observer that hands a copy of what was read to the audit record when the
+/// body is dropped (the endpoint drops it once read, before it answers). A body past the
+/// request size limit is refused by the endpoint and not recorded.
 struct Tee {
-    inner: Body,
     media_type: String,
     seen: Vec<Bytes>,
     size: usize,
@@ -163,40 +164,17 @@ struct Tee {
     context: AuditContext,
 }
 
-impl HttpBody for Tee {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                if this.size + data.len() <= MAX_BODY_BYTES {
-                    this.size += data.len();
-                    this.seen.push(data.clone());
-                } else {
-                    this.overflow = true;
-                }
-            }
+impl Observer for Tee {
+    fn data(&mut self, data: &Bytes) {
+        if self.size + data.len() <= MAX_BODY_BYTES {
+            self.size += data.len();
+            self.seen.push(data.clone());
+        } else {
+            self.overflow = true;
         }
-        polled
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for Tee {
-    fn drop(&mut self) {
+    fn dropped(&mut self, _ended: bool) {
         if !self.overflow && !self.seen.is_empty() {
             self.context.request_body(
                 std::mem::take(&mut self.media_type),
@@ -206,35 +184,14 @@ impl Drop for Tee {
     }
 }
 
-/// A long-running response's body that writes `ResponseComplete` when it is dropped: after its
-/// last frame, or when the client went away.
+/// A long-running response's observer that writes `ResponseComplete` when the body is dropped:
+/// after its last frame, or when the client went away.
 struct StreamEnd {
-    inner: Body,
     context: AuditContext,
 }
 
-impl HttpBody for StreamEnd {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for StreamEnd {
-    fn drop(&mut self) {
+impl Observer for StreamEnd {
+    fn dropped(&mut self, _ended: bool) {
         self.context.stream_ended();
     }
 }

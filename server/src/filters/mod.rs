@@ -9,4 +9,6 @@ pub mod authentication;
 pub mod authorization;
 pub mod compression;
 pub mod impersonation;
+pub mod metrics;
+pub mod observed_body;
 pub mod request_info;

@@ -18,7 +18,8 @@ use crate::authentication::service_account;
 use crate::authorization::Authorizer;
 use crate::endpoints::{self, discovery, openapi, Api};
 use crate::filters::{
-    audit, audit_id, authentication, authorization, compression, impersonation, request_info,
+    audit, audit_id, authentication, authorization, compression, impersonation, metrics as request_metrics,
+    request_info,
 };
 use crate::machinery::errors::ApiError;
 use crate::machinery::go_json;
@@ -105,7 +106,10 @@ fn with_filters(routes: Router, api: Api, auditor: Option<Auditor>) -> Router {
         .layer(middleware::from_fn_with_state(
             api.authorizer.clone(),
             authorization::filter,
-        ));
+        ))
+        // 9. Request metrics: what the endpoints serve, in kube-apiserver's request series
+        //    (after authorization: kube records what its handlers answer, not refusals).
+        .layer(middleware::from_fn(request_metrics::filter));
     routes.layer(chain)
 }
 

@@ -28,7 +28,7 @@ use crate::machinery::selector::{field_text, selectable_paths, Selectable};
 use crate::scheme::field_selectors;
 use crate::store::decode_value;
 use crate::store::encryption::Encryption;
-use crate::store::keys::{INTERNAL_PREFIX, ROOT};
+use crate::store::keys::{type_of_key, INTERNAL_PREFIX, ROOT};
 
 /// Events kept in memory for resuming watches; older ones are read back from the store's MVCC
 /// history, so this bounds memory, not correctness.
@@ -60,16 +60,6 @@ impl Extract {
             .collect();
         Extract { labels, fields }
     }
-}
-
-/// The `(group, plural)` a storage key belongs to (`/registry/<group|core>/<plural>/...`).
-fn type_of_key(key: &str) -> (&str, &str) {
-    let mut parts = key.strip_prefix(ROOT).unwrap_or("").split('/');
-    let group = match parts.next() {
-        Some("core") | None => "",
-        Some(g) => g,
-    };
-    (group, parts.next().unwrap_or(""))
 }
 
 /// One object as the cache holds it: encoded, as the JSON of a list item (without `kind` and
@@ -341,6 +331,8 @@ struct State {
     window_start: i64,
     revision: i64,
     compacted: i64,
+    /// Objects per type (`<group|core>/<plural>`), for `apiserver_storage_objects`.
+    counts: BTreeMap<String, i64>,
 }
 
 /// Why the cache cannot answer a read at a revision.
@@ -462,20 +454,21 @@ impl State {
                 }
                 continue;
             };
-            match &e.change {
+            let counted = match &e.change {
                 Change::Put(obj) => {
                     self.corrupt.remove(&e.key);
-                    self.objects.insert(e.key.clone(), obj.clone());
+                    i64::from(self.objects.insert(e.key.clone(), obj.clone()).is_none())
                 }
                 Change::Deleted(_) => {
                     self.corrupt.remove(&e.key);
-                    self.objects.remove(&e.key);
+                    -i64::from(self.objects.remove(&e.key).is_some())
                 }
                 Change::Corrupt(why) => {
-                    self.objects.remove(&e.key);
                     self.corrupt.insert(e.key.clone(), why.clone());
+                    -i64::from(self.objects.remove(&e.key).is_some())
                 }
-            }
+            };
+            count(&mut self.counts, &e.key, counted);
             let e = Arc::new(e);
             self.window.push_back(e.clone());
             out.push(e);
@@ -483,6 +476,21 @@ impl State {
         self.revision = rev;
         self.trim();
         out
+    }
+
+    /// Publishes the object count of the type `part` (`<group|core>/<plural>`).
+    fn publish_count(&self, part: &str) {
+        let (group, resource) = part_labels(part);
+        let n = self.counts.get(part).copied().unwrap_or(0) as f64;
+        // kube's `GroupResource.String()`: `resource` for the core group, else `resource.group`.
+        let group_resource = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        metrics::gauge!("apiserver_storage_objects", "resource" => group_resource).set(n);
+        metrics::gauge!("apiserver_resource_objects", "group" => group.to_string(), "resource" => resource.to_string())
+            .set(n);
     }
 
     fn trim(&mut self) {
@@ -513,6 +521,7 @@ impl WatchCache {
                 window_start: 0,
                 revision: 0,
                 compacted: 0,
+                counts: BTreeMap::new(),
             })),
             node,
             revision,
@@ -702,6 +711,16 @@ async fn load(node: &RaftNode, encryption: &Encryption) -> Result<State, String>
         };
     }
     metrics::gauge!("kuberaft_watch_cache_objects").set(objects.len() as f64);
+    let mut counts = BTreeMap::new();
+    for key in objects.keys() {
+        count(&mut counts, key, 1);
+    }
+    for (part, n) in &counts {
+        let (group, resource) = part_labels(part);
+        let labels = [("group", group.to_string()), ("resource", resource.to_string())];
+        metrics::counter!("apiserver_watch_cache_initializations_total", &labels).increment(1);
+        metrics::counter!("apiserver_init_events_total", &labels).increment(*n as u64);
+    }
     Ok(State {
         objects,
         corrupt,
@@ -709,7 +728,50 @@ async fn load(node: &RaftNode, encryption: &Encryption) -> Result<State, String>
         window_start: resp.revision,
         revision: resp.revision,
         compacted,
+        counts,
     })
+}
+
+/// The `<group|core>/<plural>` part of a storage key, which names its type.
+fn type_part(key: &str) -> &str {
+    let rest = key.strip_prefix(ROOT).unwrap_or("");
+    let end = rest.match_indices('/').nth(1).map_or(rest.len(), |(i, _)| i);
+    &rest[..end]
+}
+
+/// The `group` and `resource` labels of a type part (`core` is the empty group).
+fn part_labels(part: &str) -> (&str, &str) {
+    let (group, resource) = part.split_once('/').unwrap_or((part, ""));
+    (if group == "core" { "" } else { group }, resource)
+}
+
+/// Adds `delta` to the count of `key`'s type.
+fn count(counts: &mut BTreeMap<String, i64>, key: &str, delta: i64) {
+    let part = type_part(key);
+    match counts.get_mut(part) {
+        Some(n) => *n += delta,
+        None => {
+            counts.insert(part.to_string(), delta);
+        }
+    }
+}
+
+/// Records what one applied batch brought, per type: kube's watch cache event counters, the
+/// cache's resource version and the types' object counts.
+fn record_batch(s: &State, events: &[Arc<CacheEvent>], revision: i64) {
+    let mut per_type: BTreeMap<&str, u64> = BTreeMap::new();
+    for e in events {
+        *per_type.entry(type_part(&e.key)).or_default() += 1;
+    }
+    for (part, n) in per_type {
+        let (group, resource) = part_labels(part);
+        let labels = [("group", group.to_string()), ("resource", resource.to_string())];
+        metrics::counter!("apiserver_watch_cache_events_received_total", &labels).increment(n);
+        // Every event is published to the type's watchers as it is received.
+        metrics::counter!("apiserver_watch_cache_events_dispatched_total", &labels).increment(n);
+        metrics::gauge!("apiserver_watch_cache_resource_version", &labels).set(revision as f64);
+        s.publish_count(part);
+    }
 }
 
 /// Applies revisions newer than the cache's and publishes them.
@@ -729,7 +791,7 @@ fn apply(
     s.trim();
     let revision = s.revision;
     if revision > before {
-        metrics::counter!("apiserver_watch_cache_events_received_total").increment(events.len() as u64);
+        record_batch(&s, &events, revision);
         let batch = Arc::new(Published::Changes {
             events,
             revision,
@@ -755,9 +817,18 @@ fn apply(
 async fn reload(cache: &WatchCache, rev_tx: &watch::Sender<Option<i64>>) {
     loop {
         match load(&cache.node, &cache.encryption).await {
-            Ok(fresh) => {
+            Ok(mut fresh) => {
                 let revision = fresh.revision;
-                *cache.write() = fresh;
+                let mut s = cache.write();
+                // A type the new state no longer has is counted as empty, not left as it was.
+                for part in s.counts.keys() {
+                    fresh.counts.entry(part.clone()).or_insert(0);
+                }
+                for part in fresh.counts.keys() {
+                    fresh.publish_count(part);
+                }
+                *s = fresh;
+                drop(s);
                 let _ = cache.publish.send(Arc::new(Published::Reset));
                 rev_tx.send_replace(Some(revision));
                 tracing::info!(revision, "watch cache loaded");

@@ -36,6 +36,17 @@ pub fn of_object(rt: &ResourceType, namespace: Option<&str>, name: &str) -> Stri
     object(&rt.group, &rt.plural, namespace.filter(|_| rt.namespaced), name)
 }
 
+/// The `(group, plural)` a storage key belongs to (`/registry/<group|core>/<plural>/...`);
+/// kuberaft's own records are group `kuberaft`.
+pub fn type_of_key(key: &str) -> (&str, &str) {
+    let mut parts = key.strip_prefix(ROOT).unwrap_or("").split('/');
+    let group = match parts.next() {
+        Some("core") | None => "",
+        Some(g) => g,
+    };
+    (group, parts.next().unwrap_or(""))
+}
+
 /// The prefix of kuberaft's own records of one kind (`servicenodeports`, ...).
 pub fn internal_prefix(kind: &str) -> String {
     format!("{INTERNAL_PREFIX}{kind}/")
@@ -58,5 +69,10 @@ mod tests {
         );
         assert!(internal_prefix("servicenodeports").starts_with(INTERNAL_PREFIX));
         assert!(INTERNAL_PREFIX.starts_with(ROOT));
+        assert_eq!(
+            type_of_key("/registry/apps/deployments/shop/web"),
+            ("apps", "deployments")
+        );
+        assert_eq!(type_of_key("/registry/core/namespaces/shop"), ("", "namespaces"));
     }
 }

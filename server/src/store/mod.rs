@@ -11,7 +11,9 @@ pub mod encryption;
 pub mod keys;
 pub mod plans;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use kuberaft_proto as pb;
 use kuberaft_raft::{NodeError, RaftNode, StorageError};
@@ -101,6 +103,31 @@ pub enum Written {
     NotWritten(Vec<(String, i64)>),
 }
 
+/// Runs one store request and records it as kube-apiserver records its etcd requests
+/// (`etcd_request_duration_seconds`, `etcd_requests_total`, `etcd_request_errors_total`), under
+/// kuberaft's names, with kube's labels: the operation and the key's group and resource.
+async fn recorded<T>(
+    operation: &'static str,
+    key: &str,
+    request: impl Future<Output = ApiResult<T>>,
+) -> ApiResult<T> {
+    let start = Instant::now();
+    let result = request.await;
+    let (group, resource) = keys::type_of_key(key);
+    let labels = [
+        ("operation", operation.to_string()),
+        ("group", group.to_string()),
+        ("resource", resource.to_string()),
+    ];
+    metrics::histogram!("kuberaft_store_request_duration_seconds", &labels)
+        .record(start.elapsed().as_secs_f64());
+    metrics::counter!("kuberaft_store_requests_total", &labels).increment(1);
+    if result.is_err() {
+        metrics::counter!("kuberaft_store_request_errors_total", &labels).increment(1);
+    }
+    result
+}
+
 impl Store {
     /// A store over `node`; starts the replica's watch cache, whose watchers may fall
     /// `watch_buffer` revision batches behind before they are closed.
@@ -177,30 +204,22 @@ impl Store {
     /// Reads one key's stored value as it is, decodable or not (linearizable when
     /// `consistent`).
     pub async fn get_raw(&self, key: &str, consistent: bool) -> ApiResult<Option<pb::KeyValue>> {
-        let resp = self
-            .range(
-                pb::RangeRequest {
-                    key: key.as_bytes().to_vec(),
-                    ..Default::default()
-                },
-                consistent,
-            )
-            .await?;
+        let request = pb::RangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let resp = recorded("get", key, self.range(request, consistent)).await?;
         Ok(resp.kvs.into_iter().next())
     }
 
     /// Reads every object under `prefix`; returns them with the revision they were read at.
     pub async fn list(&self, prefix: &str, consistent: bool) -> ApiResult<(Vec<Stored>, i64)> {
-        let resp = self
-            .range(
-                pb::RangeRequest {
-                    key: prefix.as_bytes().to_vec(),
-                    prefix: true,
-                    ..Default::default()
-                },
-                consistent,
-            )
-            .await?;
+        let request = pb::RangeRequest {
+            key: prefix.as_bytes().to_vec(),
+            prefix: true,
+            ..Default::default()
+        };
+        let resp = recorded("list", prefix, self.range(request, consistent)).await?;
         let items = resp
             .kvs
             .into_iter()
@@ -235,16 +254,15 @@ impl Store {
 
     /// Creates `obj` at `key` if the key is absent.
     pub async fn create(&self, key: &str, obj: &Value) -> ApiResult<Cas> {
-        let t = self
-            .txn(pb::TxnRequest {
-                compares: vec![pb::Compare {
-                    key: key.as_bytes().to_vec(),
-                    target: Some(pb::compare::Target::Exists(false)),
-                }],
-                success: vec![put(key, self.encode(key, obj)?)],
-                failure: vec![],
-            })
-            .await?;
+        let txn = pb::TxnRequest {
+            compares: vec![pb::Compare {
+                key: key.as_bytes().to_vec(),
+                target: Some(pb::compare::Target::Exists(false)),
+            }],
+            success: vec![put(key, self.encode(key, obj)?)],
+            failure: vec![],
+        };
+        let t = recorded("create", key, self.txn(txn)).await?;
         if t.succeeded {
             Ok(Cas::Done(t.revision))
         } else {
@@ -254,13 +272,12 @@ impl Store {
 
     /// Replaces the object at `key` if its mod revision is still `rev`.
     pub async fn update(&self, key: &str, obj: &Value, rev: i64) -> ApiResult<Cas> {
-        let t = self
-            .txn(pb::TxnRequest {
-                compares: vec![mod_rev_is(key, rev)],
-                success: vec![put(key, self.encode(key, obj)?)],
-                failure: vec![],
-            })
-            .await?;
+        let txn = pb::TxnRequest {
+            compares: vec![mod_rev_is(key, rev)],
+            success: vec![put(key, self.encode(key, obj)?)],
+            failure: vec![],
+        };
+        let t = recorded("update", key, self.txn(txn)).await?;
         if t.succeeded {
             Ok(Cas::Done(t.revision))
         } else {
@@ -269,7 +286,7 @@ impl Store {
     }
 
     async fn delete_txn(&self, key: &str, rev: i64) -> ApiResult<pb::TxnResponse> {
-        self.txn(pb::TxnRequest {
+        let txn = pb::TxnRequest {
             compares: vec![mod_rev_is(key, rev)],
             success: vec![pb::Op {
                 op: Some(pb::op::Op::Delete(pb::DeleteOp {
@@ -277,8 +294,8 @@ impl Store {
                 })),
             }],
             failure: vec![],
-        })
-        .await
+        };
+        recorded("delete", key, self.txn(txn)).await
     }
 
     /// Deletes whatever is stored at `key` if its mod revision is still `rev`, without

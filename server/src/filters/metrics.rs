@@ -1,0 +1,457 @@
+//! The request metrics filter: records every request an endpoint serves in kube-apiserver's
+//! request series, with kube's names, labels and label values, in one place instead of in
+//! each handler — kube-apiserver's `InstrumentRouteFunc` and its in-flight watermark.
+//!
+//! - `apiserver_request_total{verb,dry_run,group,version,resource,subresource,scope,component,code}`
+//!   and `apiserver_request_duration_seconds` (the same labels without `code`), when the
+//!   response's body has been written (for a watch, when it ends, as kube records it when its
+//!   handler returns);
+//! - `apiserver_response_sizes` for `GET` and `LIST`, in bytes written;
+//! - `apiserver_longrunning_requests` while a watch or a connect stream is open;
+//! - `apiserver_request_aborts_total` for a response whose body was dropped unfinished (the
+//!   client went away);
+//! - `apiserver_current_inflight_requests{request_kind}`: the most requests (`readOnly` or
+//!   `mutating`, long-running ones not counted) executing at once in the last second.
+//!
+//! Label values are computed as kube's `CleanVerb`, `CanonicalVerb`, the installer's scope and
+//! `cleanDryRun` compute them. Only what an endpoint serves is recorded: a path that names no
+//! registered resource (kube's not-found handler records nothing either) never creates a
+//! series, so the labels are bounded by the registered types. Of the paths outside `/api` and
+//! `/apis`, the health checks are recorded as kube's health handlers record them (the path as
+//! `subresource`, empty component); the others are not, as in kube-apiserver.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics::Label;
+
+use crate::audit::request::LONG_RUNNING_SUBRESOURCES;
+use crate::endpoints::request_info::{RequestInfo, Verb};
+use crate::filters::observed_body::{Observed, Observer};
+use crate::machinery::query::watch_requested;
+use crate::registry::ResourceRequest;
+
+/// The `component` label of what the API server itself serves.
+const APISERVER: &str = "apiserver";
+/// The health checks, recorded as kube-apiserver's health handlers record them.
+const HEALTH_PATHS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
+/// The only `dryRun` value kube-apiserver accepts.
+const DRY_RUN_ALL: &str = "All";
+/// The patch type that makes a `PATCH` an `APPLY` in kube's metrics.
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// Requests executing now, and the most at once since the last report, per request kind.
+struct InFlight {
+    now: AtomicI64,
+    most: AtomicI64,
+}
+
+static READ_ONLY: InFlight = InFlight {
+    now: AtomicI64::new(0),
+    most: AtomicI64::new(0),
+};
+static MUTATING: InFlight = InFlight {
+    now: AtomicI64::new(0),
+    most: AtomicI64::new(0),
+};
+
+/// Publishes `apiserver_current_inflight_requests` (the most requests of each kind executing
+/// at once since the last call) and starts the next period; called once a second.
+pub fn report_inflight() {
+    for (kind, counts) in [("readOnly", &READ_ONLY), ("mutating", &MUTATING)] {
+        let now = counts.now.load(Ordering::Relaxed);
+        let most = counts.most.swap(now, Ordering::Relaxed);
+        metrics::gauge!("apiserver_current_inflight_requests", "request_kind" => kind)
+            .set(most.max(now) as f64);
+    }
+}
+
+/// One executing request of a kind, counted until it is dropped.
+struct Executing(&'static InFlight);
+
+impl Executing {
+    fn start(kind: &'static InFlight) -> Executing {
+        let now = kind.now.fetch_add(1, Ordering::Relaxed) + 1;
+        kind.most.fetch_max(now, Ordering::Relaxed);
+        Executing(kind)
+    }
+}
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An open long-running request in `apiserver_longrunning_requests`, until it is dropped.
+struct LongRunning(metrics::Gauge);
+
+impl Drop for LongRunning {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+/// What one request is recorded as.
+#[derive(Debug, Clone, PartialEq)]
+struct Labels {
+    verb: &'static str,
+    dry_run: String,
+    group: String,
+    version: String,
+    resource: String,
+    subresource: String,
+    scope: &'static str,
+    component: &'static str,
+    long_running: bool,
+    /// Whether kube records the response's size (what its `GET` and `LIST` routes answer).
+    sized: bool,
+}
+
+impl Labels {
+    /// The labels of a request, or `None` for what kube-apiserver does not record.
+    fn of(info: &RequestInfo, method: &Method, query: Option<&str>, headers: &HeaderMap) -> Option<Labels> {
+        match info {
+            RequestInfo::Resource { request, verb } => {
+                Some(Labels::resource(request, *verb, method, query, headers))
+            }
+            RequestInfo::NonResource { path, .. }
+                if HEALTH_PATHS.contains(&path.as_str())
+                    && (method == Method::GET || method == Method::HEAD) =>
+            {
+                Some(Labels {
+                    verb: if watch_requested(query) == Some(true) {
+                        "WATCH"
+                    } else {
+                        "GET"
+                    },
+                    dry_run: dry_run(query),
+                    group: String::new(),
+                    version: String::new(),
+                    resource: String::new(),
+                    subresource: path.clone(),
+                    scope: "",
+                    component: "",
+                    long_running: false,
+                    sized: true,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    fn resource(
+        req: &ResourceRequest,
+        verb: Verb,
+        method: &Method,
+        query: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Labels {
+        let subresource = req.subresource.as_deref().unwrap_or("");
+        let connect = LONG_RUNNING_SUBRESOURCES.contains(&subresource);
+        // The installer's scope: an object (or a create) is `resource`, a collection in a
+        // namespace `namespace`, anything else (all namespaces, cluster-scoped) `cluster`.
+        let scope = if req.name.is_some() || verb == Verb::Create {
+            "resource"
+        } else if req.namespace.is_some() {
+            "namespace"
+        } else {
+            "cluster"
+        };
+        let canonical = match *method {
+            Method::GET | Method::HEAD if scope == "resource" => "GET",
+            Method::GET | Method::HEAD => "LIST",
+            Method::POST => "POST",
+            Method::PUT => "PUT",
+            Method::PATCH => "PATCH",
+            Method::DELETE => "DELETE",
+            _ => "other",
+        };
+        let watch = verb == Verb::Watch || (*method == Method::GET && watch_requested(query) == Some(true));
+        let apply = canonical == "PATCH"
+            && headers
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes() == APPLY_PATCH.as_bytes());
+        let reported = if connect {
+            "CONNECT"
+        } else if apply {
+            "APPLY"
+        } else if watch {
+            "WATCH"
+        } else {
+            canonical
+        };
+        Labels {
+            verb: reported,
+            dry_run: dry_run(query),
+            group: req.rt.group.to_string(),
+            version: req.rt.version.to_string(),
+            resource: req.rt.plural.to_string(),
+            subresource: subresource.to_string(),
+            scope,
+            component: APISERVER,
+            long_running: watch || connect,
+            // kube sizes what its `GET` and `LIST` routes answer, a `?watch=true` among them,
+            // but not its `/watch/` routes nor connect streams.
+            sized: *method == Method::GET && !req.watch_path && !connect,
+        }
+    }
+
+    fn label(name: &'static str, value: &str) -> Label {
+        Label::new(name, value.to_string())
+    }
+
+    /// `verb, group, version, resource, subresource, scope`.
+    fn target(&self) -> Vec<Label> {
+        vec![
+            Self::label("verb", self.verb),
+            Self::label("group", &self.group),
+            Self::label("version", &self.version),
+            Self::label("resource", &self.resource),
+            Self::label("subresource", &self.subresource),
+            Self::label("scope", self.scope),
+        ]
+    }
+
+    /// `verb, group, version, resource, subresource, scope, component`.
+    fn of_component(&self) -> Vec<Label> {
+        let mut labels = self.target();
+        labels.push(Self::label("component", self.component));
+        labels
+    }
+
+    /// `verb, dry_run, group, version, resource, subresource, scope, component`.
+    fn request(&self) -> Vec<Label> {
+        let mut labels = self.of_component();
+        labels.insert(1, Self::label("dry_run", &self.dry_run));
+        labels
+    }
+}
+
+/// kube's `cleanDryRun`: empty without the option, `invalid` for a value other than `All`,
+/// else the distinct values sorted and joined with commas (which can only be `All`).
+fn dry_run(query: Option<&str>) -> String {
+    let values: Vec<&str> = query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| match pair.split_once('=') {
+            Some(("dryRun", v)) => Some(v),
+            None if pair == "dryRun" => Some(""),
+            _ => None,
+        })
+        .collect();
+    if values.iter().any(|v| *v != DRY_RUN_ALL) {
+        "invalid".into()
+    } else if values.is_empty() {
+        String::new()
+    } else {
+        DRY_RUN_ALL.into()
+    }
+}
+
+/// The request metrics filter (after authorization, so that it sees what endpoints serve).
+pub async fn filter(request: Request, next: Next) -> Response {
+    let labels = request
+        .extensions()
+        .get::<RequestInfo>()
+        .and_then(|info| Labels::of(info, request.method(), request.uri().query(), request.headers()));
+    let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
+    let Some(labels) = labels else {
+        let _executing = Executing::start(if read_only { &READ_ONLY } else { &MUTATING });
+        return next.run(request).await;
+    };
+    let start = Instant::now();
+    let executing =
+        (!labels.long_running).then(|| Executing::start(if read_only { &READ_ONLY } else { &MUTATING }));
+    let long_running = labels.long_running.then(|| {
+        let gauge = metrics::gauge!("apiserver_longrunning_requests", labels.of_component());
+        gauge.increment(1.0);
+        LongRunning(gauge)
+    });
+    let response = next.run(request).await;
+    let code = response.status().as_u16();
+    response.map(|inner| {
+        Observed::body(
+            inner,
+            Record {
+                labels,
+                code,
+                start,
+                written: 0,
+                _executing: executing,
+                _long_running: long_running,
+            },
+        )
+    })
+}
+
+/// A response body's observer that counts the bytes written and records the request when the
+/// body is dropped: after its last frame, or when the client went away.
+struct Record {
+    labels: Labels,
+    code: u16,
+    start: Instant,
+    written: u64,
+    _executing: Option<Executing>,
+    _long_running: Option<LongRunning>,
+}
+
+impl Observer for Record {
+    fn data(&mut self, data: &Bytes) {
+        self.written += data.len() as u64;
+    }
+
+    fn dropped(&mut self, ended: bool) {
+        let labels = &self.labels;
+        let mut with_code = labels.request();
+        with_code.push(Labels::label("code", &self.code.to_string()));
+        metrics::counter!("apiserver_request_total", with_code).increment(1);
+        metrics::histogram!("apiserver_request_duration_seconds", labels.request())
+            .record(self.start.elapsed().as_secs_f64());
+        if labels.sized {
+            metrics::histogram!("apiserver_response_sizes", labels.of_component())
+                .record(self.written as f64);
+        }
+        if !ended && !labels.long_running {
+            metrics::counter!("apiserver_request_aborts_total", labels.target()).increment(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoints::request_info::{parse_path, Target};
+    use crate::scheme::Registry;
+
+    /// `verb dry_run scope subresource long-running` of `METHOD path?query [content type]`
+    /// (`-` for an empty value), or `""` when it is not recorded.
+    fn labels(request: &str) -> String {
+        let mut parts = request.split(' ');
+        let method: Method = parts.next().unwrap().parse().unwrap();
+        let path_and_query = parts.next().unwrap();
+        let mut headers = HeaderMap::new();
+        if let Some(ct) = parts.next() {
+            headers.insert(header::CONTENT_TYPE, ct.parse().unwrap());
+        }
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (path_and_query, None),
+        };
+        let info = match parse_path(&Registry::new(), path) {
+            Ok(Target::Resource(request)) => {
+                let verb = request
+                    .verb(&method, watch_requested(query).unwrap_or(false))
+                    .unwrap();
+                RequestInfo::Resource { request, verb }
+            }
+            Ok(other) => RequestInfo::Discovery(other),
+            Err(_) if !path.starts_with("/api") => RequestInfo::NonResource {
+                path: path.into(),
+                verb: "get".into(),
+            },
+            Err(e) => RequestInfo::Unserved(e),
+        };
+        let Some(l) = Labels::of(&info, &method, query, &headers) else {
+            return String::new();
+        };
+        let dash = |v: &str| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        let (dry_run, scope, sub) = (dash(&l.dry_run), dash(l.scope), dash(&l.subresource));
+        format!("{} {dry_run} {scope} {sub} {}", l.verb, l.long_running)
+    }
+
+    #[test]
+    fn verbs_and_scopes_are_kubes() {
+        let cases = [
+            ("GET /api/v1/namespaces/a/configmaps/x", "GET - resource - false"),
+            ("GET /api/v1/namespaces/a/configmaps", "LIST - namespace - false"),
+            ("GET /api/v1/configmaps", "LIST - cluster - false"),
+            ("GET /api/v1/namespaces", "LIST - cluster - false"),
+            ("GET /api/v1/namespaces/a", "GET - resource - false"),
+            (
+                "GET /api/v1/namespaces/a/configmaps?watch=true",
+                "WATCH - namespace - true",
+            ),
+            (
+                "GET /api/v1/namespaces/a/configmaps?watch=0",
+                "LIST - namespace - false",
+            ),
+            (
+                "GET /api/v1/watch/namespaces/a/configmaps",
+                "WATCH - namespace - true",
+            ),
+            ("POST /api/v1/namespaces/a/configmaps", "POST - resource - false"),
+            (
+                "POST /api/v1/namespaces/a/configmaps?dryRun=All",
+                "POST All resource - false",
+            ),
+            (
+                "POST /api/v1/namespaces/a/configmaps?dryRun=All&dryRun=All",
+                "POST All resource - false",
+            ),
+            (
+                "POST /api/v1/namespaces/a/configmaps?dryRun=Some",
+                "POST invalid resource - false",
+            ),
+            ("PUT /api/v1/namespaces/a/configmaps/x", "PUT - resource - false"),
+            (
+                "PATCH /api/v1/namespaces/a/configmaps/x application/merge-patch+json",
+                "PATCH - resource - false",
+            ),
+            (
+                "PATCH /api/v1/namespaces/a/configmaps/x application/apply-patch+yaml",
+                "APPLY - resource - false",
+            ),
+            (
+                "DELETE /api/v1/namespaces/a/configmaps/x",
+                "DELETE - resource - false",
+            ),
+            (
+                "DELETE /api/v1/namespaces/a/configmaps",
+                "DELETE - namespace - false",
+            ),
+            (
+                "GET /api/v1/namespaces/a/pods/p/status",
+                "GET - resource status false",
+            ),
+            (
+                "PUT /apis/apps/v1/namespaces/a/deployments/d/scale",
+                "PUT - resource scale false",
+            ),
+            ("GET /healthz", "GET - - /healthz false"),
+            // Not recorded: other non-resource paths, discovery, unregistered resources.
+            ("GET /version", ""),
+            ("GET /apis", ""),
+            ("GET /api/v1/namespaces/a/widgets", ""),
+            ("GET /apis/example.com/v1/widgets", ""),
+        ];
+        for (request, expected) in cases {
+            assert_eq!(labels(request), expected, "{request}");
+        }
+    }
+
+    #[test]
+    fn inflight_reports_the_most_at_once_in_the_period() {
+        let a = Executing::start(&MUTATING);
+        let b = Executing::start(&MUTATING);
+        drop(a);
+        drop(b);
+        assert!(MUTATING.most.load(Ordering::Relaxed) >= 2);
+        report_inflight();
+        assert_eq!(
+            MUTATING.most.load(Ordering::Relaxed),
+            MUTATING.now.load(Ordering::Relaxed)
+        );
+    }
+}

@@ -87,6 +87,10 @@ pub struct CachedObject {
     extract: Extract,
     yaml: OnceLock<Box<Bytes>>,
     proto: OnceLock<Option<Box<Bytes>>>,
+    /// The whole object as CBOR (self-described tag included).
+    cbor: OnceLock<Box<Bytes>>,
+    /// The object as a CBOR list item (without `kind` and `apiVersion`, nor the tag).
+    cbor_item: OnceLock<Box<Bytes>>,
 }
 
 impl Selectable for CachedObject {
@@ -135,6 +139,8 @@ impl CachedObject {
             extract,
             yaml: OnceLock::new(),
             proto: OnceLock::new(),
+            cbor: OnceLock::new(),
+            cbor_item: OnceLock::new(),
         })
     }
 
@@ -157,6 +163,8 @@ impl CachedObject {
             extract: self.extract.clone(),
             yaml: OnceLock::new(),
             proto: OnceLock::new(),
+            cbor: OnceLock::new(),
+            cbor_item: OnceLock::new(),
         })
     }
 
@@ -222,6 +230,20 @@ impl CachedObject {
                     .map(|b| Box::new(Bytes::from(b)))
             })
             .as_deref()
+    }
+
+    /// The whole object as CBOR (self-described tag included), encoded once.
+    pub fn cbor(&self) -> &Bytes {
+        self.cbor
+            .get_or_init(|| Box::new(crate::machinery::cbor::encode(&self.value()).into()))
+    }
+
+    /// The object as a CBOR list item (without `kind` and `apiVersion`), encoded once.
+    pub fn cbor_item(&self) -> &Bytes {
+        self.cbor_item.get_or_init(|| {
+            let item = serde_json::from_slice(&self.item).unwrap_or(Value::Null);
+            Box::new(crate::machinery::cbor::encode_item(&item).into())
+        })
     }
 
     /// The object as YAML, serialised once.

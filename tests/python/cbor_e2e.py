@@ -14,6 +14,7 @@ Every check runs (a failure does not hide the ones after it); the script exits 1
     python cbor_e2e.py KUBECONFIG PREFIX
 """
 
+import base64
 import json
 import sys
 from collections.abc import Mapping
@@ -45,6 +46,9 @@ def strings(v):
     as bytes), maps as dicts and arrays as lists (cbor2 may give frozen forms)."""
     if isinstance(v, bytes):
         return v.decode("utf-8")
+    if isinstance(v, cbor2.CBORTag) and v.tag == 22:
+        # Go byte slices: raw bytes, "expected base64" (JSON's form).
+        return base64.b64encode(v.value).decode()
     if isinstance(v, Mapping):
         return {strings(k): strings(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -272,6 +276,24 @@ def builtin_crud_apply_and_watch(c):
     expect([t for t, _ in events] == ["ADDED", "MODIFIED", "DELETED"], [t for t, _ in events])
     expect(events[1][1]["data"] == {"x": "z"}, events[1][1])
     expect(events[0][1]["kind"] == "ConfigMap", events[0][1].get("kind"))
+
+
+@check
+def byte_fields_are_raw_bytes(c):
+    ns = c.prefix + "-bytes"
+    c.json(0, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+    raw = b"\x00\xffhi"
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"k": raw}}
+    # cbor2 writes Python bytes as a plain byte string: the Secret's raw data.
+    r = c.request(0, "POST", "/api/v1/namespaces/%s/secrets" % ns, cbor2.dumps(secret), CBOR)
+    expect(r.status == 201, "create %d %r" % (r.status, r.data[:300]))
+    value = cbor2.loads(r.data)[b"data"][b"k"]
+    # kube writes []byte as a byte string under tag 22 (expected base64): d6 44 00 ff 68 69.
+    expect(isinstance(value, cbor2.CBORTag) and value.tag == 22 and value.value == raw, repr(value))
+    expect(b"\xd6\x44" + raw in r.data, "no tag 22 around the data")
+    _, as_json = c.json(1, "GET", "/api/v1/namespaces/%s/secrets/s" % ns)
+    expect(as_json["data"] == {"k": base64.b64encode(raw).decode()}, as_json["data"])
+    expect(profile(r.data) == as_json, "CBOR and JSON disagree")
 
 
 @check

@@ -6,11 +6,15 @@
 //! object is enclosed in the self-described tag 55799 (`d9 d9 f7`); lengths are definite;
 //! strings and map keys are byte strings (kube encodes Go strings as byte strings); map keys are
 //! sorted bytewise by their encoding (RFC 8949 §4.2.1, so the same object always has the same
-//! bytes); floats take the shortest width that keeps their value.
+//! bytes); floats take the shortest width that keeps their value. The `[]byte` fields of
+//! built-in types (a Secret's `data`, a ConfigMap's `binaryData`, a CSR's `request`, …), base64
+//! text in JSON, are their raw bytes in a byte string under tag 22 ("expected base64"), as kube
+//! writes Go byte slices; the type facts ([`crate::machinery::type_facts`]) say which they are.
 //!
 //! Decoding follows its decoder: tags are accepted (55799 is transparent, 21/22/23 turn their
 //! byte string into base64url/base64/hex text as JSON has it), text strings must be UTF-8,
-//! byte strings become strings, indefinite lengths are accepted; duplicate map keys, NaN and
+//! byte strings become strings (at a `[]byte` field of a built-in type, the base64 of their
+//! bytes), indefinite lengths are accepted; duplicate map keys, NaN and
 //! infinities, integers beyond `int64`, nesting deeper than 64 and arrays or maps of more than
 //! 1024 entries are refused, with the decoder's words. Input is untrusted: the decoder borrows
 //! from the body and checks every declared length against the bytes present before using it,
@@ -20,6 +24,9 @@ use base64::Engine;
 use minicbor::data::{Tag, Type};
 use minicbor::{Decoder, Encoder};
 use serde_json::{Map, Number, Value};
+
+use crate::machinery::protobuf::message_for_kind;
+use crate::machinery::type_facts::{facts, FieldFacts, FieldKind, MapValueKind, MessageFacts};
 
 /// The media type of CBOR objects.
 pub const MEDIA_TYPE: &str = "application/cbor";
@@ -96,18 +103,117 @@ impl From<minicbor::decode::Error> for CborError {
     }
 }
 
-/// Encodes a value as a CBOR object: the self-described tag, then the value.
+/// What the type facts say a value is, as far as CBOR cares: `[]byte` (raw bytes under tag 22
+/// in CBOR, base64 in JSON), a built-in message whose fields may be, or anything else.
+#[derive(Clone, Copy)]
+pub enum Shape {
+    /// No known `[]byte` anywhere in it.
+    Any,
+    /// A `[]byte` field.
+    Bytes,
+    /// A list of `[]byte`.
+    BytesList,
+    /// A `map[string][]byte`.
+    BytesMap,
+    /// A built-in message.
+    Message(&'static MessageFacts),
+    /// A list of a built-in message.
+    MessageList(&'static MessageFacts),
+    /// A map of a built-in message.
+    MessageMap(&'static MessageFacts),
+}
+
+impl Shape {
+    /// The shape of an object of `kind` in `api_version`: its message when it is a built-in
+    /// type, else [`Shape::Any`] (custom resources are unstructured: their strings stay strings).
+    pub fn of_kind(api_version: &str, kind: &str) -> Shape {
+        message_for_kind(api_version, kind)
+            .and_then(|name| facts().message(name))
+            .map_or(Shape::Any, message_shape)
+    }
+
+    /// The shape of an object, from its own `apiVersion` and `kind`.
+    pub fn of(value: &Value) -> Shape {
+        let text = |f: &str| value.get(f).and_then(Value::as_str).unwrap_or_default();
+        Shape::of_kind(text("apiVersion"), text("kind"))
+    }
+
+    /// The shape of the value of `key` in a value of this shape.
+    fn field(self, key: &str) -> Shape {
+        match self {
+            Shape::Message(m) => field_of(m, key).map_or(Shape::Any, field_shape),
+            Shape::BytesMap => Shape::Bytes,
+            Shape::MessageMap(m) => message_shape(m),
+            _ => Shape::Any,
+        }
+    }
+
+    /// The shape of the items of a list of this shape.
+    fn item(self) -> Shape {
+        match self {
+            Shape::BytesList => Shape::Bytes,
+            Shape::MessageList(m) => message_shape(m),
+            _ => Shape::Any,
+        }
+    }
+}
+
+/// A message's shape; messages that hold arbitrary JSON in a `raw` bytes field
+/// (`RawExtension`, `FieldsV1`, apiextensions' `JSON`) are [`Shape::Any`] in JSON and CBOR.
+fn message_shape(m: &'static MessageFacts) -> Shape {
+    if m.fields
+        .iter()
+        .any(|f| f.name == "raw" && f.kind == FieldKind::Bytes)
+    {
+        Shape::Any
+    } else {
+        Shape::Message(m)
+    }
+}
+
+/// The field of `m` named `key` in JSON, looking into inlined (embedded) messages too.
+fn field_of(m: &'static MessageFacts, key: &str) -> Option<&'static FieldFacts> {
+    m.fields.iter().find(|f| !f.inline && f.name == key).or_else(|| {
+        m.fields
+            .iter()
+            .filter(|f| f.inline)
+            .filter_map(|f| f.message.as_deref().and_then(|name| facts().message(name)))
+            .find_map(|inner| field_of(inner, key))
+    })
+}
+
+/// The shape of a field's value.
+fn field_shape(f: &'static FieldFacts) -> Shape {
+    let message = f
+        .message
+        .as_deref()
+        .and_then(|name| facts().message(name))
+        .map(message_shape);
+    match (f.kind, f.value, f.repeated, message) {
+        (FieldKind::Bytes, _, false, _) => Shape::Bytes,
+        (FieldKind::Bytes, _, true, _) => Shape::BytesList,
+        (FieldKind::Map, Some(MapValueKind::Bytes), _, _) => Shape::BytesMap,
+        (FieldKind::Map, Some(MapValueKind::Message), _, Some(Shape::Message(m))) => Shape::MessageMap(m),
+        (FieldKind::Message, _, true, Some(Shape::Message(m))) => Shape::MessageList(m),
+        (FieldKind::Message, _, false, Some(shape)) => shape,
+        _ => Shape::Any,
+    }
+}
+
+/// Encodes an object as a CBOR object: the self-described tag, then the value, its `[]byte`
+/// fields found from its own `apiVersion` and `kind`.
 pub fn encode(value: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(&SELF_DESCRIBED);
-    write_value(&mut out, value);
+    write_shaped(&mut out, value, Shape::of(value));
     out
 }
 
-/// Encodes a value without the self-described tag (an item nested in a larger encoding).
-pub fn encode_item(value: &Value) -> Vec<u8> {
+/// Encodes a value of `shape` without the self-described tag (an item nested in a larger
+/// encoding, such as a list item, which has no `kind` of its own).
+pub fn encode_item(value: &Value, shape: Shape) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
-    write_value(&mut out, value);
+    write_shaped(&mut out, value, shape);
     out
 }
 
@@ -161,6 +267,36 @@ pub fn watch_event(kind: &str, object: &[u8]) -> Vec<u8> {
 /// Sorts map keys as their byte string encodings sort: shorter first, then bytewise.
 fn sort_keys(keys: &mut [&str]) {
     keys.sort_unstable_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.as_bytes().cmp(b.as_bytes())));
+}
+
+/// Writes a value of `shape`: `[]byte` fields as tag 22 around their raw bytes.
+fn write_shaped(out: &mut Vec<u8>, value: &Value, shape: Shape) {
+    match (shape, value) {
+        (Shape::Any, _) => write_value(out, value),
+        (Shape::Bytes, Value::String(text)) => match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(raw) => {
+                head(out, 6, 22);
+                write_bytes(out, &raw);
+            }
+            Err(_) => write_value(out, value),
+        },
+        (_, Value::Array(items)) => {
+            head(out, 4, items.len() as u64);
+            for item in items {
+                write_shaped(out, item, shape.item());
+            }
+        }
+        (_, Value::Object(fields)) => {
+            let mut keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+            sort_keys(&mut keys);
+            head(out, 5, keys.len() as u64);
+            for key in keys {
+                write_bytes(out, key.as_bytes());
+                write_shaped(out, &fields[key], shape.field(key));
+            }
+        }
+        _ => write_value(out, value),
+    }
 }
 
 /// Writes a data item's head: major type and argument, in the shortest form.
@@ -241,10 +377,12 @@ fn write_number(out: &mut Vec<u8>, n: &Number) {
     }
 }
 
-/// Decodes one CBOR data item (the whole body) into a JSON value.
+/// Decodes one CBOR data item (the whole body) into a JSON value; an object of a built-in type
+/// (by its `apiVersion` and `kind`) has its `[]byte` fields' byte strings turned into base64.
 pub fn decode(body: &[u8]) -> Result<Value, CborError> {
+    let (api_version, kind) = read_type_fields(&mut Decoder::new(body)).unwrap_or_default();
     let mut d = Decoder::new(body);
-    let value = read_value(&mut d, 0)?;
+    let value = read_value(&mut d, 0, Shape::of_kind(&api_version, &kind))?;
     let end = d.position();
     if end < body.len() {
         return Err(CborError::Extraneous(body.len() - end, end));
@@ -263,6 +401,12 @@ pub fn type_meta(body: &[u8]) -> Result<(String, String), CborError> {
         return Err(CborError::Extraneous(body.len() - d.position(), d.position()));
     }
     d.set_position(0);
+    read_type_fields(&mut d)
+}
+
+/// Reads the top-level keys of the object at `d`: the values of `apiVersion` and `kind`,
+/// other values skipped unchecked; a duplicate key is an error.
+fn read_type_fields(d: &mut Decoder<'_>) -> Result<(String, String), CborError> {
     let mut found = (String::new(), String::new());
     while d.datatype()? == Type::Tag {
         d.tag()?;
@@ -273,11 +417,11 @@ pub fn type_meta(body: &[u8]) -> Result<(String, String), CborError> {
     let len = d.map()?;
     let mut seen = std::collections::HashSet::new();
     let mut index = 0;
-    while next_entry(&mut d, len, index)? {
-        let key = read_key(&mut d)?;
+    while next_entry(d, len, index)? {
+        let key = read_key(d)?;
         match (key.as_str(), d.datatype()?) {
             ("apiVersion" | "kind", Type::String | Type::StringIndef | Type::Bytes | Type::BytesIndef) => {
-                if let Value::String(v) = read_value(&mut d, MAX_DEPTH)? {
+                if let Value::String(v) = read_value(d, MAX_DEPTH, Shape::Any)? {
                     if key == "kind" {
                         found.1 = v;
                     } else {
@@ -285,7 +429,7 @@ pub fn type_meta(body: &[u8]) -> Result<(String, String), CborError> {
                     }
                 }
             }
-            _ => skip_value(&mut d, 1)?,
+            _ => skip_value(d, 1)?,
         }
         if !seen.insert(key.clone()) {
             return Err(CborError::DuplicateKey(key, index));
@@ -455,7 +599,7 @@ fn next_entry(d: &mut Decoder<'_>, len: Option<u64>, index: usize) -> Result<boo
     }
 }
 
-fn read_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, CborError> {
+fn read_value(d: &mut Decoder<'_>, depth: usize, shape: Shape) -> Result<Value, CborError> {
     let t = d.datatype()?;
     Ok(match t {
         Type::Bool => Value::Bool(d.bool()?),
@@ -497,7 +641,11 @@ fn read_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, CborError> {
                 .ok_or(CborError::Float("infinity"))?
         }
         Type::Bytes | Type::BytesIndef => {
-            Value::String(String::from_utf8_lossy(&read_byte_string(d)?).into_owned())
+            let raw = read_byte_string(d)?;
+            Value::String(match shape {
+                Shape::Bytes => base64::engine::general_purpose::STANDARD.encode(&raw),
+                _ => String::from_utf8_lossy(&raw).into_owned(),
+            })
         }
         Type::String | Type::StringIndef => Value::String(read_text(d)?),
         Type::Array | Type::ArrayIndef => {
@@ -513,7 +661,7 @@ fn read_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, CborError> {
                 if items.len() == MAX_ENTRIES {
                     return Err(CborError::TooManyElements);
                 }
-                items.push(read_value(d, depth + 1)?);
+                items.push(read_value(d, depth + 1, shape.item())?);
             }
             Value::Array(items)
         }
@@ -532,7 +680,7 @@ fn read_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, CborError> {
                     return Err(CborError::TooManyPairs);
                 }
                 let key = read_key(d)?;
-                let value = read_value(d, depth + 1)?;
+                let value = read_value(d, depth + 1, shape.field(&key))?;
                 if fields.contains_key(&key) {
                     return Err(CborError::DuplicateKey(key, index));
                 }
@@ -559,7 +707,7 @@ fn read_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, CborError> {
                 }
                 // Self-described CBOR (55799) and every other tag: the content, as kube's
                 // decoder takes unrecognized tags.
-                _ => read_value(d, depth + 1)?,
+                _ => read_value(d, depth + 1, shape)?,
             }
         }
         Type::Simple => {
@@ -604,15 +752,15 @@ mod tests {
         assert_eq!(&bytes[9..13], &[0x43, b'P', b'o', b'd']);
         assert_eq!(decode(&bytes).unwrap(), pod);
         // Shortest floats: 0.5 in half precision, 1.1 in double.
-        assert_eq!(encode_item(&json!(0.5)), vec![0xf9, 0x38, 0x00]);
-        assert_eq!(encode_item(&json!(1.1))[0], 0xfb);
-        assert_eq!(encode_item(&json!(-1)), vec![0x20]);
-        assert_eq!(encode_item(&json!(100000.0))[0], 0xfa);
+        assert_eq!(encode_item(&json!(0.5), Shape::Any), vec![0xf9, 0x38, 0x00]);
+        assert_eq!(encode_item(&json!(1.1), Shape::Any)[0], 0xfb);
+        assert_eq!(encode_item(&json!(-1), Shape::Any), vec![0x20]);
+        assert_eq!(encode_item(&json!(100000.0), Shape::Any)[0], 0xfa);
     }
 
     #[test]
     fn lists_and_watch_events_splice_encoded_items() {
-        let item = encode_item(&json!({"metadata": {"name": "a"}}));
+        let item = encode_item(&json!({"metadata": {"name": "a"}}), Shape::Any);
         let list = encode_list(
             &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": []}),
             [item.as_slice()].into_iter(),
@@ -625,6 +773,32 @@ mod tests {
             decode(&event).unwrap(),
             json!({"type": "ADDED", "object": {"kind": "Pod"}})
         );
+    }
+
+    #[test]
+    fn byte_fields_of_built_in_types_are_raw_bytes_under_tag_22() {
+        let secret = json!({"kind": "Secret", "apiVersion": "v1", "metadata": {"name": "s"},
+            "data": {"k": "aGk="}, "type": "Opaque"});
+        let bytes = encode(&secret);
+        // "data": {"k": 22("hi")}
+        let data = [
+            0x44, b'd', b'a', b't', b'a', 0xa1, 0x41, b'k', 0xd6, 0x42, b'h', b'i',
+        ];
+        let at = bytes.windows(data.len()).position(|w| w == data);
+        assert!(at.is_some(), "{bytes:02x?}");
+        assert_eq!(decode(&bytes).unwrap(), secret);
+        // An untagged byte string at a []byte field is its raw bytes too (what cbor2 writes).
+        let mut untagged = bytes.clone();
+        untagged.remove(at.unwrap() + 8);
+        assert_eq!(decode(&untagged).unwrap(), secret);
+        // A list's items; a custom resource's strings stay strings.
+        let list = json!({"kind": "SecretList", "apiVersion": "v1", "metadata": {}, "items": [{"data": {"k": "aGk="}}]});
+        assert!(encode(&list).windows(data.len()).any(|w| w == data));
+        let custom = json!({"kind": "Secret", "apiVersion": "example.com/v1", "data": {"k": "aGk="}});
+        assert!(!encode(&custom).windows(data.len()).any(|w| w == data));
+        // managedFields' fieldsV1 is arbitrary JSON, not bytes.
+        let cm = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"managedFields": [{"fieldsV1": {"f:data": {}}}]}});
+        assert_eq!(decode(&encode(&cm)).unwrap(), cm);
     }
 
     #[test]

@@ -241,8 +241,10 @@ impl CachedObject {
     /// The object as a CBOR list item (without `kind` and `apiVersion`), encoded once.
     pub fn cbor_item(&self) -> &Bytes {
         self.cbor_item.get_or_init(|| {
+            use crate::machinery::cbor;
+            let shape = cbor::Shape::of(&self.value());
             let item = serde_json::from_slice(&self.item).unwrap_or(Value::Null);
-            Box::new(crate::machinery::cbor::encode_item(&item).into())
+            Box::new(cbor::encode_item(&item, shape).into())
         })
     }
 

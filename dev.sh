@@ -34,13 +34,14 @@ ensure_python_clients() {
   while read -r spec; do
     [[ -z $spec || $spec == \#* ]] && continue
     local venv="$dir/${spec/==/-}" version="${spec#*==}"
-    if "$venv/bin/python" -c "import sys, kubernetes; sys.exit(kubernetes.__version__ != '$version')" 2>/dev/null; then
-      continue
+    if ! "$venv/bin/python" -c "import sys, kubernetes; sys.exit(kubernetes.__version__ != '$version')" 2>/dev/null; then
+      echo "installing the Python client $spec into $venv"
+      rm -rf "$venv"
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install --quiet --disable-pip-version-check "$spec"
     fi
-    echo "installing the Python client $spec into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "$spec"
+    # What the scripts import besides the client (already-satisfied pins cost no download).
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements
   done <tests/python/clients
   export KUBERAFT_PYTHON_CLIENTS="$dir"
 }

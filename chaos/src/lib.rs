@@ -9,7 +9,7 @@
 //! `failover` measures leader failover the same way on kuberaft and etcd; `watchbench` measures
 //! watch delivery latency with many watchers (with the CPU it cost, `cpu`), against etcd and
 //! the fan-out `floor`; `backupbench` measures what online backups cost the replica that takes
-//! them.
+//! them; `codecbench` measures the API's wire encodings (JSON, protobuf, CBOR) in process.
 
 pub mod api;
 pub mod backupbench;
@@ -17,6 +17,7 @@ pub mod chart;
 pub mod checkers;
 pub mod client;
 pub mod cluster;
+pub mod codecbench;
 pub mod cpu;
 pub mod failover;
 pub mod faults;

@@ -42,6 +42,10 @@ enum Command {
     /// Measure what online backups (`kuberaft snapshot save`) cost the replica that takes them:
     /// puts and reads without and with backups streamed back to back from replica 1.
     Backup(BackupArgs),
+    /// Measure the API's wire encodings in process: bytes and encode/decode time of JSON,
+    /// Kubernetes protobuf and CBOR for a list of Pods and for a watch frame of one Pod
+    /// (medians of several runs; CPU only, no cluster).
+    Codecs(CodecArgs),
     /// The fan-out floor server that `watch --floor` starts (not for direct use).
     #[command(hide = true)]
     FloorServer {
@@ -69,6 +73,17 @@ counts events a watcher never received within 10 s after the last write.
 Example:
   kuberaft-bench watch --watchers 1,100,1000 --rates 100,1000 --duration-secs 5 --runs 3
   kuberaft-bench watch --watchers 1000 --per-connection 1,100 --rates 1000 --runs 3";
+
+/// Options of `kuberaft-bench codecs`.
+#[derive(Debug, Clone, clap::Args)]
+struct CodecArgs {
+    /// Pods in the list.
+    #[arg(long, default_value_t = 150)]
+    pods: usize,
+    /// Timed runs per figure (the median is reported).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+}
 
 /// Options of `kuberaft-bench watch`.
 #[derive(Debug, Clone, clap::Args)]
@@ -720,6 +735,9 @@ async fn main() -> anyhow::Result<()> {
             Command::Api(args) => run_bench(Mode::Api, args).await,
             Command::Watch(args) => run_watch_bench(args).await,
             Command::Backup(args) => run_backup_bench(args).await,
+            Command::Codecs(args) => {
+                kuberaft_chaos::codecbench::run(args.pods, args.runs as usize).map(|table| print!("{table}"))
+            }
             Command::FloorServer { listen } => kuberaft_chaos::floor::serve(&listen).await,
         }
     };

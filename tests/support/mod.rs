@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod kube;
+pub mod python;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -26,7 +26,6 @@ use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
 use crate::config::FeatureGates;
 use crate::machinery::decode::decode_object;
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::protobuf;
 use crate::machinery::query::{parse_bool, Query};
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::options::{GetOptions, ListOptions, PatchOptions, WriteOptions};
@@ -35,11 +34,11 @@ use crate::registry::update::{self, PatchType};
 use crate::registry::{create, read, Requester, ResourceRequest};
 use crate::scheme::{conversion, LiveRegistry, ResourceType};
 use crate::store::Store;
-use body::{content_type, read_body};
+use body::{content_type, json_body, patch_body, read_body};
 use discovery::Document;
 use negotiation::{negotiate, Format, Offer};
 use request_info::{RequestInfo, Target, Verb};
-use response::{error_response, render_document, respond, wants_protobuf, warning_header};
+use response::{error_format, error_response, render_document, respond, warning_header};
 
 /// What the API handlers share.
 #[derive(Clone)]
@@ -76,10 +75,10 @@ fn host_of(headers: &HeaderMap) -> String {
 
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
-    let protobuf_errors = wants_protobuf(request.headers());
+    let errors_as = error_format(request.headers());
     match serve(&api, request).await {
         Ok(r) => r,
-        Err(e) => error_response(e, protobuf_errors),
+        Err(e) => error_response(e, errors_as),
     }
 }
 
@@ -128,9 +127,13 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     } else {
         Format::Json
     };
-    // Objects, lists and Status answer in protobuf when asked; discovery, watch and tables
+    // Objects, lists and Status answer in protobuf or CBOR when asked; discovery and tables
     // stay JSON.
-    let wire = if format == Format::Protobuf { format } else { plain };
+    let wire = if matches!(format, Format::Protobuf | Format::Cbor) {
+        format
+    } else {
+        plain
+    };
     let mut req = match target {
         Target::Resource(r) => r,
         discovery_target => {
@@ -220,14 +223,15 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             update::update(store, &req, &opts, obj).await?
         }
         Verb::Patch => {
-            let kind = PatchType::from_content_type(&content_type(&parts.headers))?;
+            let media_type = content_type(&parts.headers);
+            let kind = body::patch_type(&media_type, req.rt.custom.is_none())?;
             let opts = PatchOptions::parse(&q, kind == PatchType::Apply)?;
-            let bytes = read_body(&parts.headers, body).await?;
+            let bytes = patch_body(&media_type, read_body(&parts.headers, body).await?)?;
             update::patch(store, &req, &opts, kind, &bytes).await?
         }
         Verb::Delete => {
             let bytes = read_body(&parts.headers, body).await?;
-            let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
+            let bytes = json_body(&content_type(&parts.headers), bytes)?;
             let opts = DeleteOptions::parse(&bytes, &q)?;
             // Without the feature gate the option changes nothing, as in kube-apiserver.
             if opts.ignore_store_read_error && api.features.allow_unsafe_malformed_object_deletion {
@@ -239,7 +243,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
         Verb::DeleteCollection => {
             let bytes = read_body(&parts.headers, body).await?;
-            let bytes = protobuf::json_body(&content_type(&parts.headers), bytes)?;
+            let bytes = json_body(&content_type(&parts.headers), bytes)?;
             delete::delete_collection(
                 store,
                 &req,

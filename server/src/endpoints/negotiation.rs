@@ -14,6 +14,8 @@ pub enum Format {
     Yaml,
     /// `application/vnd.kubernetes.protobuf`
     Protobuf,
+    /// `application/cbor` (watches: `application/cbor-seq`)
+    Cbor,
     /// `application/json;as=Table;g=meta.k8s.io;v=v1|v1beta1`, carrying the version.
     Table(&'static str),
     /// `application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1|v1beta1`: only the
@@ -27,7 +29,7 @@ pub enum Format {
 /// Which representations an endpoint has, beyond JSON and YAML.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Offer {
-    /// Objects and lists: also protobuf, Table and PartialObjectMetadata.
+    /// Objects and lists: also protobuf, CBOR, Table and PartialObjectMetadata.
     Resource,
     /// `/api` and `/apis`: also aggregated discovery.
     GroupList,
@@ -136,6 +138,7 @@ impl MediaRange {
             "application/json" | "application/*" | "*/*" => Some(Format::Json),
             "application/yaml" => Some(Format::Yaml),
             crate::machinery::protobuf::MEDIA_TYPE if offer == Offer::Resource => Some(Format::Protobuf),
+            crate::machinery::cbor::MEDIA_TYPE if offer == Offer::Resource => Some(Format::Cbor),
             _ => None,
         }
     }
@@ -223,6 +226,21 @@ mod tests {
         assert_eq!(
             negotiate_resource(&h("application/vnd.kubernetes.protobuf")).unwrap(),
             Format::Protobuf
+        );
+        assert_eq!(negotiate_resource(&h("application/cbor")).unwrap(), Format::Cbor);
+        assert_eq!(
+            negotiate_resource(&h("application/json;q=0.9, application/cbor")).unwrap(),
+            Format::Cbor
+        );
+        assert_eq!(
+            negotiate_resource(&h("application/cbor;q=0.5, application/json")).unwrap(),
+            Format::Json
+        );
+        assert_eq!(
+            negotiate(&h("application/cbor"), Offer::Discovery)
+                .unwrap_err()
+                .code,
+            406
         );
 
         // What kubectl sends for /api and /apis.

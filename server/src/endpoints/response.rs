@@ -1,6 +1,6 @@
-//! Rendering a verb's reply in the negotiated representation: JSON (lists spliced from the
-//! cached objects' shared encodings), YAML, protobuf, Table and PartialObjectMetadata, with
-//! `Warning` headers.
+//! Rendering a verb's reply in the negotiated representation: JSON and CBOR (lists spliced
+//! from the cached objects' shared encodings), YAML, protobuf, Table and PartialObjectMetadata,
+//! with `Warning` headers.
 
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use axum::http::HeaderMap;
 
 use super::negotiation::{negotiate, Format, Offer};
 use crate::endpoints::table;
+use crate::machinery::cbor;
 use crate::machinery::errors::{ApiError, ApiResult, ResponseStatus};
 use crate::machinery::go_json;
 use crate::machinery::meta;
@@ -43,11 +44,11 @@ pub fn value_json_bytes(body: &Value, pretty: bool) -> serde_json::Result<Vec<u8
 }
 
 /// Renders a document kuberaft builds itself as a typed struct (discovery): JSON keeps the
-/// struct's field order, which is kube's; YAML and protobuf go through the value (YAML sorts
-/// keys, as kube-apiserver's YAML does).
+/// struct's field order, which is kube's; YAML, protobuf and CBOR go through the value (YAML
+/// and CBOR sort keys, as kube-apiserver's encoders do).
 pub fn render_document<T: Serialize>(code: u16, doc: &T, format: Format, pretty: bool) -> Response {
     match format {
-        Format::Yaml | Format::Protobuf => match serde_json::to_value(doc) {
+        Format::Yaml | Format::Protobuf | Format::Cbor => match serde_json::to_value(doc) {
             Ok(value) => render(code, &value, format, pretty),
             Err(e) => ApiError::internal(e.to_string()).into_response(),
         },
@@ -86,6 +87,7 @@ pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response
                 None => render(code, body, Format::Json, pretty),
             }
         }
+        Format::Cbor => cbor_response(code, cbor::encode(body)),
         Format::Yaml => match yaml_serde::to_string(body) {
             Ok(s) => (
                 StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
@@ -102,6 +104,12 @@ pub fn render(code: u16, body: &Value, format: Format, pretty: bool) -> Response
             }
         }
     }
+}
+
+/// CBOR bytes as an `application/cbor` response.
+fn cbor_response(code: u16, bytes: impl Into<bytes::Bytes>) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    (code, [(header::CONTENT_TYPE, cbor::MEDIA_TYPE)], bytes.into()).into_response()
 }
 
 /// A `Warning` header value as kube-apiserver writes it: code 299, no agent, quoted text.
@@ -173,6 +181,8 @@ pub fn respond(
             )
                 .into_response())
         }
+        // A cached object in CBOR: its shared encoding.
+        (None, Some(obj)) if wire == Format::Cbor => Ok(cbor_response(reply.code, obj.cbor().clone())),
         (None, Some(obj)) => Ok(render(reply.code, &obj.value(), wire, pretty)),
         (None, None) => {
             let mut response = render(reply.code, &reply.body, wire, pretty);
@@ -206,9 +216,10 @@ fn table_response(
     Ok(render(reply.code, &t, Format::Table(version), pretty))
 }
 
-/// Renders a list whose items are cached objects. Compact JSON is spliced together from each
-/// object's shared list-item encoding; other representations build the whole value. Items of
-/// custom resources keep their `kind` and `apiVersion` (`typed`), as kube-apiserver lists them.
+/// Renders a list whose items are cached objects. Compact JSON and CBOR are spliced together
+/// from each object's shared list-item encoding; other representations build the whole value.
+/// Items of custom resources keep their `kind` and `apiVersion` (`typed`), as kube-apiserver
+/// lists them.
 fn render_list(
     code: u16,
     mut body: Value,
@@ -217,6 +228,18 @@ fn render_list(
     pretty: bool,
     typed: bool,
 ) -> Response {
+    if format == Format::Cbor {
+        let encoded = items.iter().map(|o| {
+            if typed {
+                // The whole object, without the self-described tag of a top-level one.
+                &o.cbor()[cbor::SELF_DESCRIBED.len()..]
+            } else {
+                &o.cbor_item()[..]
+            }
+        });
+        let encoded: Vec<&[u8]> = encoded.collect();
+        return cbor_response(code, cbor::encode_list(&body, encoded.into_iter()));
+    }
     if format != Format::Json || pretty {
         body["items"] = items
             .iter()
@@ -257,16 +280,29 @@ fn render_list(
     (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
 }
 
-/// Whether errors answer in protobuf: the client asked for protobuf objects.
-pub fn wants_protobuf(headers: &HeaderMap) -> bool {
-    negotiate(headers, Offer::Resource) == Ok(Format::Protobuf)
+/// The representation errors answer in: protobuf or CBOR when the client prefers protobuf or
+/// CBOR objects (as kube-apiserver negotiates its `Status` responses), else JSON.
+pub fn error_format(headers: &HeaderMap) -> Format {
+    match negotiate(headers, Offer::Resource) {
+        Ok(f @ (Format::Protobuf | Format::Cbor)) => f,
+        _ => Format::Json,
+    }
 }
 
-/// An error as a `Status`, in protobuf when `protobuf` (see [`wants_protobuf`]), else in JSON.
-pub fn error_response(e: ApiError, protobuf: bool) -> Response {
-    if protobuf {
-        protobuf::error_response(e)
-    } else {
-        e.into_response()
+/// An error as a `Status` in `format` (see [`error_format`]), keeping its code and headers.
+pub fn error_response(e: ApiError, format: Format) -> Response {
+    match format {
+        Format::Protobuf => protobuf::error_response(e),
+        Format::Cbor => {
+            let bytes = cbor::encode(&e.body());
+            let (mut parts, _) = e.into_response().into_parts();
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(cbor::MEDIA_TYPE),
+            );
+            Response::from_parts(parts, axum::body::Body::from(bytes))
+        }
+        _ => e.into_response(),
     }
 }

@@ -10,11 +10,12 @@
 //! * With `allowWatchBookmarks`, a BOOKMARK carries the cache revision once every event up to
 //!   it was sent, so quiet collections advance too.
 //! * Encodings: JSON (one document per line), YAML (one document per event), Table (for
-//!   `kubectl get -w`) and Kubernetes protobuf (length-delimited `WatchEvent`s).
+//!   `kubectl get -w`), Kubernetes protobuf (length-delimited `WatchEvent`s) and CBOR (a CBOR
+//!   sequence of `WatchEvent`s, `application/cbor-seq`).
 //! * A watcher is its response body: the connection's task polls it, and it polls the cache's
 //!   broadcast. Frames go out as soon as their batch of revisions is published, every batch
 //!   already waiting in the same chunk. An object's encoding is computed once and shared by
-//!   every watcher, and a batch's JSON frames once per key prefix, sent as they are by every
+//!   every watcher, and a batch's JSON or CBOR frames once per key prefix, sent as they are by every
 //!   watcher of that prefix without selectors (no copy per watcher). A watcher that falls
 //!   more than the buffer behind is closed cleanly and its client resumes from its last
 //!   resourceVersion.
@@ -33,6 +34,7 @@ use tokio::sync::broadcast;
 
 use crate::endpoints::negotiation::Format;
 use crate::endpoints::table::{self, IncludeObject};
+use crate::machinery::cbor;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::go_json;
 use crate::machinery::meta::partial_object_metadata;
@@ -111,6 +113,8 @@ enum Encoding {
     Yaml,
     /// Length-delimited `WatchEvent` messages.
     Protobuf,
+    /// A CBOR sequence of `WatchEvent`s.
+    Cbor,
     /// `kubectl get -w`: each object as a one-row Table.
     Table {
         rt: Box<ResourceType>,
@@ -126,7 +130,17 @@ impl Encoding {
         match self {
             Encoding::Yaml => "application/yaml",
             Encoding::Protobuf => protobuf::WATCH_MEDIA_TYPE,
+            Encoding::Cbor => cbor::SEQ_MEDIA_TYPE,
             Encoding::Json | Encoding::Table { .. } | Encoding::Metadata(_) => "application/json",
+        }
+    }
+
+    /// The audience a watcher of `prefix` in this encoding shares batches with (the JSON ones
+    /// and the CBOR ones of one key prefix).
+    fn audience(&self, prefix: &str) -> String {
+        match self {
+            Encoding::Cbor => format!("cbor {prefix}"),
+            _ => prefix.to_string(),
         }
     }
 
@@ -145,6 +159,7 @@ impl Encoding {
                 return;
             }
             Encoding::Yaml => yaml_frame(kind, obj.yaml()),
+            Encoding::Cbor => cbor::watch_event(kind, obj.cbor()).into(),
             Encoding::Protobuf => match obj.protobuf() {
                 Some(raw) => protobuf::watch_frame(kind, raw).into(),
                 None => self.value_frame("ERROR", &unencodable(&obj.value())),
@@ -172,6 +187,7 @@ impl Encoding {
                 Ok(raw) => protobuf::watch_frame(kind, &raw).into(),
                 Err(_) => Bytes::new(),
             },
+            Encoding::Cbor => cbor::watch_event(kind, &cbor::encode(obj)).into(),
             Encoding::Metadata(version) => json_frame(kind, &partial_object_metadata(obj.clone(), version)),
             Encoding::Json | Encoding::Table { .. } => json_frame(kind, obj),
         }
@@ -350,6 +366,7 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
             Encoding::Protobuf
         }
         Format::Metadata(version) => Encoding::Metadata(version),
+        Format::Cbor => Encoding::Cbor,
         Format::Json | Format::Protobuf | Format::AggregatedDiscovery(_) => Encoding::Json,
     };
     let begin = start(store, &plan, &filter, &enc, &req.rt).await?;
@@ -484,7 +501,7 @@ impl Watcher {
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let served = crate::scheme::conversion::served_type_fields(&rt);
-        let shares_frames = matches!(enc, Encoding::Json)
+        let shares_frames = matches!(enc, Encoding::Json | Encoding::Cbor)
             && served.is_none()
             && filter.labels.is_empty()
             && filter.fields.is_empty();
@@ -655,7 +672,9 @@ impl Watcher {
         if !self.shares_frames || !after_start {
             return false;
         }
-        let Some(batch) = shared.get_or_build(&self.filter.prefix, || self.encode_shared(events)) else {
+        let Some(batch) = shared.get_or_build(&self.enc.audience(&self.filter.prefix), || {
+            self.encode_shared(events)
+        }) else {
             return false;
         };
         if let Some(last) = batch.last_rev {

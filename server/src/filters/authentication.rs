@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::authentication::{Authenticator, ClientConnection};
-use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::endpoints::response::{error_format, error_response};
 use crate::filters::audit;
 use crate::machinery::errors::ApiError;
 
@@ -33,7 +33,7 @@ pub async fn filter(State(auth): State<Arc<Authenticator>>, mut request: Request
         Err(why) => {
             tracing::debug!(path = %request.uri().path(), why, "unauthorized");
             audit::authenticated(&mut request, None).await;
-            error_response(ApiError::unauthorized(), wants_protobuf(request.headers()))
+            error_response(ApiError::unauthorized(), error_format(request.headers()))
         }
     }
 }

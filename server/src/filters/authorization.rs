@@ -14,20 +14,20 @@ use crate::audit::request::RequestInfo as KubeRequestInfo;
 use crate::authentication::UserInfo;
 use crate::authorization::{forbidden_error, Attributes, Authorizer, ResourceAttributes};
 use crate::endpoints::request_info::RequestInfo;
-use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::endpoints::response::{error_format, error_response};
 use crate::filters::audit;
 use crate::machinery::errors::ApiError;
 
 /// The authorization filter.
 pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next: Next) -> Response {
-    let protobuf = wants_protobuf(request.headers());
+    let errors_as = error_format(request.headers());
     let (Some(user), Some(info)) = (
         request.extensions().get::<Arc<UserInfo>>(),
         request.extensions().get::<RequestInfo>(),
     ) else {
         return error_response(
             ApiError::internal("authorization ran before authentication or request info"),
-            protobuf,
+            errors_as,
         );
     };
     let path = request.uri().path();
@@ -89,5 +89,5 @@ pub async fn filter(State(authorizer): State<Authorizer>, request: Request, next
     }
     let e = forbidden_error(&attrs, decision.reason());
     tracing::debug!(user = %user.name, path, message = %e.message, "forbidden");
-    error_response(e, protobuf)
+    error_response(e, errors_as)
 }

@@ -17,7 +17,7 @@ use axum::response::Response;
 use crate::authentication::user::{AUTHENTICATED, SERVICE_ACCOUNTS};
 use crate::authentication::UserInfo;
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
-use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::endpoints::response::{error_format, error_response};
 use crate::filters::audit;
 use crate::machinery::errors::{ApiError, ApiResult};
 
@@ -35,11 +35,11 @@ pub async fn filter(State(authorizer): State<Authorizer>, mut request: Request, 
     if !impersonates {
         return next.run(request).await;
     }
-    let protobuf = wants_protobuf(request.headers());
+    let errors_as = error_format(request.headers());
     let Some(real) = request.extensions().get::<Arc<UserInfo>>().cloned() else {
         return error_response(
             ApiError::internal("impersonation ran before authentication"),
-            protobuf,
+            errors_as,
         );
     };
     match impersonate(&authorizer, &real, request.headers()) {
@@ -60,7 +60,7 @@ pub async fn filter(State(authorizer): State<Authorizer>, mut request: Request, 
             request.extensions_mut().insert(Arc::new(user));
             next.run(request).await
         }
-        Err(e) => error_response(e, protobuf),
+        Err(e) => error_response(e, errors_as),
     }
 }
 

@@ -11,7 +11,7 @@ use axum::response::Response;
 
 use crate::apiextensions;
 use crate::endpoints::request_info::{parse_path, RequestInfo, Target};
-use crate::endpoints::response::{error_response, wants_protobuf};
+use crate::endpoints::response::{error_format, error_response};
 use crate::endpoints::Api;
 use crate::machinery::errors::ApiResult;
 use crate::machinery::query::watch_requested;
@@ -25,7 +25,7 @@ pub async fn filter(State(api): State<Api>, mut request: Request, next: Next) ->
     let info = match resolve(&api, &method, &uri).await {
         Ok(info) => info,
         Err(e) if e.code == 404 || e.code == 405 => RequestInfo::Unserved(e),
-        Err(e) => return error_response(e, wants_protobuf(request.headers())),
+        Err(e) => return error_response(e, error_format(request.headers())),
     };
     request.extensions_mut().insert(info);
     next.run(request).await

@@ -1,12 +1,14 @@
-//! Decoding a request body (JSON, YAML or Kubernetes protobuf) into a JSON value, noting
+//! Decoding a request body (JSON, YAML, Kubernetes protobuf or CBOR) into a JSON value, noting
 //! duplicate fields for field validation.
 
+use crate::machinery::cbor;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{decode_tracking_duplicates, Decoded};
 
-/// Decodes a JSON, YAML or Kubernetes protobuf body into a JSON value, noting duplicate fields
-/// for field validation (YAML through yaml_serde, whose alias expansion and nesting are
-/// bounded; JSON nesting is bounded by serde_json).
+/// Decodes a JSON, YAML, Kubernetes protobuf or CBOR body into a JSON value, noting duplicate
+/// fields for field validation (YAML through yaml_serde, whose alias expansion and nesting are
+/// bounded; JSON nesting is bounded by serde_json; CBOR refuses duplicate keys outright, as
+/// kube-apiserver's CBOR decoder does).
 pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
     match content_type {
         "" | "application/json" => {
@@ -30,15 +32,31 @@ pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
             value: crate::machinery::protobuf::decode_request(body)?,
             duplicates: Vec::new(),
         }),
+        cbor::MEDIA_TYPE => Ok(Decoded {
+            value: cbor::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            duplicates: Vec::new(),
+        }),
         other => Err(ApiError::unsupported_media_type(other)),
     }
 }
 
-/// Decodes the body of a create or update of a `kind` (JSON, YAML or protobuf). A JSON body
-/// that is not JSON is refused as kube-apiserver's decoder refuses it: it could not read the
-/// body's `apiVersion` and `kind` (`SimpleMetaFactory.Interpret`, Go's `encoding/json` error),
-/// and says what it expected and how the body began (`transformDecodeError`).
+/// Decodes the body of a create or update of a `kind` (JSON, YAML, protobuf or CBOR). A JSON
+/// body that is not JSON is refused as kube-apiserver's decoder refuses it: it could not read
+/// the body's `apiVersion` and `kind` (`SimpleMetaFactory.Interpret`, Go's `encoding/json`
+/// error), and says what it expected and how the body began (`transformDecodeError`). CBOR is
+/// refused the same way when it is not well-formed or breaks the decoder's limits (found before
+/// the type is read); a well-formed body with a duplicate key, invalid UTF-8 or NaN further in
+/// is refused naming the kind and version it declared.
 pub fn decode_object(kind: &str, content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
+    if content_type == cbor::MEDIA_TYPE {
+        return match cbor::decode(body) {
+            Ok(value) => Ok(Decoded {
+                value,
+                duplicates: Vec::new(),
+            }),
+            Err(e) => Err(ApiError::bad_request(cbor_refusal(kind, body, &e))),
+        };
+    }
     if matches!(content_type, "" | "application/json") {
         if let Some(why) = go_interpret_error(body) {
             return Err(ApiError::bad_request(format!(
@@ -48,6 +66,27 @@ pub fn decode_object(kind: &str, content_type: &str, body: &[u8]) -> ApiResult<D
         }
     }
     decode_body(content_type, body)
+}
+
+/// kube-apiserver's words for a CBOR body of a `kind` its decoder refused: before the type was
+/// read (well-formedness, limits, a duplicate top-level key), or while decoding the rest.
+fn cbor_refusal(kind: &str, body: &[u8], e: &cbor::CborError) -> String {
+    let interpreted = if e.is_structural() {
+        Err(e.clone())
+    } else {
+        cbor::type_meta(body)
+    };
+    match interpreted {
+        Err(e) => format!(
+            "the object provided is unrecognized (must be of type {kind}): unable to determine group/version/kind: {e} ({})",
+            summarize(body, 30)
+        ),
+        Ok((api_version, declared)) => {
+            let version = api_version.rsplit('/').next().unwrap_or_default();
+            let declared = if declared.is_empty() { kind } else { &declared };
+            format!("{declared} in version \"{version}\" cannot be handled as a {kind}: {e}")
+        }
+    }
 }
 
 /// Why Go's `json.Unmarshal` of `body` into the `apiVersion`/`kind` probe struct fails, in

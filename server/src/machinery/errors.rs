@@ -181,13 +181,19 @@ impl ApiError {
         )
     }
 
-    /// 415 UnsupportedMediaType for a patch type the resource does not take (a strategic
-    /// merge patch of a custom resource).
-    pub fn unsupported_patch_type() -> Self {
+    /// 415 UnsupportedMediaType for a patch type the resource does not take, listing those it
+    /// takes in kube-apiserver's order (`strategic`: a built-in type, which also takes strategic
+    /// merge patches; custom resources do not).
+    pub fn unsupported_patch_type(strategic: bool) -> Self {
+        let strategic = if strategic {
+            "application/strategic-merge-patch+json, "
+        } else {
+            ""
+        };
         Self::new(
             415,
             "UnsupportedMediaType",
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, {strategic}application/apply-patch+yaml, application/apply-patch+cbor"),
         )
     }
 

@@ -1,10 +1,11 @@
 //! API machinery: pure functions over Kubernetes objects as `serde_json::Value` — metadata,
 //! field sets and managed fields (server-side apply), strategic merge, schemas and field
-//! validation, selectors, the protobuf transcoder, body decoding, the `Status` error type and
+//! validation, selectors, the protobuf transcoder and the CBOR codec, body decoding, the `Status` error type and
 //! the OpenAPI definitions of the built-in types.
 //! No I/O, no axum routing, no Raft: everything here is testable without a server.
 
 pub mod age;
+pub mod cbor;
 pub mod decode;
 pub mod definitions;
 pub mod errors;

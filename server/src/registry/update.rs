@@ -425,7 +425,7 @@ pub async fn patch(
     }
     if kind == PatchType::Strategic && rt.custom.is_some() {
         // Custom resources have no patch strategies to merge by, as in kube-apiserver.
-        return Err(ApiError::unsupported_patch_type());
+        return Err(ApiError::unsupported_patch_type(false));
     }
     let patch = Patch::decode(kind, body)?;
     let directive = opts.field_validation;

@@ -77,6 +77,10 @@ pub struct CachedObject {
     extract: Extract,
     yaml: OnceLock<Box<Bytes>>,
     proto: OnceLock<Option<Box<Bytes>>>,
+    /// The whole object as CBOR (self-described tag included).
+    cbor: OnceLock<Box<Bytes>>,
+    /// The object as a CBOR list item (without `kind` and `apiVersion`, nor the tag).
+    cbor_item: OnceLock<Box<Bytes>>,
 }
 
 impl Selectable for CachedObject {
@@ -125,6 +129,8 @@ impl CachedObject {
             extract,
             yaml: OnceLock::new(),
             proto: OnceLock::new(),
+            cbor: OnceLock::new(),
+            cbor_item: OnceLock::new(),
         })
     }
 
@@ -147,6 +153,8 @@ impl CachedObject {
             extract: self.extract.clone(),
             yaml: OnceLock::new(),
             proto: OnceLock::new(),
+            cbor: OnceLock::new(),
+            cbor_item: OnceLock::new(),
         })
     }
 
@@ -212,6 +220,22 @@ impl CachedObject {
                     .map(|b| Box::new(Bytes::from(b)))
             })
             .as_deref()
+    }
+
+    /// The whole object as CBOR (self-described tag included), encoded once.
+    pub fn cbor(&self) -> &Bytes {
+        self.cbor
+            .get_or_init(|| Box::new(crate::machinery::cbor::encode(&self.value()).into()))
+    }
+
+    /// The object as a CBOR list item (without `kind` and `apiVersion`), encoded once.
+    pub fn cbor_item(&self) -> &Bytes {
+        self.cbor_item.get_or_init(|| {
+            use crate::machinery::cbor;
+            let shape = cbor::Shape::of(&self.value());
+            let item = serde_json::from_slice(&self.item).unwrap_or(Value::Null);
+            Box::new(cbor::encode_item(&item, shape).into())
+        })
     }
 
     /// The object as YAML, serialised once.

@@ -149,3 +149,106 @@ async fn pod_security_refuses_and_warns_in_kubes_words() {
          Invalid value: \"strict\": must be one of privileged, baseline, restricted"
     );
 }
+
+const LIMITS: &str = "apiVersion: v1
+kind: LimitRange
+metadata:
+  name: limits
+  namespace: limited
+spec:
+  limits:
+  - type: Container
+    default: {cpu: 500m}
+    defaultRequest: {cpu: 250m}
+    max: {cpu: \"1\"}
+  - type: PersistentVolumeClaim
+    max: {storage: 2Gi}
+";
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  namespace: limited
+spec:
+  containers:
+  - name: c
+    image: nginx
+RESOURCES";
+
+const CLAIM: &str = "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: NAME
+  namespace: limited
+spec:
+  accessModes: [ReadWriteOnce]
+CLASS  resources:
+    requests: {storage: SIZE}
+";
+
+fn claim(name: &str, size: &str, class: Option<&str>) -> String {
+    let class = class.map(|c| format!("  storageClassName: \"{c}\"\n"));
+    CLAIM
+        .replace("NAME", name)
+        .replace("SIZE", size)
+        .replace("CLASS", &class.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_ranges_default_and_cap_what_a_namespace_creates() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "limited"]);
+    k.wait_namespace_populated("limited").await;
+    k.ok("node-1", &["create", "-f", &k.manifest("limits.yaml", LIMITS)]);
+
+    let plain = k.manifest(
+        "plain.yaml",
+        &POD.replace("NAME", "plain").replace("RESOURCES", ""),
+    );
+    k.ok("node-2", &["create", "-f", &plain]);
+    let pod = k.json("node-3", &["get", "pod", "plain", "-n", "limited"]);
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"],
+        serde_json::json!({"limits": {"cpu": "500m"}, "requests": {"cpu": "250m"}})
+    );
+    assert_eq!(
+        pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
+        "LimitRanger plugin set: cpu request for container c; cpu limit for container c"
+    );
+    assert_eq!(pod["status"]["qosClass"], "Burstable");
+
+    let big = k.manifest(
+        "big.yaml",
+        &POD.replace("NAME", "big")
+            .replace("RESOURCES", "    resources:\n      limits: {cpu: \"2\"}\n"),
+    );
+    let (ok, _, err) = k.kubectl("node-2", &["create", "-f", &big]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "Error from server (Forbidden): error when creating \"{big}\": pods \"big\" is forbidden: \
+             maximum cpu usage per Container is 1, but limit is 2"
+        )
+    );
+
+    let huge = k.manifest("huge.yaml", &claim("huge", "5Gi", Some("")));
+    let (ok, _, err) = k.kubectl("node-3", &["create", "-f", &huge]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "Error from server (Forbidden): error when creating \"{huge}\": persistentvolumeclaims \"huge\" is forbidden: \
+             maximum storage usage per PersistentVolumeClaim is 2Gi, but request is 5Gi"
+        )
+    );
+    k.ok(
+        "node-3",
+        &[
+            "create",
+            "-f",
+            &k.manifest("small.yaml", &claim("small", "1Gi", Some(""))),
+        ],
+    );
+}

@@ -1,11 +1,11 @@
 //! Admission: the ordered plugins every write passes after the object is prepared and before it
 //! is stored — mutating plugins first, then validating ones, as kube-apiserver's admission
 //! chain runs them. Today's plugins are the built-in ones a cluster without kubelets needs, in
-//! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`,
+//! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`, `LimitRanger`,
 //! `ServiceAccount`, `Priority` and `DefaultTolerationSeconds` mutate
 //! (`NamespaceLifecycle` only refuses, but kube-apiserver runs it in the mutating phase too, so
 //! a pod in a missing namespace is a `404` before its ServiceAccount is looked up), and
-//! `ServiceAccount` and `PodSecurity` validate. Plugins warn the client through
+//! `LimitRanger`, `ServiceAccount` and `PodSecurity` validate. Plugins warn the client through
 //! [`warnings`].
 //! A delete passes the mutating plugins too, before the object is read, with no object
 //! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`). Webhooks, policies
@@ -15,6 +15,7 @@
 //! store only through [`Store`], and never writes.
 
 mod default_toleration_seconds;
+mod limit_ranger;
 mod namespace_lifecycle;
 mod pod_security;
 mod priority;
@@ -109,11 +110,13 @@ impl Chain {
         Chain {
             mutating: vec![
                 Box::new(namespace_lifecycle::NamespaceLifecycle),
+                Box::new(limit_ranger::LimitRanger),
                 Box::new(service_account::ServiceAccount),
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
             ],
             validating: vec![
+                Box::new(limit_ranger::LimitRanger),
                 Box::new(service_account::ServiceAccount),
                 Box::new(pod_security::PodSecurity),
             ],
@@ -183,6 +186,7 @@ mod tests {
             chain().mutating_names(),
             [
                 "NamespaceLifecycle",
+                "LimitRanger",
                 "ServiceAccount",
                 "Priority",
                 "DefaultTolerationSeconds"
@@ -190,7 +194,7 @@ mod tests {
         );
         assert_eq!(
             chain().validating_names(),
-            ["ServiceAccount", "PodSecurity"]
+            ["LimitRanger", "ServiceAccount", "PodSecurity"]
         );
     }
 }

@@ -6,6 +6,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::kube::Kube;
 
 const PRIVILEGED_POD: &str = "apiVersion: v1
@@ -251,4 +253,77 @@ async fn limit_ranges_default_and_cap_what_a_namespace_creates() {
             &k.manifest("small.yaml", &claim("small", "1Gi", Some(""))),
         ],
     );
+}
+
+fn storage_class(name: &str) -> String {
+    format!(
+        "apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: {name}
+  annotations:
+    storageclass.kubernetes.io/is-default-class: \"true\"
+provisioner: example.com/disk
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_without_a_class_get_the_newest_default_class() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "limited"]);
+    let class_of = |name: &str| {
+        k.ok(
+            "node-3",
+            &[
+                "get",
+                "pvc",
+                name,
+                "-n",
+                "limited",
+                "-o",
+                "jsonpath={.spec.storageClassName}",
+            ],
+        )
+    };
+
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "-f",
+            &k.manifest("none.yaml", &claim("none", "1Gi", None)),
+        ],
+    );
+    assert_eq!(class_of("none"), "");
+
+    k.ok(
+        "node-1",
+        &["create", "-f", &k.manifest("fast.yaml", &storage_class("fast"))],
+    );
+    // Creation timestamps have whole seconds: the second default is newer.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    k.ok(
+        "node-1",
+        &["create", "-f", &k.manifest("slow.yaml", &storage_class("slow"))],
+    );
+
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "-f",
+            &k.manifest("auto.yaml", &claim("auto", "1Gi", None)),
+        ],
+    );
+    assert_eq!(class_of("auto"), "slow");
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "-f",
+            &k.manifest("unclassed.yaml", &claim("unclassed", "1Gi", Some(""))),
+        ],
+    );
+    assert_eq!(class_of("unclassed"), "");
 }

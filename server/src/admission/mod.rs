@@ -2,7 +2,7 @@
 //! is stored — mutating plugins first, then validating ones, as kube-apiserver's admission
 //! chain runs them. Today's plugins are the built-in ones a cluster without kubelets needs, in
 //! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`, `LimitRanger`,
-//! `ServiceAccount`, `Priority` and `DefaultTolerationSeconds` mutate
+//! `ServiceAccount`, `Priority`, `DefaultTolerationSeconds` and `DefaultStorageClass` mutate
 //! (`NamespaceLifecycle` only refuses, but kube-apiserver runs it in the mutating phase too, so
 //! a pod in a missing namespace is a `404` before its ServiceAccount is looked up), and
 //! `LimitRanger`, `ServiceAccount` and `PodSecurity` validate. Plugins warn the client through
@@ -14,6 +14,7 @@
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.
 
+mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
@@ -114,6 +115,7 @@ impl Chain {
                 Box::new(service_account::ServiceAccount),
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
+                Box::new(default_storage_class::DefaultStorageClass),
             ],
             validating: vec![
                 Box::new(limit_ranger::LimitRanger),
@@ -189,7 +191,8 @@ mod tests {
                 "LimitRanger",
                 "ServiceAccount",
                 "Priority",
-                "DefaultTolerationSeconds"
+                "DefaultTolerationSeconds",
+                "DefaultStorageClass"
             ]
         );
         assert_eq!(

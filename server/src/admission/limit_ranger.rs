@@ -323,7 +323,6 @@ impl Observed<'_> {
                 (Some(r), Some(l)) => {
                     // l / r > ratio (in billionths), without division.
                     if l.saturating_mul(1_000_000_000) > ratio.saturating_mul(r) {
-                        #[allow(clippy::cast_precision_loss)]
                         let observed = l as f64 / r as f64;
                         out.push(format!(
                             "{k} max limit to request ratio per {kind} is {shown}, but provided ratio is {observed:.6}"

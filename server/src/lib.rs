@@ -51,8 +51,9 @@
 //! verb's signature), never imports `kinds` or `apiextensions`, and names no kind.
 //!
 //! **`admission`** — the ordered plugins every write passes before it is stored: mutating ones
-//! (`NamespaceLifecycle`, `ServiceAccount`, `Priority`, `DefaultTolerationSeconds`), then
-//! validating ones (`ServiceAccount`), in kube-apiserver's order, run by the registry where
+//! (`NamespaceLifecycle`, `LimitRanger`, `ServiceAccount`, `Priority`, `DefaultTolerationSeconds`,
+//! `DefaultStorageClass`), then validating ones (`LimitRanger`, `ServiceAccount`, `PodSecurity`;
+//! warnings through `admission::warnings`), in kube-apiserver's order, run by the registry where
 //! kube-apiserver runs its admission chain (deletes pass the mutating ones, with no object). *Invariant:* a plugin sees the
 //! request's attributes and the object, never HTTP or the registry; it reads the store, never
 //! writes it.

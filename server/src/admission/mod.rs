@@ -1,10 +1,12 @@
 //! Admission: the ordered plugins every write passes after the object is prepared and before it
 //! is stored — mutating plugins first, then validating ones, as kube-apiserver's admission
 //! chain runs them. Today's plugins are the built-in ones a cluster without kubelets needs, in
-//! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`, `ServiceAccount`,
-//! `Priority` and `DefaultTolerationSeconds` mutate (`NamespaceLifecycle` only refuses, but
-//! kube-apiserver runs it in the mutating phase too, so a pod in a missing namespace is a
-//! `404` before its ServiceAccount is looked up), and `ServiceAccount` validates again.
+//! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`, `LimitRanger`,
+//! `ServiceAccount`, `Priority`, `DefaultTolerationSeconds` and `DefaultStorageClass` mutate
+//! (`NamespaceLifecycle` only refuses, but kube-apiserver runs it in the mutating phase too, so
+//! a pod in a missing namespace is a `404` before its ServiceAccount is looked up), and
+//! `LimitRanger`, `ServiceAccount` and `PodSecurity` validate. Plugins warn the client through
+//! [`warnings`].
 //! A delete passes the mutating plugins too, before the object is read, with no object
 //! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`). Webhooks, policies
 //! and quota join the same lists.
@@ -12,10 +14,14 @@
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.
 
+mod default_storage_class;
 mod default_toleration_seconds;
+mod limit_ranger;
 mod namespace_lifecycle;
+mod pod_security;
 mod priority;
 mod service_account;
+pub mod warnings;
 
 use std::sync::OnceLock;
 
@@ -105,11 +111,17 @@ impl Chain {
         Chain {
             mutating: vec![
                 Box::new(namespace_lifecycle::NamespaceLifecycle),
+                Box::new(limit_ranger::LimitRanger),
                 Box::new(service_account::ServiceAccount),
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
+                Box::new(default_storage_class::DefaultStorageClass),
             ],
-            validating: vec![Box::new(service_account::ServiceAccount)],
+            validating: vec![
+                Box::new(limit_ranger::LimitRanger),
+                Box::new(service_account::ServiceAccount),
+                Box::new(pod_security::PodSecurity),
+            ],
         }
     }
 
@@ -176,11 +188,16 @@ mod tests {
             chain().mutating_names(),
             [
                 "NamespaceLifecycle",
+                "LimitRanger",
                 "ServiceAccount",
                 "Priority",
-                "DefaultTolerationSeconds"
+                "DefaultTolerationSeconds",
+                "DefaultStorageClass"
             ]
         );
-        assert_eq!(chain().validating_names(), ["ServiceAccount"]);
+        assert_eq!(
+            chain().validating_names(),
+            ["LimitRanger", "ServiceAccount", "PodSecurity"]
+        );
     }
 }

@@ -20,6 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 
+use crate::admission;
 use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
@@ -76,10 +77,18 @@ fn host_of(headers: &HeaderMap) -> String {
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
     let errors_as = error_format(request.headers());
-    match serve(&api, request).await {
+    // Admission's warnings reach the client whether the write passes or is refused.
+    let (served, warnings) = admission::warnings::collect(serve(&api, request)).await;
+    let mut response = match served {
         Ok(r) => r,
         Err(e) => error_response(e, errors_as),
+    };
+    for warning in &warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
     }
+    response
 }
 
 async fn serve(api: &Api, request: Request) -> ApiResult<Response> {

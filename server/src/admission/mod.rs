@@ -6,8 +6,9 @@
 //! kube-apiserver runs it in the mutating phase too, so a pod in a missing namespace is a
 //! `404` before its ServiceAccount is looked up), and `ServiceAccount` validates again.
 //! A delete passes the mutating plugins too, before the object is read, with no object
-//! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`). Webhooks, policies
-//! and quota join the same lists.
+//! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`), and the validating
+//! plugins once the object is read, with it as the old object. The admission webhooks
+//! ([`webhook`]) are the last plugin of each phase; policies and quota join the same lists.
 //!
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.
@@ -16,6 +17,7 @@ mod default_toleration_seconds;
 mod namespace_lifecycle;
 mod priority;
 mod service_account;
+pub mod webhook;
 
 use std::sync::OnceLock;
 
@@ -108,8 +110,12 @@ impl Chain {
                 Box::new(service_account::ServiceAccount),
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
+                Box::new(webhook::MutatingWebhooks),
             ],
-            validating: vec![Box::new(service_account::ServiceAccount)],
+            validating: vec![
+                Box::new(service_account::ServiceAccount),
+                Box::new(webhook::ValidatingWebhooks),
+            ],
         }
     }
 
@@ -178,9 +184,13 @@ mod tests {
                 "NamespaceLifecycle",
                 "ServiceAccount",
                 "Priority",
-                "DefaultTolerationSeconds"
+                "DefaultTolerationSeconds",
+                "MutatingAdmissionWebhook"
             ]
         );
-        assert_eq!(chain().validating_names(), ["ServiceAccount"]);
+        assert_eq!(
+            chain().validating_names(),
+            ["ServiceAccount", "ValidatingAdmissionWebhook"]
+        );
     }
 }

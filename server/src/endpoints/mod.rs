@@ -20,6 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 
+use crate::admission;
 use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
@@ -77,9 +78,21 @@ fn host_of(headers: &HeaderMap) -> String {
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
     let protobuf_errors = wants_protobuf(request.headers());
-    match serve(&api, request).await {
+    // Admission webhooks' warnings reach the client whether the request succeeds or fails.
+    let (served, warnings) = admission::webhook::collecting_warnings(serve(&api, request)).await;
+    let mut response = match served {
         Ok(r) => r,
         Err(e) => error_response(e, protobuf_errors),
+    };
+    add_warnings(&mut response, &warnings);
+    response
+}
+
+fn add_warnings(response: &mut Response, warnings: &[String]) {
+    for warning in warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
     }
 }
 
@@ -255,11 +268,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     }
     let warnings = std::mem::take(&mut reply.warnings);
     let mut response = respond(&req, &q, reply, format, wire, pretty)?;
-    for warning in &warnings {
-        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
-            response.headers_mut().append(header::WARNING, v);
-        }
-    }
+    add_warnings(&mut response, &warnings);
     Ok(response)
 }
 

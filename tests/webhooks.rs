@@ -2,8 +2,9 @@
 //! made with rcgen, HTTPS on a local port) registered by `url` or through a Service, driven with
 //! kubectl and HTTP — mutation by JSONPatch seen on every replica, denials with the webhook's
 //! message, warnings kubectl prints, reinvocation, namespace and object selectors, deletes with
-//! the old object, dry runs and `sideEffects`, timeouts and unreachable webhooks under both
-//! failure policies, and configurations that no webhook can block.
+//! the old object, dry runs, timeouts and unreachable webhooks under both failure policies,
+//! configurations that no webhook can block, and invalid configurations refused with kube's
+//! messages.
 
 mod support;
 
@@ -381,32 +382,35 @@ async fn webhooks_mutate_and_validate_writes_on_every_replica() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dry_runs_timeouts_and_unreachable_webhooks_follow_side_effects_and_failure_policy() {
+async fn invalid_configurations_dry_runs_timeouts_and_unreachable_webhooks() {
     let hooks = start_hooks();
     let k = Kube::start().await;
     let down = format!("https://127.0.0.1:{}/down", free_port());
     let down = json!({"url": down, "caBundle": hooks.ca_bundle()});
-    for scope in [
-        "unknown",
-        "none",
-        "slow-fail",
-        "slow-ignore",
-        "down-fail",
-        "down-ignore",
-    ] {
+    for scope in ["none", "slow-fail", "slow-ignore", "down-fail", "down-ignore"] {
         namespace(&k, scope, scope);
     }
+    // In admissionregistration.k8s.io/v1 a webhook must be free of side effects on dry runs
+    // (kube refuses `Unknown` and `Some`), with kube's messages.
+    let unknown = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "unknown"},
+        "webhooks": [webhook("unknown", by_url(&hooks, "unknown"), "none", json!({"sideEffects": "Unknown", "timeoutSeconds": 31}))],
+    });
+    let file = k.manifest("unknown.json", &unknown.to_string());
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &file]);
+    assert!(!ok);
+    let expected = r#"The ValidatingWebhookConfiguration "unknown" is invalid: 
+* webhooks[0].name: Invalid value: "unknown": should be a domain with at least three segments separated by dots
+* webhooks[0].sideEffects: Unsupported value: "Unknown": supported values: "None", "NoneOnDryRun"
+* webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"#;
+    assert!(err.contains(expected), "{err}");
     configure(
         &k,
         "ValidatingWebhookConfiguration",
         "policies",
         vec![
-            webhook(
-                "unknown.example.com",
-                by_url(&hooks, "unknown"),
-                "unknown",
-                json!({"sideEffects": "Unknown"}),
-            ),
             webhook("none.example.com", by_url(&hooks, "none"), "none", json!({})),
             webhook(
                 "slow-fail.example.com",
@@ -434,29 +438,18 @@ async fn dry_runs_timeouts_and_unreachable_webhooks_follow_side_effects_and_fail
             ),
         ],
     );
-
-    // sideEffects Unknown: a dry run is refused without calling the webhook.
     let create = |node: &str, ns: &str, extra: &[&str]| {
         let mut args = vec!["-n", ns, "create", "configmap", "x", "--from-literal=a=b"];
         args.extend(extra);
         k.kubectl(node, &args)
     };
-    let (ok, _, err) = create("node-2", "unknown", &["--dry-run=server"]);
-    assert!(!ok);
-    assert!(
-        err.contains(r#"admission webhook "unknown.example.com" does not support dry run"#),
-        "{err}"
-    );
-    assert_eq!(hooks.calls("unknown"), 0);
-    let (ok, _, err) = create("node-2", "unknown", &[]);
-    assert!(ok, "{err}");
-    assert_eq!(hooks.calls("unknown"), 1);
 
     // sideEffects None: the dry run is sent, marked as one.
     let (ok, _, err) = create("node-3", "none", &["--dry-run=server"]);
     assert!(ok, "{err}");
     assert_eq!(hooks.last("none")["request"]["dryRun"], true);
     assert_eq!(hooks.last("none")["request"]["options"]["dryRun"], json!(["All"]));
+    assert_eq!(hooks.calls("none"), 1);
 
     // A webhook that does not answer in time, and one that is down.
     let (ok, _, err) = create("node-1", "slow-fail", &[]);

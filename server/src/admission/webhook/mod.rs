@@ -61,9 +61,13 @@ fn warn(warnings: Vec<String>) {
 }
 
 /// The webhooks of one kind of configuration, in the order kube calls them: configurations by
-/// name, webhooks in their order.
-async fn configured(store: &Store, plural: &str, mutating: bool) -> ApiResult<Vec<Hook>> {
-    sync_most_recent(store.cache()).await?;
+/// name, webhooks in their order. With `sync`, the cache first catches up with a linearizable
+/// read (once per write: the validating phase of a create or update follows the mutating
+/// phase's).
+async fn configured(store: &Store, plural: &str, mutating: bool, sync: bool) -> ApiResult<Vec<Hook>> {
+    if sync {
+        sync_most_recent(store.cache()).await?;
+    }
     let prefix = keys::type_prefix(EXEMPT_GROUP, plural);
     let Some(snapshot) = store.cache().list(&prefix, None, None) else {
         return Ok(Vec::new());
@@ -119,7 +123,7 @@ async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiRe
     if exempt(attrs) || attrs.operation == Operation::Delete {
         return Ok(());
     }
-    let hooks = configured(store, "mutatingwebhookconfigurations", true).await?;
+    let hooks = configured(store, "mutatingwebhookconfigurations", true, true).await?;
     // Each webhook called, and whether it changed the object.
     let mut calls: Vec<(usize, bool)> = Vec::new();
     for (i, hook) in hooks.iter().enumerate() {
@@ -183,7 +187,8 @@ async fn validate(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> ApiResu
         return Ok(());
     }
     let object = Some(obj).filter(|o| !o.is_null());
-    let hooks = configured(store, "validatingwebhookconfigurations", false).await?;
+    let sync = attrs.operation == Operation::Delete;
+    let hooks = configured(store, "validatingwebhookconfigurations", false, sync).await?;
     let mut matched = Vec::new();
     for hook in &hooks {
         if matching::applies(store, hook, attrs, object)? {

@@ -223,19 +223,27 @@ fn verify(hook: &Hook, uid: &str, review: &Value) -> Result<Outcome, String> {
     })
 }
 
+/// A dry run is sent only to webhooks without side effects (`None`, `NoneOnDryRun`); any
+/// other is refused without calling the webhook (a configuration stored before v1 required
+/// that could still say `Unknown` or `Some`).
+fn dry_run_refusal(hook: &Hook, attrs: &Attributes<'_>) -> Option<Outcome> {
+    if !attrs.dry_run {
+        return None;
+    }
+    match hook.side_effects.as_str() {
+        "None" | "NoneOnDryRun" => None,
+        "" => Some(failed(hook, "Webhook SideEffects is nil")),
+        _ => Some(Outcome::Refused(ApiError::bad_request(format!(
+            "admission webhook {:?} does not support dry run",
+            hook.name
+        )))),
+    }
+}
+
 /// Calls `hook` about this write (`obj` is the object written, `None` for a delete).
 pub async fn call(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> Outcome {
-    if attrs.dry_run {
-        match hook.side_effects.as_str() {
-            "None" | "NoneOnDryRun" => {}
-            "" => return failed(hook, "Webhook SideEffects is nil"),
-            _ => {
-                return Outcome::Refused(ApiError::bad_request(format!(
-                    "admission webhook {:?} does not support dry run",
-                    hook.name
-                )))
-            }
-        }
+    if let Some(refused) = dry_run_refusal(hook, attrs) {
+        return refused;
     }
     let (uid, body) = request(attrs, obj);
     let review = match client::post(store, hook, &body).await {
@@ -259,4 +267,73 @@ pub fn apply_patch(hook: &Hook, obj: &mut Value, patch: Value) -> ApiResult<()> 
     })?;
     *obj = next;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::tests::pod_create;
+
+    fn hook(side_effects: &str) -> Hook {
+        Hook::parse(
+            &json!({"name": "h.example.com", "sideEffects": side_effects}),
+            "x",
+            false,
+        )
+    }
+
+    /// A dry run never reaches a webhook that may have side effects: kube's 400.
+    #[test]
+    fn dry_runs_are_refused_for_webhooks_with_side_effects() {
+        let dry = Attributes {
+            dry_run: true,
+            ..pod_create()
+        };
+        for side_effects in ["Unknown", "Some"] {
+            let Some(Outcome::Refused(e)) = dry_run_refusal(&hook(side_effects), &dry) else {
+                panic!("{side_effects}: not refused");
+            };
+            assert_eq!(
+                (e.code, e.reason, e.message.as_str()),
+                (
+                    400,
+                    "BadRequest",
+                    r#"admission webhook "h.example.com" does not support dry run"#
+                )
+            );
+            assert!(dry_run_refusal(&hook(side_effects), &pod_create()).is_none());
+        }
+        for side_effects in ["None", "NoneOnDryRun"] {
+            assert!(dry_run_refusal(&hook(side_effects), &dry).is_none());
+        }
+    }
+
+    /// kube's `ToStatusErr`: the webhook's code (at least 400) and its message prefixed.
+    #[test]
+    fn denials_carry_the_webhooks_status() {
+        let h = hook("None");
+        let e = denial(&h, &json!({"message": "no", "code": 200}));
+        assert_eq!(
+            (e.code, e.reason, e.message.as_str()),
+            (
+                400,
+                "",
+                r#"admission webhook "h.example.com" denied the request: no"#
+            )
+        );
+        let e = denial(&h, &json!({"reason": "Forbidden", "code": 403}));
+        assert_eq!(
+            (e.code, e.reason, e.message.as_str()),
+            (
+                403,
+                "Forbidden",
+                r#"admission webhook "h.example.com" denied the request: Forbidden"#
+            )
+        );
+        let e = denial(&h, &Value::Null);
+        assert_eq!(
+            e.message,
+            r#"admission webhook "h.example.com" denied the request without explanation"#
+        );
+    }
 }

@@ -8,8 +8,9 @@
 //! `LimitRanger`, `ServiceAccount` and `PodSecurity` validate. Plugins warn the client through
 //! [`warnings`].
 //! A delete passes the mutating plugins too, before the object is read, with no object
-//! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`). Webhooks, policies
-//! and quota join the same lists.
+//! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`), and the validating
+//! plugins once the object is read, with it as the old object. The admission webhooks
+//! ([`webhook`]) are the last plugin of each phase; policies and quota join the same lists.
 //!
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.
@@ -22,6 +23,7 @@ mod pod_security;
 mod priority;
 mod service_account;
 pub mod warnings;
+pub mod webhook;
 
 use std::sync::OnceLock;
 
@@ -116,11 +118,13 @@ impl Chain {
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
                 Box::new(default_storage_class::DefaultStorageClass),
+                Box::new(webhook::MutatingWebhooks),
             ],
             validating: vec![
                 Box::new(limit_ranger::LimitRanger),
                 Box::new(service_account::ServiceAccount),
                 Box::new(pod_security::PodSecurity),
+                Box::new(webhook::ValidatingWebhooks),
             ],
         }
     }
@@ -192,12 +196,18 @@ mod tests {
                 "ServiceAccount",
                 "Priority",
                 "DefaultTolerationSeconds",
-                "DefaultStorageClass"
+                "DefaultStorageClass",
+                "MutatingAdmissionWebhook"
             ]
         );
         assert_eq!(
             chain().validating_names(),
-            ["LimitRanger", "ServiceAccount", "PodSecurity"]
+            [
+                "LimitRanger",
+                "ServiceAccount",
+                "PodSecurity",
+                "ValidatingAdmissionWebhook"
+            ]
         );
     }
 }

@@ -268,11 +268,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     }
     let warnings = std::mem::take(&mut reply.warnings);
     let mut response = respond(&req, &q, reply, format, wire, pretty)?;
-    for warning in &warnings {
-        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
-            response.headers_mut().append(header::WARNING, v);
-        }
-    }
+    add_warnings(&mut response, &warnings);
     Ok(response)
 }
 

@@ -56,16 +56,21 @@ pub fn dns_label_error(value: &str) -> Option<String> {
     })
 }
 
+/// kube's message for a value that is not a lowercase RFC 1123 subdomain, if it is not one.
+pub fn dns_subdomain_error(value: &str) -> Option<String> {
+    (!is_dns_subdomain(value)).then(|| {
+        format!(
+            "Invalid value: {value:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*')"
+        )
+    })
+}
+
 /// Validates an object name for `rt`; returns kube-apiserver's message on failure.
 pub fn name_error(rt: &ResourceType, name: &str) -> Option<String> {
     if rt.name_is_label() {
         dns_label_error(name)
     } else {
-        (!is_dns_subdomain(name)).then(|| {
-            format!(
-                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*')"
-            )
-        })
+        dns_subdomain_error(name)
     }
 }
 

@@ -13,6 +13,7 @@ mod rbac;
 mod schema;
 mod service;
 mod storage;
+mod webhooks;
 mod workloads;
 
 use serde_json::Value;
@@ -139,6 +140,18 @@ const RULES: &[Rules] = &[
         group: "coordination.k8s.io",
         kind: "Lease",
         object: storage::lease,
+        update: None,
+    },
+    Rules {
+        group: "admissionregistration.k8s.io",
+        kind: "MutatingWebhookConfiguration",
+        object: webhooks::mutating,
+        update: None,
+    },
+    Rules {
+        group: "admissionregistration.k8s.io",
+        kind: "ValidatingWebhookConfiguration",
+        object: webhooks::validating,
         update: None,
     },
 ];

@@ -139,7 +139,7 @@ pub fn binding_update(old: &Value, new: &Value, causes: &mut Causes) {
 }
 
 /// Go's `%#v` of a `[]string`.
-fn go_strings(items: &[Value]) -> String {
+pub(super) fn go_strings(items: &[Value]) -> String {
     let shown: Vec<String> = items
         .iter()
         .map(|v| go_quote(v.as_str().unwrap_or_default()))

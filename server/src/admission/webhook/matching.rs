@@ -1,0 +1,337 @@
+//! Which webhooks a write is sent to (kube's webhook `predicates`): a webhook as read from its
+//! configuration ([`Hook`]), its `rules` (operations, groups, versions, resources with their
+//! subresources, scope, and `matchPolicy`), its `namespaceSelector` (the labels of the
+//! request's namespace, or of the namespace itself when a namespace is written) and its
+//! `objectSelector` (the labels of the new or the old object).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::Value;
+
+use super::super::{Attributes, Operation};
+use crate::authorization::rbac::selector_matches;
+use crate::machinery::errors::ApiResult;
+use crate::store::{keys, Store};
+
+/// kube's default `timeoutSeconds`.
+const DEFAULT_TIMEOUT: u64 = 10;
+
+/// Where a webhook is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    /// `clientConfig.url`.
+    Url(String),
+    /// `clientConfig.service`.
+    Service {
+        namespace: String,
+        name: String,
+        path: String,
+        port: i64,
+    },
+}
+
+/// One rule of a webhook.
+#[derive(Debug, Clone, Default)]
+struct Rule {
+    operations: Vec<String>,
+    groups: Vec<String>,
+    versions: Vec<String>,
+    resources: Vec<String>,
+    scope: String,
+}
+
+/// One webhook of a configuration, as the dispatcher uses it.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    /// Its name (unique in its configuration).
+    pub name: String,
+    /// Identifies the webhook and the version of its configuration (the HTTP client is kept
+    /// per identity).
+    pub id: String,
+    /// A mutating webhook (it may answer a patch).
+    pub mutating: bool,
+    rules: Vec<Rule>,
+    /// `matchPolicy: Equivalent` (the default): a rule naming another version of the same
+    /// group and resource matches too.
+    equivalent: bool,
+    namespace_selector: Option<LabelSelector>,
+    object_selector: Option<LabelSelector>,
+    /// `failurePolicy: Fail` (the default): a webhook that cannot be called refuses the write.
+    pub fail: bool,
+    /// `timeoutSeconds`.
+    pub timeout: Duration,
+    /// `sideEffects`.
+    pub side_effects: String,
+    /// `reinvocationPolicy: IfNeeded`.
+    pub reinvoke: bool,
+    /// Where it is reached.
+    pub endpoint: Option<Endpoint>,
+    /// `clientConfig.caBundle`, PEM.
+    pub ca_bundle: Vec<u8>,
+}
+
+/// The strings of a JSON array (others are skipped).
+pub fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+fn selector(v: &Value) -> Option<LabelSelector> {
+    if v.is_null() {
+        return None;
+    }
+    // A selector that cannot be read selects nothing (validation refuses it on write).
+    Some(
+        serde_json::from_value(v.clone()).unwrap_or_else(|_| LabelSelector {
+            match_expressions: Some(vec![Default::default()]),
+            match_labels: None,
+        }),
+    )
+}
+
+impl Hook {
+    /// A webhook as written in a configuration (`id` names it and the configuration's version).
+    pub fn parse(w: &Value, id: &str, mutating: bool) -> Hook {
+        let cc = &w["clientConfig"];
+        let endpoint = match (cc["url"].as_str(), cc["service"].as_object()) {
+            (Some(url), _) => Some(Endpoint::Url(url.to_string())),
+            (None, Some(svc)) => Some(Endpoint::Service {
+                namespace: svc
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .into(),
+                name: svc.get("name").and_then(Value::as_str).unwrap_or_default().into(),
+                path: svc.get("path").and_then(Value::as_str).unwrap_or_default().into(),
+                port: svc.get("port").and_then(Value::as_i64).unwrap_or(443),
+            }),
+            _ => None,
+        };
+        let ca_bundle = cc["caBundle"]
+            .as_str()
+            .and_then(|b| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b).ok()
+            })
+            .unwrap_or_default();
+        Hook {
+            name: w["name"].as_str().unwrap_or_default().to_string(),
+            id: id.to_string(),
+            mutating,
+            rules: w["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| Rule {
+                    operations: strings(&r["operations"]),
+                    groups: strings(&r["apiGroups"]),
+                    versions: strings(&r["apiVersions"]),
+                    resources: strings(&r["resources"]),
+                    scope: r["scope"].as_str().unwrap_or("*").to_string(),
+                })
+                .collect(),
+            equivalent: w["matchPolicy"].as_str() != Some("Exact"),
+            namespace_selector: selector(&w["namespaceSelector"]),
+            object_selector: selector(&w["objectSelector"]),
+            fail: w["failurePolicy"].as_str() != Some("Ignore"),
+            timeout: Duration::from_secs(
+                w["timeoutSeconds"]
+                    .as_u64()
+                    .filter(|t| (1..=30).contains(t))
+                    .unwrap_or(DEFAULT_TIMEOUT),
+            ),
+            side_effects: w["sideEffects"].as_str().unwrap_or_default().to_string(),
+            reinvoke: mutating && w["reinvocationPolicy"].as_str() == Some("IfNeeded"),
+            endpoint,
+            ca_bundle,
+        }
+    }
+}
+
+/// The operation as admission reviews and rules spell it.
+pub fn operation_name(op: Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+    }
+}
+
+fn listed(list: &[String], value: &str) -> bool {
+    list.iter().any(|l| l == "*" || l == value)
+}
+
+fn is_namespace(attrs: &Attributes<'_>) -> bool {
+    (attrs.group, attrs.resource) == ("", "namespaces")
+}
+
+impl Rule {
+    fn matches(&self, attrs: &Attributes<'_>, equivalent: bool) -> bool {
+        let resource = self.resources.iter().any(|r| {
+            let (res, sub) = r.split_once('/').unwrap_or((r, ""));
+            (res == "*" || res == attrs.resource) && (sub == "*" || sub == attrs.subresource.unwrap_or(""))
+        });
+        let namespaced = attrs.namespaced && !is_namespace(attrs);
+        let scope = match self.scope.as_str() {
+            "Namespaced" => namespaced,
+            "Cluster" => !namespaced,
+            _ => true,
+        };
+        listed(&self.operations, operation_name(attrs.operation))
+            && listed(&self.groups, attrs.group)
+            && (equivalent || listed(&self.versions, attrs.version))
+            && resource
+            && scope
+    }
+}
+
+fn labels(obj: &Value) -> BTreeMap<String, String> {
+    obj["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+        .collect()
+}
+
+fn empty(s: &LabelSelector) -> bool {
+    s.match_labels.as_ref().is_none_or(|l| l.is_empty())
+        && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+}
+
+/// kube's namespace matcher: a cluster-scoped object other than a namespace always matches; a
+/// namespace is matched by its own labels, anything else by its namespace's.
+fn namespace_matches(store: &Store, s: &LabelSelector, attrs: &Attributes<'_>, obj: Option<&Value>) -> bool {
+    if empty(s) {
+        return true;
+    }
+    if is_namespace(attrs) {
+        let own = obj.or(attrs.old).map(labels).unwrap_or_default();
+        return selector_matches(s, &own);
+    }
+    let Some(ns) = attrs.namespace.filter(|_| attrs.namespaced) else {
+        return true;
+    };
+    let key = keys::object("", "namespaces", None, ns);
+    let found = store.cache().get(&key).ok().flatten();
+    selector_matches(s, &found.map(|n| labels(&n.value())).unwrap_or_default())
+}
+
+/// kube's object matcher: the new or the old object's labels match.
+fn object_matches(s: &LabelSelector, attrs: &Attributes<'_>, obj: Option<&Value>) -> bool {
+    empty(s)
+        || [obj, attrs.old]
+            .into_iter()
+            .flatten()
+            .any(|o| selector_matches(s, &labels(o)))
+}
+
+/// Whether `hook` is called for this write.
+pub fn applies(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
+    if !hook.rules.iter().any(|r| r.matches(attrs, false))
+        && !(hook.equivalent && hook.rules.iter().any(|r| r.matches(attrs, true)))
+    {
+        return Ok(false);
+    }
+    let ns = hook
+        .namespace_selector
+        .as_ref()
+        .is_none_or(|s| namespace_matches(store, s, attrs, obj));
+    let object = hook
+        .object_selector
+        .as_ref()
+        .is_none_or(|s| object_matches(s, attrs, obj));
+    Ok(ns && object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn attrs(
+        resource: &'static str,
+        sub: Option<&'static str>,
+        version: &'static str,
+    ) -> Attributes<'static> {
+        Attributes {
+            resource,
+            subresource: sub,
+            version,
+            group: "apps",
+            ..crate::admission::tests::pod_create()
+        }
+    }
+
+    fn hook(rule: Value, policy: &str) -> Hook {
+        Hook::parse(
+            &json!({"name": "h.example.com", "rules": [rule], "matchPolicy": policy}),
+            "x",
+            false,
+        )
+    }
+
+    /// kube's rule matcher: `*` is every resource without a subresource, `x/*` every
+    /// subresource of x and x itself, `*/*` everything; scope splits namespaced from cluster.
+    #[test]
+    fn rules_match_resources_subresources_and_scope() {
+        let rule = |res: &str, scope: &str| {
+            let r = json!({"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": [res], "scope": scope});
+            hook(r, "Exact").rules.remove(0)
+        };
+        let main = attrs("deployments", None, "v1");
+        let scale = attrs("deployments", Some("scale"), "v1");
+        assert!(rule("*", "*").matches(&main, false));
+        assert!(!rule("*", "*").matches(&scale, false));
+        assert!(rule("*/*", "*").matches(&scale, false));
+        assert!(rule("deployments/scale", "*").matches(&scale, false));
+        assert!(!rule("deployments/status", "*").matches(&scale, false));
+        assert!(rule("deployments/*", "*").matches(&main, false));
+        assert!(rule("*/scale", "*").matches(&scale, false));
+        assert!(rule("*", "Namespaced").matches(&main, false));
+        assert!(!rule("*", "Cluster").matches(&main, false));
+        let update = Attributes {
+            operation: Operation::Update,
+            ..main
+        };
+        assert!(!rule("*", "*").matches(&update, false));
+    }
+
+    /// `matchPolicy: Equivalent` (the default) matches the same group and resource in another
+    /// version; `Exact` does not.
+    #[test]
+    fn match_policy_decides_whether_other_versions_match() {
+        let rule = json!({"operations": ["*"], "apiGroups": ["apps"], "apiVersions": ["v1beta1"], "resources": ["deployments"]});
+        let exact = hook(rule.clone(), "Exact");
+        let equivalent = hook(rule, "Equivalent");
+        let a = attrs("deployments", None, "v1");
+        let matched = |h: &Hook| {
+            h.rules.iter().any(|r| r.matches(&a, false))
+                || (h.equivalent && h.rules.iter().any(|r| r.matches(&a, true)))
+        };
+        assert!(!matched(&exact));
+        assert!(matched(&equivalent));
+    }
+
+    /// The object selector matches the new or the old object's labels; no object matches no
+    /// selector that asks for something.
+    #[test]
+    fn object_selectors_read_the_new_and_the_old_labels() {
+        let s: LabelSelector =
+            serde_json::from_value(json!({"matchLabels": {"webhook": "on"}})).unwrap_or_default();
+        let on = json!({"metadata": {"labels": {"webhook": "on"}}});
+        let off = json!({"metadata": {}});
+        let a = attrs("deployments", None, "v1");
+        assert!(object_matches(&s, &a, Some(&on)));
+        assert!(!object_matches(&s, &a, Some(&off)));
+        assert!(!object_matches(&s, &a, None));
+        let update = Attributes { old: Some(&on), ..a };
+        assert!(object_matches(&s, &update, Some(&off)));
+        assert!(object_matches(&LabelSelector::default(), &a, None));
+    }
+}

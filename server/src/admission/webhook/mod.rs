@@ -1,0 +1,185 @@
+//! Admission webhooks (kube's `MutatingAdmissionWebhook` and `ValidatingAdmissionWebhook`
+//! plugins): every write is sent, as an `AdmissionReview`, to the webhooks of the stored
+//! MutatingWebhookConfigurations and ValidatingWebhookConfigurations whose rules and selectors
+//! match it. The mutating webhooks run last among the mutating plugins, one after the other,
+//! their JSONPatches applied in order (those asking `reinvocationPolicy: IfNeeded` are called
+//! once more when a later webhook changed the object); the validating ones run last among the
+//! validating plugins, all at once. Both are plugins of the one [`Chain`](super::Chain).
+//!
+//! The configurations are read from the replica's watch cache after a read barrier, so a
+//! configuration whose write was acknowledged through any replica applies to the next write on
+//! every replica. The webhook configurations themselves (the whole `admissionregistration.k8s.io`
+//! group) are never sent to webhooks, so a broken webhook can always be removed.
+
+mod client;
+mod matching;
+mod review;
+
+use std::sync::Arc;
+
+use futures::future::{join_all, BoxFuture};
+use serde_json::Value;
+
+use super::{Attributes, Mutating, Operation, Validating};
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta::meta_str;
+use crate::store::cacher::CachedObject;
+use crate::store::delegator::sync_most_recent;
+use crate::store::{keys, Store};
+use matching::Hook;
+use review::Outcome;
+
+/// The group whose objects no webhook sees (kube's exempt admission configuration resources).
+const EXEMPT_GROUP: &str = "admissionregistration.k8s.io";
+
+/// The webhooks of one kind of configuration, in the order kube calls them: configurations by
+/// name, webhooks in their order. With `sync`, the cache first catches up with a linearizable
+/// read (once per write: the validating phase of a create or update follows the mutating
+/// phase's).
+async fn configured(store: &Store, plural: &str, mutating: bool, sync: bool) -> ApiResult<Vec<Hook>> {
+    if sync {
+        sync_most_recent(store.cache()).await?;
+    }
+    let prefix = keys::type_prefix(EXEMPT_GROUP, plural);
+    let Some(snapshot) = store.cache().list(&prefix, None, None) else {
+        return Ok(Vec::new());
+    };
+    Ok(snapshot
+        .objects
+        .iter()
+        .flat_map(|(_, obj)| hooks_of(obj, mutating))
+        .collect())
+}
+
+fn hooks_of(obj: &Arc<CachedObject>, mutating: bool) -> Vec<Hook> {
+    let config = obj.value();
+    let id = format!(
+        "{}/{}",
+        meta_str(&config, "uid").unwrap_or_default(),
+        meta_str(&config, "resourceVersion").unwrap_or_default()
+    );
+    config["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, w)| Hook::parse(w, &format!("{id}/{i}"), mutating))
+        .collect()
+}
+
+/// Whether webhooks see writes of this resource at all.
+fn exempt(attrs: &Attributes<'_>) -> bool {
+    attrs.group == EXEMPT_GROUP
+}
+
+/// The mutating webhooks, as the last mutating plugin.
+pub struct MutatingWebhooks;
+
+impl Mutating for MutatingWebhooks {
+    fn name(&self) -> &'static str {
+        "MutatingAdmissionWebhook"
+    }
+
+    fn admit<'a>(
+        &'a self,
+        store: &'a Store,
+        attrs: &'a Attributes<'a>,
+        obj: &'a mut Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        Box::pin(mutate(store, attrs, obj))
+    }
+}
+
+async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
+    // A delete is admitted before its object is read: there is nothing to mutate.
+    if exempt(attrs) || attrs.operation == Operation::Delete {
+        return Ok(());
+    }
+    let hooks = configured(store, "mutatingwebhookconfigurations", true, true).await?;
+    // Each webhook called, and whether it changed the object.
+    let mut calls: Vec<(usize, bool)> = Vec::new();
+    for (i, hook) in hooks.iter().enumerate() {
+        if !matching::applies(store, hook, attrs, Some(obj))? {
+            continue;
+        }
+        let before = obj.clone();
+        call_mutating(store, hook, attrs, obj).await?;
+        calls.push((i, *obj != before));
+    }
+    // kube's `reinvocationPolicy: IfNeeded`: a webhook is called once more when a webhook
+    // after it changed the object.
+    let again: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(pos, (i, _))| hooks[*i].reinvoke && calls[pos + 1..].iter().any(|(_, changed)| *changed))
+        .map(|(_, (i, _))| *i)
+        .collect();
+    for i in again {
+        if matching::applies(store, &hooks[i], attrs, Some(obj))? {
+            call_mutating(store, &hooks[i], attrs, obj).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn call_mutating(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
+    match review::call(store, hook, attrs, Some(obj)).await {
+        Outcome::Allowed { patch, warnings } => {
+            warnings.into_iter().for_each(super::warnings::warn);
+            if let Some(patch) = patch {
+                review::apply_patch(hook, obj, patch)?;
+            }
+            Ok(())
+        }
+        Outcome::Refused(e) => Err(e),
+        Outcome::Failed(e) => hook.on_failure(e),
+    }
+}
+
+/// The validating webhooks, as the last validating plugin.
+pub struct ValidatingWebhooks;
+
+impl Validating for ValidatingWebhooks {
+    fn name(&self) -> &'static str {
+        "ValidatingAdmissionWebhook"
+    }
+
+    fn validate<'a>(
+        &'a self,
+        store: &'a Store,
+        attrs: &'a Attributes<'a>,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        Box::pin(validate(store, attrs, obj))
+    }
+}
+
+async fn validate(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<()> {
+    if exempt(attrs) {
+        return Ok(());
+    }
+    let object = Some(obj).filter(|o| !o.is_null());
+    let sync = attrs.operation == Operation::Delete;
+    let hooks = configured(store, "validatingwebhookconfigurations", false, sync).await?;
+    let mut matched = Vec::new();
+    for hook in &hooks {
+        if matching::applies(store, hook, attrs, object)? {
+            matched.push(hook);
+        }
+    }
+    let results = join_all(matched.iter().map(|hook| async move {
+        match review::call(store, hook, attrs, object).await {
+            Outcome::Allowed { warnings, .. } => {
+                warnings.into_iter().for_each(super::warnings::warn);
+                Ok(())
+            }
+            Outcome::Refused(e) => Err(e),
+            Outcome::Failed(e) => hook.on_failure(e),
+        }
+    }))
+    .await;
+    results
+        .into_iter()
+        .collect::<Result<Vec<()>, ApiError>>()
+        .map(|_| ())
+}

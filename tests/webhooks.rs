@@ -1,0 +1,547 @@
+//! Admission webhooks on a real three-replica cluster: a webhook server in the test (its own CA
+//! made with rcgen, HTTPS on a local port) registered by `url` or through a Service, driven with
+//! kubectl and HTTP — mutation by JSONPatch seen on every replica, denials with the webhook's
+//! message, warnings kubectl prints, reinvocation, namespace and object selectors, deletes with
+//! the old object, dry runs, timeouts and unreachable webhooks under both failure policies,
+//! configurations that no webhook can block, and invalid configurations refused with kube's
+//! messages.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::Version;
+use axum::routing::post;
+use axum::{Json, Router};
+use base64::Engine;
+use reqwest::Method;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{json, Value};
+use support::kube::Kube;
+use support::*;
+
+/// What the webhook server saw: calls per path, the last review per path, and the HTTP
+/// versions it was spoken to in.
+#[derive(Default)]
+struct Seen {
+    calls: HashMap<String, usize>,
+    last: HashMap<String, Value>,
+    versions: Vec<Version>,
+}
+
+/// The webhook server running in the test.
+struct Hooks {
+    port: u16,
+    ca_pem: String,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Hooks {
+    fn calls(&self, path: &str) -> usize {
+        self.seen.lock().unwrap().calls.get(path).copied().unwrap_or(0)
+    }
+
+    fn last(&self, path: &str) -> Value {
+        self.seen
+            .lock()
+            .unwrap()
+            .last
+            .get(path)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}/{path}", self.port)
+    }
+}
+
+/// A JSONPatch that sets `metadata.<field>.<key>` to `value`.
+fn set_patch(obj: &Value, field: &str, key: &str, value: &str) -> Value {
+    if obj["metadata"][field].is_object() {
+        json!([{"op": "add", "path": format!("/metadata/{field}/{key}"), "value": value}])
+    } else {
+        json!([{"op": "add", "path": format!("/metadata/{field}"), "value": {key: value}}])
+    }
+}
+
+fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj["metadata"]["labels"][key].as_str()
+}
+
+/// What each path of the webhook server does.
+async fn review(
+    State(seen): State<Arc<Mutex<Seen>>>,
+    Path(path): Path<String>,
+    version: Version,
+    Json(review): Json<Value>,
+) -> Json<Value> {
+    {
+        let mut s = seen.lock().unwrap();
+        *s.calls.entry(path.clone()).or_default() += 1;
+        s.last.insert(path.clone(), review.clone());
+        s.versions.push(version);
+    }
+    let req = &review["request"];
+    let obj = &req["object"];
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let mut response = json!({"uid": req["uid"], "allowed": true});
+    let mut patch = None;
+    match path.as_str() {
+        "label" => patch = Some(set_patch(obj, "labels", "webhook-added", "yes")),
+        "first" => {
+            let seen_b = label(obj, "b").is_some().to_string();
+            patch = Some(set_patch(obj, "annotations", "seen-b", &seen_b));
+        }
+        "second" => patch = Some(set_patch(obj, "labels", "b", "1")),
+        "deny" if label(obj, "forbidden") == Some("true") => {
+            response["allowed"] = json!(false);
+            response["status"] =
+                json!({"message": "label forbidden is not allowed", "reason": "Forbidden", "code": 403});
+        }
+        "deny" if req["operation"] == "DELETE" && label(&req["oldObject"], "keep") == Some("true") => {
+            response["allowed"] = json!(false);
+            response["status"] = json!({"message": "this configmap is kept"});
+        }
+        "deny" => response["warnings"] = json!([format!("configmap {name} looks fine")]),
+        "slow" => tokio::time::sleep(Duration::from_secs(4)).await,
+        _ => {}
+    }
+    if let Some(p) = patch {
+        response["patchType"] = json!("JSONPatch");
+        response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(p.to_string()));
+    }
+    Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+}
+
+/// Starts the webhook server on its own runtime (kubectl blocks the test's threads), with a
+/// certificate of a fresh CA for `127.0.0.1` and `hooks.webhooks.svc`.
+fn start_hooks() -> Hooks {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "webhook-test-ca");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "hooks.webhooks.svc".to_string()])
+            .unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let certs = vec![CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let app = Router::new()
+        .route("/{*path}", post(review))
+        .with_state(seen.clone());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            kuberaft::server::listener::serve(listener, app, Some(Arc::new(tls)), std::future::pending())
+                .await;
+        });
+    });
+    Hooks {
+        port,
+        ca_pem: ca_cert.pem(),
+        seen,
+    }
+}
+
+/// One webhook of a configuration, for configmaps in namespaces labelled `webhooks=<scope>`.
+fn webhook(name: &str, client: Value, scope: &str, extra: Value) -> Value {
+    let mut w = json!({
+        "name": name,
+        "clientConfig": client,
+        "rules": [{"operations": ["CREATE", "UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+        "namespaceSelector": {"matchLabels": {"webhooks": scope}},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        w[k] = v.clone();
+    }
+    w
+}
+
+fn by_url(hooks: &Hooks, path: &str) -> Value {
+    json!({"url": hooks.url(path), "caBundle": hooks.ca_bundle()})
+}
+
+/// Creates a webhook configuration through replica 1 with kubectl.
+fn configure(k: &Kube, kind: &str, name: &str, webhooks: Vec<Value>) {
+    let config = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": webhooks,
+    });
+    let file = k.manifest(&format!("{name}.json"), &config.to_string());
+    k.ok("node-1", &["create", "-f", &file]);
+}
+
+fn namespace(k: &Kube, name: &str, scope: &str) {
+    k.ok("node-1", &["create", "namespace", name]);
+    k.ok(
+        "node-1",
+        &["label", "namespace", name, &format!("webhooks={scope}")],
+    );
+}
+
+fn configmap(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"a": "b"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_mutate_and_validate_writes_on_every_replica() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "hooked", "on");
+    k.ok("node-1", &["create", "namespace", "plain"]);
+    configure(
+        &k,
+        "MutatingWebhookConfiguration",
+        "labels",
+        vec![
+            webhook("label.example.com", by_url(&hooks, "label"), "on", json!({})),
+            webhook(
+                "first.example.com",
+                by_url(&hooks, "first"),
+                "on",
+                json!({"reinvocationPolicy": "IfNeeded", "objectSelector": {"matchLabels": {"reinvoke": "yes"}}}),
+            ),
+            webhook(
+                "second.example.com",
+                by_url(&hooks, "second"),
+                "on",
+                json!({"objectSelector": {"matchLabels": {"reinvoke": "yes"}}}),
+            ),
+        ],
+    );
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "deny",
+        vec![webhook(
+            "deny.example.com",
+            by_url(&hooks, "deny"),
+            "on",
+            json!({}),
+        )],
+    );
+
+    // Written through another replica right after the configurations: the mutating webhook's
+    // label is there on every replica, and the validating webhook's warning is printed.
+    let (ok, out, err) = k.kubectl(
+        "node-2",
+        &["-n", "hooked", "create", "configmap", "cm", "--from-literal=a=b"],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(err.contains("Warning: configmap cm looks fine"), "{err}");
+    for node in ["node-1", "node-2", "node-3"] {
+        let cm = k.json(node, &["-n", "hooked", "get", "configmap", "cm"]);
+        assert_eq!(label(&cm, "webhook-added"), Some("yes"), "{node}: {cm}");
+    }
+    let review = hooks.last("label");
+    assert_eq!(review["request"]["operation"], "CREATE");
+    assert_eq!(review["request"]["namespace"], "hooked");
+    assert_eq!(
+        review["request"]["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(
+        review["request"]["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(review["request"]["userInfo"]["username"], ADMIN);
+    assert_eq!(review["request"]["dryRun"], false);
+    assert!(hooks
+        .seen
+        .lock()
+        .unwrap()
+        .versions
+        .iter()
+        .all(|v| *v == Version::HTTP_2));
+
+    // The namespace selector: nothing happens in a namespace without the label.
+    k.ok(
+        "node-3",
+        &["-n", "plain", "create", "configmap", "cm", "--from-literal=a=b"],
+    );
+    let cm = k.json("node-3", &["-n", "plain", "get", "configmap", "cm"]);
+    assert_eq!(label(&cm, "webhook-added"), None, "{cm}");
+
+    // A denial: the webhook's Status, its message prefixed, through kubectl and HTTP.
+    let file = k.manifest(
+        "forbidden.json",
+        &configmap("bad", json!({"forbidden": "true"})).to_string(),
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["-n", "hooked", "create", "-f", &file]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            r#"admission webhook "deny.example.com" denied the request: label forbidden is not allowed"#
+        ),
+        "{err}"
+    );
+    let path = "/api/v1/namespaces/hooked/configmaps";
+    let (code, status) = k
+        .send(
+            Method::POST,
+            1,
+            path,
+            Some(&configmap("bad", json!({"forbidden": "true"}))),
+        )
+        .await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "admission webhook \"deny.example.com\" denied the request: label forbidden is not allowed",
+            "reason": "Forbidden", "code": 403})
+    );
+
+    // Reinvocation: the first webhook runs again after the second changed the object; the
+    // object selector keeps both away from other objects.
+    let before = hooks.calls("first");
+    k.ok(
+        "node-1",
+        &[
+            "-n",
+            "hooked",
+            "create",
+            "configmap",
+            "other",
+            "--from-literal=a=b",
+        ],
+    );
+    assert_eq!(hooks.calls("first"), before);
+    let file = k.manifest(
+        "re.json",
+        &configmap("re", json!({"reinvoke": "yes"})).to_string(),
+    );
+    k.ok("node-2", &["-n", "hooked", "create", "-f", &file]);
+    assert_eq!(hooks.calls("first"), before + 2);
+    let cm = k.json("node-1", &["-n", "hooked", "get", "configmap", "re"]);
+    assert_eq!(cm["metadata"]["annotations"]["seen-b"], "true", "{cm}");
+    assert_eq!(label(&cm, "b"), Some("1"), "{cm}");
+
+    // A delete reaches the validating webhook with the old object, and it may refuse it.
+    k.ok(
+        "node-1",
+        &["-n", "hooked", "label", "configmap", "cm", "keep=true"],
+    );
+    let (ok, _, err) = k.kubectl("node-2", &["-n", "hooked", "delete", "configmap", "cm"]);
+    assert!(!ok);
+    assert!(
+        err.contains(r#"admission webhook "deny.example.com" denied the request: this configmap is kept"#),
+        "{err}"
+    );
+    assert_eq!(
+        hooks.last("deny")["request"]["oldObject"]["metadata"]["name"],
+        "cm"
+    );
+    k.ok("node-3", &["-n", "hooked", "get", "configmap", "cm"]);
+    let (code, status) = k
+        .send(Method::DELETE, 2, "/api/v1/namespaces/hooked/configmaps/cm", None)
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status.get("reason"), None, "{status}");
+    assert_eq!(
+        status["message"],
+        "admission webhook \"deny.example.com\" denied the request: this configmap is kept"
+    );
+    k.ok("node-1", &["-n", "hooked", "label", "configmap", "cm", "keep-"]);
+    k.ok("node-2", &["-n", "hooked", "delete", "configmap", "cm"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_configurations_dry_runs_timeouts_and_unreachable_webhooks() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    let down = format!("https://127.0.0.1:{}/down", free_port());
+    let down = json!({"url": down, "caBundle": hooks.ca_bundle()});
+    for scope in ["none", "slow-fail", "slow-ignore", "down-fail", "down-ignore"] {
+        namespace(&k, scope, scope);
+    }
+    // In admissionregistration.k8s.io/v1 a webhook must be free of side effects on dry runs
+    // (kube refuses `Unknown` and `Some`), with kube's messages.
+    let unknown = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "unknown"},
+        "webhooks": [webhook("unknown", by_url(&hooks, "unknown"), "none", json!({"sideEffects": "Unknown", "timeoutSeconds": 31}))],
+    });
+    let file = k.manifest("unknown.json", &unknown.to_string());
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &file]);
+    assert!(!ok);
+    let expected = r#"The ValidatingWebhookConfiguration "unknown" is invalid: 
+* webhooks[0].name: Invalid value: "unknown": should be a domain with at least three segments separated by dots
+* webhooks[0].sideEffects: Unsupported value: "Unknown": supported values: "None", "NoneOnDryRun"
+* webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"#;
+    assert!(err.contains(expected), "{err}");
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "policies",
+        vec![
+            webhook("none.example.com", by_url(&hooks, "none"), "none", json!({})),
+            webhook(
+                "slow-fail.example.com",
+                by_url(&hooks, "slow"),
+                "slow-fail",
+                json!({"timeoutSeconds": 1}),
+            ),
+            webhook(
+                "slow-ignore.example.com",
+                by_url(&hooks, "slow"),
+                "slow-ignore",
+                json!({"timeoutSeconds": 1, "failurePolicy": "Ignore"}),
+            ),
+            webhook(
+                "down-fail.example.com",
+                down.clone(),
+                "down-fail",
+                json!({"failurePolicy": "Fail"}),
+            ),
+            webhook(
+                "down-ignore.example.com",
+                down,
+                "down-ignore",
+                json!({"failurePolicy": "Ignore"}),
+            ),
+        ],
+    );
+    let create = |node: &str, ns: &str, extra: &[&str]| {
+        let mut args = vec!["-n", ns, "create", "configmap", "x", "--from-literal=a=b"];
+        args.extend(extra);
+        k.kubectl(node, &args)
+    };
+
+    // sideEffects None: the dry run is sent, marked as one.
+    let (ok, _, err) = create("node-3", "none", &["--dry-run=server"]);
+    assert!(ok, "{err}");
+    assert_eq!(hooks.last("none")["request"]["dryRun"], true);
+    assert_eq!(hooks.last("none")["request"]["options"]["dryRun"], json!(["All"]));
+    assert_eq!(hooks.calls("none"), 1);
+
+    // A webhook that does not answer in time, and one that is down.
+    let (ok, _, err) = create("node-1", "slow-fail", &[]);
+    assert!(!ok);
+    assert!(
+        err.contains(r#"Internal error occurred: failed calling webhook "slow-fail.example.com": failed to call webhook: Post "https://127.0.0.1:"#)
+            && err.contains("/slow?timeout=1s\": context deadline exceeded"),
+        "{err}"
+    );
+    let (ok, _, err) = create("node-1", "slow-ignore", &[]);
+    assert!(ok, "{err}");
+    let (code, status) = k
+        .send(
+            Method::POST,
+            2,
+            "/api/v1/namespaces/down-fail/configmaps",
+            Some(&configmap("x", json!({}))),
+        )
+        .await;
+    assert_eq!(
+        (code, &status["reason"]),
+        (500, &json!("InternalError")),
+        "{status}"
+    );
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(r#"Internal error occurred: failed calling webhook "down-fail.example.com": failed to call webhook: Post "#),
+        "{status}"
+    );
+    let (ok, _, err) = create("node-3", "down-ignore", &[]);
+    assert!(ok, "{err}");
+
+    // A webhook that refuses everything cannot keep its own configuration from being removed.
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "everything",
+        vec![json!({
+            "name": "everything.example.com",
+            "clientConfig": {"url": format!("https://127.0.0.1:{}/x", free_port()), "caBundle": hooks.ca_bundle()},
+            "rules": [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"]}],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        })],
+    );
+    let (ok, _, err) = create("node-2", "default", &[]);
+    assert!(
+        !ok && err.contains(r#"failed calling webhook "everything.example.com""#),
+        "{err}"
+    );
+    k.ok(
+        "node-2",
+        &["delete", "validatingwebhookconfiguration", "everything"],
+    );
+    let (ok, _, err) = create("node-3", "default", &[]);
+    assert!(ok, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_is_reached_through_its_service_endpoints() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "webhooks", "svc");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks", "namespace": "webhooks"},
+         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "hooks-1", "namespace": "webhooks", "labels": {"kubernetes.io/service-name": "hooks"}},
+         "addressType": "IPv4",
+         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+         "ports": [{"name": "https", "port": hooks.port, "protocol": "TCP"}]},
+    ]});
+    let file = k.manifest("service.json", &objects.to_string());
+    k.ok("node-1", &["create", "-f", &file]);
+    let service = json!({"service": {"namespace": "webhooks", "name": "hooks", "path": "/deny"}, "caBundle": hooks.ca_bundle()});
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "by-service",
+        vec![webhook("svc.example.com", service, "svc", json!({}))],
+    );
+    let file = k.manifest(
+        "forbidden.json",
+        &configmap("bad", json!({"forbidden": "true"})).to_string(),
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["-n", "webhooks", "create", "-f", &file]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            r#"admission webhook "svc.example.com" denied the request: label forbidden is not allowed"#
+        ),
+        "{err}"
+    );
+    assert_eq!(hooks.calls("deny"), 1);
+}

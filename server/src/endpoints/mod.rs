@@ -83,11 +83,7 @@ pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
         Ok(r) => r,
         Err(e) => error_response(e, errors_as),
     };
-    for warning in &warnings {
-        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
-            response.headers_mut().append(header::WARNING, v);
-        }
-    }
+    add_warnings(&mut response, &warnings);
     response
 }
 
@@ -270,6 +266,14 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
     let mut response = respond(&req, &q, reply, format, wire, pretty)?;
     add_warnings(&mut response, &warnings);
     Ok(response)
+}
+
+fn add_warnings(response: &mut Response, warnings: &[String]) {
+    for warning in warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
 }
 
 /// The unsafe delete of a corrupt object also takes the `unsafe-delete-ignore-read-errors`

@@ -4,7 +4,9 @@
 //! kube-apiserver's order (its `AllOrderedPlugins`): `NamespaceLifecycle`, `ServiceAccount`,
 //! `Priority` and `DefaultTolerationSeconds` mutate (`NamespaceLifecycle` only refuses, but
 //! kube-apiserver runs it in the mutating phase too, so a pod in a missing namespace is a
-//! `404` before its ServiceAccount is looked up), and `ServiceAccount` validates again.
+//! `404` before its ServiceAccount is looked up), and `ServiceAccount` validates again, then `ValidatingAdmissionPolicy` enforces the
+//! ValidatingAdmissionPolicies their bindings put in force (warnings reach the response through
+//! [`warn`]).
 //! A delete passes the mutating plugins too, before the object is read, with no object
 //! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`). Webhooks, policies
 //! and quota join the same lists.
@@ -14,9 +16,12 @@
 
 mod default_toleration_seconds;
 mod namespace_lifecycle;
+mod policy;
 mod priority;
 mod service_account;
 
+use std::cell::RefCell;
+use std::future::Future;
 use std::sync::OnceLock;
 
 use futures::future::BoxFuture;
@@ -109,7 +114,10 @@ impl Chain {
                 Box::new(priority::Priority),
                 Box::new(default_toleration_seconds::DefaultTolerationSeconds),
             ],
-            validating: vec![Box::new(service_account::ServiceAccount)],
+            validating: vec![
+                Box::new(service_account::ServiceAccount),
+                Box::new(policy::ValidatingAdmissionPolicy),
+            ],
         }
     }
 
@@ -138,6 +146,28 @@ impl Chain {
         }
         Ok(())
     }
+}
+
+tokio::task_local! {
+    /// The warnings plugins give the request being served (see [`with_warnings`]).
+    static WARNINGS: RefCell<Vec<String>>;
+}
+
+/// Runs `f` (a request) and returns the warnings admission plugins gave it with [`warn`],
+/// for the response's `Warning` headers, whether the request succeeded or not.
+pub async fn with_warnings<T>(f: impl Future<Output = T>) -> (T, Vec<String>) {
+    WARNINGS
+        .scope(RefCell::new(Vec::new()), async {
+            let out = f.await;
+            (out, WARNINGS.with(RefCell::take))
+        })
+        .await
+}
+
+/// Adds a warning to the request being served (nothing outside [`with_warnings`]).
+pub fn warn(message: String) {
+    // Outside a request (the server's own writes) there is nobody to warn.
+    let _ = WARNINGS.try_with(|w| w.borrow_mut().push(message));
 }
 
 /// The chain every write of this replica passes.
@@ -181,6 +211,9 @@ mod tests {
                 "DefaultTolerationSeconds"
             ]
         );
-        assert_eq!(chain().validating_names(), ["ServiceAccount"]);
+        assert_eq!(
+            chain().validating_names(),
+            ["ServiceAccount", "ValidatingAdmissionPolicy"]
+        );
     }
 }

@@ -20,6 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 
+use crate::admission;
 use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
@@ -77,10 +78,17 @@ fn host_of(headers: &HeaderMap) -> String {
 /// Serves every request under `/api` and `/apis`.
 pub async fn dispatch(State(api): State<Api>, request: Request) -> Response {
     let protobuf_errors = wants_protobuf(request.headers());
-    match serve(&api, request).await {
+    let (served, warnings) = admission::with_warnings(serve(&api, request)).await;
+    let mut response = match served {
         Ok(r) => r,
         Err(e) => error_response(e, protobuf_errors),
+    };
+    for warning in &warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(warning)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
     }
+    response
 }
 
 async fn serve(api: &Api, request: Request) -> ApiResult<Response> {

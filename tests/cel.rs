@@ -11,14 +11,19 @@ mod support;
 use serde_json::Value;
 use support::kube::Kube;
 
-const WIDGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+/// A namespaced CustomResourceDefinition `<plural>.cel.example.com` of `kind`, version `v1`,
+/// whose `spec` has the schema `spec` (YAML indented for its place).
+fn definition(plural: &str, kind: &str, spec: &str) -> String {
+    let singular = kind.to_lowercase();
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: widgets.cel.example.com
+  name: {plural}.cel.example.com
 spec:
   group: cel.example.com
   scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
   versions:
   - name: v1
     served: true
@@ -28,7 +33,11 @@ spec:
         type: object
         properties:
           spec:
-            type: object
+{spec}"
+    )
+}
+
+const WIDGETS: &str = r#"            type: object
             x-kubernetes-validations:
             - rule: "self.replicas <= self.maxReplicas"
               message: "must be less than maxReplicas"
@@ -62,24 +71,7 @@ spec:
     )
 }
 
-const GADGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.cel.example.com
-spec:
-  group: cel.example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
+const GADGETS: &str = r#"            type: object
             properties:
               names:
                 type: array
@@ -92,7 +84,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_validation_rules_refuse_objects_with_kubes_messages() {
     let k = Kube::start().await;
-    let crd = k.manifest("widgets.yaml", WIDGETS);
+    let crd = k.manifest("widgets.yaml", &definition("widgets", "Widget", WIDGETS));
     k.ok("node-1", &["apply", "-f", &crd]);
 
     let good = k.manifest("good.yaml", &widget("w1", 2, "gold", "web:1"));
@@ -173,7 +165,7 @@ async fn crd_validation_rules_refuse_objects_with_kubes_messages() {
     assert_eq!(status["details"]["causes"][0]["reason"], "FieldValueInvalid");
 
     // A rule that would cost too much is refused with the definition.
-    let gadgets = k.manifest("gadgets.yaml", GADGETS);
+    let gadgets = k.manifest("gadgets.yaml", &definition("gadgets", "Gadget", GADGETS));
     let (ok, _, err) = k.kubectl("node-2", &["apply", "-f", &gadgets]);
     assert!(!ok, "an unbounded quadratic rule was accepted");
     assert!(
@@ -185,7 +177,7 @@ async fn crd_validation_rules_refuse_objects_with_kubes_messages() {
         "items: {type: string}",
         "maxItems: 20\n                items: {type: string, maxLength: 32}",
     );
-    let bounded = k.manifest("gadgets-bounded.yaml", &bounded);
+    let bounded = k.manifest("gadgets-bounded.yaml", &definition("gadgets", "Gadget", &bounded));
     k.ok("node-2", &["apply", "-f", &bounded]);
     let dup = k.manifest(
         "dup.yaml",

@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::admission::{warn, Attributes, Operation, Validating};
-use crate::cel::{self, value, EvalError, Program, Shape, RUNTIME_BUDGET};
+use crate::cel::{self, value, EvalError, Program, RUNTIME_BUDGET};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::selector::{selector_string, LabelSelector};
 use crate::store::cacher::WatchCache;
@@ -39,16 +39,6 @@ const EXEMPT: [&str; 6] = [
 
 /// kube's `MaxEvaluatedMessageExpressionSizeBytes`.
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
-
-/// The variables every policy expression may use.
-const VARIABLES: [&str; 6] = [
-    "object",
-    "oldObject",
-    "request",
-    "params",
-    "namespaceObject",
-    "variables",
-];
 
 /// The plugin.
 pub struct ValidatingAdmissionPolicy;
@@ -78,8 +68,7 @@ impl Validating for ValidatingAdmissionPolicy {
 type Compiled = Result<Program, cel::CompileError>;
 
 fn compile(expression: &str) -> Compiled {
-    let vars: Vec<(&str, Shape)> = VARIABLES.iter().map(|v| (*v, Shape::unbounded())).collect();
-    cel::compile(expression, &vars)
+    cel::compile_policy_expression(expression)
 }
 
 /// One of a policy's `validations`.

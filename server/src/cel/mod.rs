@@ -90,6 +90,26 @@ fn environment() -> Result<Arc<Env>, String> {
     ENV.clone()
 }
 
+/// The variables of a ValidatingAdmissionPolicy's expressions.
+pub const POLICY_VARIABLES: [&str; 6] = [
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+    "variables",
+];
+
+/// Compiles an admission policy's expression: its variables' shapes are unknown (no static
+/// cost limit applies; the run-time bound does).
+pub fn compile_policy_expression(source: &str) -> Result<Program, CompileError> {
+    let vars: Vec<(&str, Shape)> = POLICY_VARIABLES
+        .iter()
+        .map(|v| (*v, Shape::unbounded()))
+        .collect();
+    compile(source, &vars)
+}
+
 /// A compiled expression.
 #[derive(Debug)]
 pub struct Program {

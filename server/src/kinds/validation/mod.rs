@@ -7,6 +7,7 @@
 //! The kinds' rules are data: [`RULES`] names, for each kind, what it checks on every write
 //! and what it checks on an update against the stored object.
 
+mod admission_policy;
 mod config;
 mod pod;
 mod rbac;
@@ -139,6 +140,18 @@ const RULES: &[Rules] = &[
         group: "coordination.k8s.io",
         kind: "Lease",
         object: storage::lease,
+        update: None,
+    },
+    Rules {
+        group: "admissionregistration.k8s.io",
+        kind: "ValidatingAdmissionPolicy",
+        object: admission_policy::validating_admission_policy,
+        update: None,
+    },
+    Rules {
+        group: "admissionregistration.k8s.io",
+        kind: "ValidatingAdmissionPolicyBinding",
+        object: admission_policy::validating_admission_policy_binding,
         update: None,
     },
 ];

@@ -428,4 +428,19 @@ async fn validating_admission_policies_deny_and_warn_on_every_replica() {
         err.contains("ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-deny' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
         "{err}"
     );
+
+    // A policy whose expression does not compile is refused when it is written.
+    let broken = POLICIES
+        .split("---\n")
+        .nth(2)
+        .expect("the no-latest policy")
+        .replace("no-latest", "broken")
+        .replace("!i.endsWith(':latest')", "!i.endsWith(");
+    let broken = k.manifest("broken.yaml", &broken);
+    let (ok, _, err) = k.kubectl("node-1", &["apply", "-f", &broken]);
+    assert!(!ok, "a policy that does not compile was stored");
+    assert!(
+        err.contains("spec.validations[0].expression: Invalid value: \"variables.images.all(i, !i.endsWith()\": compilation failed: ERROR: <input>:1:"),
+        "{err}"
+    );
 }

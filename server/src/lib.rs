@@ -91,6 +91,11 @@
 //! structural schemas (defaulting, pruning, validation), printer columns, and keeping the live
 //! registry current.
 //!
+//! **`cel`** — the Common Expression Language of CRD validation rules and admission
+//! policies: compile once (names checked, cost estimated from the variables' shapes), evaluate
+//! with bound variables under a cost bound, kube's CEL libraries. *Invariant:* pure (no I/O,
+//! no state but the shared environment); used by `apiextensions` and `admission`.
+//!
 //! **`controllers`** — leader-only reconcilers (namespace deletion, garbage collection,
 //! deleted definitions' objects, ClusterRole aggregation, each namespace's `default`
 //! ServiceAccount and `kube-root-ca.crt`, legacy ServiceAccount token Secrets, the system
@@ -129,6 +134,7 @@ pub mod apiextensions;
 pub mod audit;
 pub mod authentication;
 pub mod authorization;
+pub mod cel;
 pub mod cli;
 pub mod config;
 pub mod controllers;

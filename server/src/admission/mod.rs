@@ -5,8 +5,9 @@
 //! `ServiceAccount`, `Priority`, `DefaultTolerationSeconds` and `DefaultStorageClass` mutate
 //! (`NamespaceLifecycle` only refuses, but kube-apiserver runs it in the mutating phase too, so
 //! a pod in a missing namespace is a `404` before its ServiceAccount is looked up), and
-//! `LimitRanger`, `ServiceAccount` and `PodSecurity` validate. Plugins warn the client through
-//! [`warnings`].
+//! `LimitRanger`, `ServiceAccount`, `PodSecurity` and `ValidatingAdmissionPolicy` (the
+//! ValidatingAdmissionPolicies their bindings put in force) validate. Plugins warn the client
+//! through [`warnings`].
 //! A delete passes the mutating plugins too, before the object is read, with no object
 //! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`), and the validating
 //! plugins once the object is read, with it as the old object. The admission webhooks
@@ -20,6 +21,7 @@ mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
 mod pod_security;
+mod policy;
 mod priority;
 mod service_account;
 pub mod warnings;
@@ -32,6 +34,7 @@ use serde_json::Value;
 
 use crate::authentication::UserInfo;
 use crate::machinery::errors::ApiResult;
+use crate::store::delegator::sync_most_recent;
 use crate::store::Store;
 
 /// What a write does, as admission names it.
@@ -124,6 +127,7 @@ impl Chain {
                 Box::new(limit_ranger::LimitRanger),
                 Box::new(service_account::ServiceAccount),
                 Box::new(pod_security::PodSecurity),
+                Box::new(policy::ValidatingAdmissionPolicy),
                 Box::new(webhook::ValidatingWebhooks),
             ],
         }
@@ -140,7 +144,15 @@ impl Chain {
     }
 
     /// Runs the mutating plugins in order; the first refusal stops the write.
+    /// First the replica's cache catches up with a read barrier, once per write, so that the
+    /// configurations plugins read from it (webhooks, policies) acknowledged through any replica
+    /// before the write apply to it, in this phase and the validating one.
     pub async fn admit(&self, store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
+        // Without a barrier (no leader reachable in time) the write itself is about to fail or
+        // wait; the configurations known locally are the best there are.
+        if let Err(e) = sync_most_recent(store.cache()).await {
+            tracing::warn!(error = %e.message, "admission configurations read without a read barrier");
+        }
         for plugin in &self.mutating {
             plugin.admit(store, attrs, obj).await?;
         }
@@ -206,6 +218,7 @@ mod tests {
                 "LimitRanger",
                 "ServiceAccount",
                 "PodSecurity",
+                "ValidatingAdmissionPolicy",
                 "ValidatingAdmissionWebhook"
             ]
         );

@@ -163,6 +163,18 @@ pub fn validate(crd: &Value) -> Vec<(String, String)> {
         {
             cause(&field, message);
         }
+        // kube checks a schema all versions share once, under `spec.validation`.
+        let shared = versions.iter().all(|o| o["schema"]["openAPIV3Schema"] == *schema);
+        if !shared || i == 0 {
+            let rules_at = if shared {
+                "spec.validation.openAPIV3Schema".to_string()
+            } else {
+                format!("{at}.schema.openAPIV3Schema")
+            };
+            for (field, message) in super::rules::check(schema, &rules_at) {
+                cause(&field, message);
+            }
+        }
         for (j, column) in v["additionalPrinterColumns"]
             .as_array()
             .map(Vec::as_slice)

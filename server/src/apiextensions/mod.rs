@@ -11,6 +11,7 @@
 
 pub mod columns;
 pub mod definition;
+pub mod rules;
 pub mod strategy;
 pub mod structural;
 
@@ -24,7 +25,7 @@ use crate::machinery::definitions::V2_REF;
 use crate::machinery::errors::ApiResult;
 use crate::machinery::field_path::field_path;
 use crate::registry::strategy::Strategy;
-use crate::scheme::custom::{CustomType, Patterns, ScalePaths};
+use crate::scheme::custom::{CustomType, Patterns, Rules, ScalePaths};
 use crate::scheme::{Hooks, LiveRegistry, ResourceType};
 use crate::store::cacher::{Published, WatchCache};
 use crate::store::delegator::sync_most_recent;
@@ -138,6 +139,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                     storage_version: storage.to_string(),
                     schema: object_schema(&declared),
                     patterns: Patterns::of(&declared),
+                    rules: Rules(Box::new(rules::Validator::of(&declared))),
                     declared,
                     columns: columns::of_version(v),
                     scale,

@@ -62,11 +62,20 @@ impl Strategy for CustomResource {
                 "create not allowed while custom resource definition is terminating",
             ));
         }
-        invalid_if_any(
-            rt,
-            obj,
-            structural::validate(&custom.declared, &custom.patterns, obj),
-        )
+        let mut causes = structural::validate(&custom.declared, &custom.patterns, obj);
+        if causes
+            .iter()
+            .any(|(_, m)| m.contains(" in body must be of type "))
+        {
+            // kube's `hasBlockingErr`: rules are not run on values of the wrong type.
+            causes.push((
+                "<nil>".to_string(),
+                "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string(),
+            ));
+        } else {
+            causes.extend(custom.rules.0.validate(obj, old));
+        }
+        invalid_if_any(rt, obj, causes)
     }
 }
 

@@ -31,6 +31,8 @@ pub struct CustomType {
     pub deprecation: Option<String>,
     /// The definition is being deleted: no new objects.
     pub terminating: bool,
+    /// The version's `x-kubernetes-validations`, compiled once.
+    pub rules: Rules,
     /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
     /// `metadata.name` and `metadata.namespace`.
     pub selectable: Vec<String>,
@@ -65,5 +67,24 @@ pub struct Patterns(pub(crate) HashMap<String, Regex>);
 impl PartialEq for Patterns {
     fn eq(&self, other: &Self) -> bool {
         self.0.len() == other.0.len() && self.0.keys().all(|k| other.0.contains_key(k))
+    }
+}
+
+/// A version's CEL validation rules (`x-kubernetes-validations`), compiled once when its
+/// definition is read; `apiextensions` implements them.
+pub trait ObjectRules: Send + Sync + std::fmt::Debug {
+    /// The causes (field, message) that make `obj`, an update of `old` when given, fail the
+    /// rules.
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<(String, String)>;
+}
+
+/// The compiled rules of a version.
+#[derive(Debug)]
+pub struct Rules(pub Box<dyn ObjectRules>);
+
+/// Rules are compiled from the declared schema, which [`CustomType`] compares already.
+impl PartialEq for Rules {
+    fn eq(&self, _other: &Self) -> bool {
+        true
     }
 }

@@ -6,7 +6,7 @@
 //! once more when a later webhook changed the object); the validating ones run last among the
 //! validating plugins, all at once. Both are plugins of the one [`Chain`](super::Chain).
 //!
-//! The configurations are read from the replica's watch cache after a read barrier, so a
+//! The configurations are read from the replica's watch cache after the chain's read barrier, so a
 //! configuration whose write was acknowledged through any replica applies to the next write on
 //! every replica. The webhook configurations themselves (the whole `admissionregistration.k8s.io`
 //! group) are never sent to webhooks, so a broken webhook can always be removed.
@@ -24,7 +24,6 @@ use super::{Attributes, Mutating, Operation, Validating};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::store::cacher::CachedObject;
-use crate::store::delegator::sync_most_recent;
 use crate::store::{keys, Store};
 use matching::Hook;
 use review::Outcome;
@@ -33,13 +32,8 @@ use review::Outcome;
 const EXEMPT_GROUP: &str = "admissionregistration.k8s.io";
 
 /// The webhooks of one kind of configuration, in the order kube calls them: configurations by
-/// name, webhooks in their order. With `sync`, the cache first catches up with a linearizable
-/// read (once per write: the validating phase of a create or update follows the mutating
-/// phase's).
-async fn configured(store: &Store, plural: &str, mutating: bool, sync: bool) -> ApiResult<Vec<Hook>> {
-    if sync {
-        sync_most_recent(store.cache()).await?;
-    }
+/// name, webhooks in their order (from the cache, which the chain brought up to date).
+async fn configured(store: &Store, plural: &str, mutating: bool) -> ApiResult<Vec<Hook>> {
     let prefix = keys::type_prefix(EXEMPT_GROUP, plural);
     let Some(snapshot) = store.cache().list(&prefix, None, None) else {
         return Ok(Vec::new());
@@ -95,7 +89,7 @@ async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiRe
     if exempt(attrs) || attrs.operation == Operation::Delete {
         return Ok(());
     }
-    let hooks = configured(store, "mutatingwebhookconfigurations", true, true).await?;
+    let hooks = configured(store, "mutatingwebhookconfigurations", true).await?;
     // Each webhook called, and whether it changed the object.
     let mut calls: Vec<(usize, bool)> = Vec::new();
     for (i, hook) in hooks.iter().enumerate() {
@@ -159,8 +153,7 @@ async fn validate(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> ApiResu
         return Ok(());
     }
     let object = Some(obj).filter(|o| !o.is_null());
-    let sync = attrs.operation == Operation::Delete;
-    let hooks = configured(store, "validatingwebhookconfigurations", false, sync).await?;
+    let hooks = configured(store, "validatingwebhookconfigurations", false).await?;
     let mut matched = Vec::new();
     for hook in &hooks {
         if matching::applies(store, hook, attrs, object)? {

@@ -7,6 +7,7 @@
 //! The kinds' rules are data: [`RULES`] names, for each kind, what it checks on every write
 //! and what it checks on an update against the stored object.
 
+mod admission_policy;
 mod config;
 mod pod;
 mod rbac;
@@ -150,8 +151,20 @@ const RULES: &[Rules] = &[
     },
     Rules {
         group: "admissionregistration.k8s.io",
+        kind: "ValidatingAdmissionPolicy",
+        object: admission_policy::validating_admission_policy,
+        update: None,
+    },
+    Rules {
+        group: "admissionregistration.k8s.io",
         kind: "ValidatingWebhookConfiguration",
         object: webhooks::validating,
+        update: None,
+    },
+    Rules {
+        group: "admissionregistration.k8s.io",
+        kind: "ValidatingAdmissionPolicyBinding",
+        object: admission_policy::validating_admission_policy_binding,
         update: None,
     },
 ];

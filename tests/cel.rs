@@ -1,0 +1,446 @@
+//! CEL on a real three-replica cluster, driven by kubectl and plain HTTP as the admin: a
+//! CustomResourceDefinition's `x-kubernetes-validations` refuse objects (with `fieldPath`,
+//! `message`, `messageExpression`, a transition rule that keeps a field immutable), a rule too
+//! expensive for kube's budget is refused when the definition is written, and a
+//! ValidatingAdmissionPolicy with a ConfigMap as params denies writes through a `Deny`
+//! binding while a `Warn` binding's warning reaches kubectl — on every replica, as soon as the
+//! policy's write is acknowledged.
+
+mod support;
+
+use serde_json::Value;
+use support::kube::Kube;
+
+/// A namespaced CustomResourceDefinition `<plural>.cel.example.com` of `kind`, version `v1`,
+/// whose `spec` has the schema `spec` (YAML indented for its place).
+fn definition(plural: &str, kind: &str, spec: &str) -> String {
+    let singular = kind.to_lowercase();
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.cel.example.com
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+{spec}"
+    )
+}
+
+const WIDGETS: &str = r#"            type: object
+            x-kubernetes-validations:
+            - rule: "self.replicas <= self.maxReplicas"
+              message: "must be less than maxReplicas"
+              fieldPath: ".replicas"
+            - rule: "self.tier in ['gold', 'silver']"
+              messageExpression: "'tier ' + self.tier + ' is not offered'"
+            properties:
+              replicas: {type: integer}
+              maxReplicas: {type: integer}
+              tier: {type: string, maxLength: 16}
+              image:
+                type: string
+                x-kubernetes-validations:
+                - rule: "self == oldSelf"
+                  message: "image is immutable"
+"#;
+
+fn widget(name: &str, replicas: i64, tier: &str, image: &str) -> String {
+    format!(
+        "apiVersion: cel.example.com/v1
+kind: Widget
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  replicas: {replicas}
+  maxReplicas: 3
+  tier: {tier}
+  image: {image}
+"
+    )
+}
+
+const GADGETS: &str = r#"            type: object
+            properties:
+              names:
+                type: array
+                items: {type: string}
+                x-kubernetes-validations:
+                - rule: "self.all(a, self.exists_one(b, a == b))"
+                  message: "names must be unique"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_validation_rules_refuse_objects_with_kubes_messages() {
+    let k = Kube::start().await;
+    let crd = k.manifest("widgets.yaml", &definition("widgets", "Widget", WIDGETS));
+    k.ok("node-1", &["apply", "-f", &crd]);
+
+    let good = k.manifest("good.yaml", &widget("w1", 2, "gold", "web:1"));
+    assert!(k
+        .ok("node-2", &["apply", "-f", &good])
+        .contains("widget.cel.example.com/w1 created"));
+
+    // A rule on `spec` reports on the field its fieldPath names, with its message.
+    let over = k.manifest("over.yaml", &widget("w2", 5, "gold", "web:1"));
+    let (ok, _, err) = k.kubectl("node-3", &["apply", "-f", &over]);
+    assert!(!ok, "created over the limit");
+    assert!(
+        err.contains("spec.replicas: Invalid value: must be less than maxReplicas"),
+        "{err}"
+    );
+
+    // messageExpression words the failure from the object.
+    let bronze = k.manifest("bronze.yaml", &widget("w3", 1, "bronze", "web:1"));
+    let (ok, _, err) = k.kubectl("node-1", &["apply", "-f", &bronze]);
+    assert!(!ok, "created with an unknown tier");
+    assert!(
+        err.contains("spec: Invalid value: tier bronze is not offered"),
+        "{err}"
+    );
+
+    // The transition rule keeps the image as it was; other fields still change.
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &[
+            "patch",
+            "widget",
+            "w1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"image":"web:2"}}"#,
+        ],
+    );
+    assert!(!ok, "the image changed");
+    assert!(
+        err.contains(r#"spec.image: Invalid value: "web:2": image is immutable"#),
+        "{err}"
+    );
+    k.ok(
+        "node-3",
+        &[
+            "patch",
+            "widget",
+            "w1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":3}}"#,
+        ],
+    );
+    let w1 = k.json("node-1", &["get", "widget", "w1"]);
+    assert_eq!(w1["spec"]["replicas"], 3);
+    assert_eq!(w1["spec"]["image"], "web:1");
+
+    // Over HTTP: a 422 whose causes name the fields, as kube-apiserver's.
+    let body: Value = serde_json::json!({"apiVersion": "cel.example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w4"}, "spec": {"replicas": 9, "maxReplicas": 3, "tier": "iron", "image": "x"}});
+    let (code, status) = k
+        .send(
+            reqwest::Method::POST,
+            2,
+            "/apis/cel.example.com/v1/namespaces/default/widgets",
+            Some(&body),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(
+        status["message"],
+        "Widget.cel.example.com \"w4\" is invalid: [spec.replicas: Invalid value: must be less than maxReplicas, spec: Invalid value: tier iron is not offered]"
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], "spec.replicas");
+    assert_eq!(status["details"]["causes"][0]["reason"], "FieldValueInvalid");
+
+    // A rule that would cost too much is refused with the definition.
+    let gadgets = k.manifest("gadgets.yaml", &definition("gadgets", "Gadget", GADGETS));
+    let (ok, _, err) = k.kubectl("node-2", &["apply", "-f", &gadgets]);
+    assert!(!ok, "an unbounded quadratic rule was accepted");
+    assert!(
+        err.contains("spec.validation.openAPIV3Schema.properties[spec].properties[names].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"),
+        "{err}"
+    );
+    // Bounded, the same rule is fine.
+    let bounded = GADGETS.replace(
+        "items: {type: string}",
+        "maxItems: 20\n                items: {type: string, maxLength: 32}",
+    );
+    let bounded = k.manifest("gadgets-bounded.yaml", &definition("gadgets", "Gadget", &bounded));
+    k.ok("node-2", &["apply", "-f", &bounded]);
+    let dup = k.manifest(
+        "dup.yaml",
+        "apiVersion: cel.example.com/v1\nkind: Gadget\nmetadata: {name: g, namespace: default}\nspec: {names: [a, b, a]}\n",
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["apply", "-f", &dup]);
+    assert!(!ok, "duplicate names were accepted");
+    assert!(
+        err.contains("spec.names: Invalid value: names must be unique"),
+        "{err}"
+    );
+}
+
+const PARAMS: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: vap
+  labels: {env: test}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: limits
+  namespace: vap
+data:
+  maxReplicas: \"3\"
+";
+
+const POLICIES: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replica-limit
+spec:
+  failurePolicy: Fail
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  validations:
+  - expression: \"object.spec.replicas <= int(params.data.maxReplicas)\"
+    messageExpression: \"'replicas must be at most ' + params.data.maxReplicas\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: replica-limit-deny
+spec:
+  policyName: replica-limit
+  validationActions: [Deny]
+  paramRef: {name: limits, namespace: vap, parameterNotFoundAction: Deny}
+  matchResources:
+    namespaceSelector:
+      matchLabels: {env: test}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: no-latest
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  variables:
+  - name: images
+    expression: \"object.spec.template.spec.containers.map(c, c.image)\"
+  validations:
+  - expression: \"variables.images.all(i, !i.endsWith(':latest'))\"
+    message: images must not use the latest tag
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: no-latest-warn
+spec:
+  policyName: no-latest
+  validationActions: [Warn]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validating_admission_policies_deny_and_warn_on_every_replica() {
+    let k = Kube::start().await;
+    let params = k.manifest("params.yaml", PARAMS);
+    k.ok("node-1", &["apply", "-f", &params]);
+    // Before the policies, anything goes.
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "deployment",
+            "before",
+            "--image=nginx:1.27",
+            "--replicas=5",
+            "-n",
+            "vap",
+        ],
+    );
+    let policies = k.manifest("policies.yaml", POLICIES);
+    k.ok("node-1", &["apply", "-f", &policies]);
+
+    // At once, on another replica: the Deny binding refuses, with the params' value.
+    let (ok, _, err) = k.kubectl(
+        "node-3",
+        &[
+            "create",
+            "deployment",
+            "big",
+            "--image=nginx:1.27",
+            "--replicas=5",
+            "-n",
+            "vap",
+        ],
+    );
+    assert!(!ok, "a deployment over the limit was created");
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-deny' denied request: replicas must be at most 3"),
+        "{err}"
+    );
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "deployment",
+            "small",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "-n",
+            "vap",
+        ],
+    );
+    // Outside the selected namespaces the binding does not apply.
+    k.ok(
+        "node-3",
+        &[
+            "create",
+            "deployment",
+            "elsewhere",
+            "--image=nginx:1.27",
+            "--replicas=5",
+            "-n",
+            "default",
+        ],
+    );
+
+    // The refusal over HTTP: kube's Forbidden wording with the validation's reason (Invalid).
+    let body = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "huge"},
+        "spec": {"replicas": 9, "selector": {"matchLabels": {"app": "huge"}},
+            "template": {"metadata": {"labels": {"app": "huge"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}}});
+    let (code, status) = k
+        .send(
+            reqwest::Method::POST,
+            1,
+            "/apis/apps/v1/namespaces/vap/deployments",
+            Some(&body),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    let message = "deployments.apps \"huge\" is forbidden: ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-deny' denied request: replicas must be at most 3";
+    assert_eq!(status["message"], message);
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        message.split_once("forbidden: ").unwrap().1
+    );
+
+    // Changing the params changes the limit.
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "configmap",
+            "limits",
+            "-n",
+            "vap",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"maxReplicas":"10"}}"#,
+        ],
+    );
+    k.ok(
+        "node-2",
+        &[
+            "patch",
+            "deployment",
+            "small",
+            "-n",
+            "vap",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"replicas":8}}"#,
+        ],
+    );
+
+    // The Warn binding lets the write through with kube's warning, which kubectl prints.
+    let (ok, _, err) = k.kubectl(
+        "node-3",
+        &[
+            "create",
+            "deployment",
+            "latest",
+            "--image=nginx:latest",
+            "-n",
+            "default",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'no-latest' with binding 'no-latest-warn': images must not use the latest tag"),
+        "{err}"
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-3",
+        &[
+            "create",
+            "deployment",
+            "pinned",
+            "--image=nginx:1.27",
+            "-n",
+            "default",
+        ],
+    );
+    assert!(ok && !err.contains("Warning"), "{err}");
+
+    // Without the params object the Deny binding refuses (parameterNotFoundAction: Deny).
+    k.ok("node-1", &["delete", "configmap", "limits", "-n", "vap"]);
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &[
+            "create",
+            "deployment",
+            "tiny",
+            "--image=nginx:1.27",
+            "--replicas=1",
+            "-n",
+            "vap",
+        ],
+    );
+    assert!(!ok, "created without params");
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-deny' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
+        "{err}"
+    );
+
+    // A policy whose expression does not compile is refused when it is written.
+    let broken = POLICIES
+        .split("---\n")
+        .nth(2)
+        .expect("the no-latest policy")
+        .replace("no-latest", "broken")
+        .replace("!i.endsWith(':latest')", "!i.endsWith(");
+    let broken = k.manifest("broken.yaml", &broken);
+    let (ok, _, err) = k.kubectl("node-1", &["apply", "-f", &broken]);
+    assert!(!ok, "a policy that does not compile was stored");
+    assert!(
+        err.contains("spec.validations[0].expression: Invalid value: \"variables.images.all(i, !i.endsWith()\": compilation failed: ERROR: <input>:1:"),
+        "{err}"
+    );
+}

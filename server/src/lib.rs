@@ -52,11 +52,14 @@
 //!
 //! **`admission`** — the ordered plugins every write passes before it is stored: mutating ones
 //! (`NamespaceLifecycle`, `LimitRanger`, `ServiceAccount`, `Priority`, `DefaultTolerationSeconds`,
-//! `DefaultStorageClass`), then validating ones (`LimitRanger`, `ServiceAccount`, `PodSecurity`;
+//! `DefaultStorageClass`, the mutating webhooks), then validating ones (`LimitRanger`,
+//! `ServiceAccount`, `PodSecurity`, `ValidatingAdmissionPolicy`, the validating webhooks;
 //! warnings through `admission::warnings`), in kube-apiserver's order, run by the registry where
-//! kube-apiserver runs its admission chain (deletes pass the mutating ones, with no object). *Invariant:* a plugin sees the
-//! request's attributes and the object, never HTTP or the registry; it reads the store, never
-//! writes it.
+//! kube-apiserver runs its admission chain (a delete passes the mutating ones before the object
+//! is read, the validating ones with it as the old object). The chain brings the watch cache up
+//! to date with one read barrier per write, so configurations acknowledged anywhere apply at
+//! once. *Invariant:* a plugin sees the request's attributes and the object, never HTTP or the
+//! registry; it reads the store, never writes it.
 //!
 //! **`authentication`** — who a request is from: `UserInfo`, the x509 client-certificate
 //! authenticator, the static token file, ServiceAccount tokens (issued and verified).

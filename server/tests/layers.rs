@@ -16,6 +16,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("audit", &["admission", "apiextensions", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store"]),
     ("authentication", &["admission", "apiextensions", "audit", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
     ("authorization", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server"]),
+    ("cel", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store"]),
     ("admission", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
     ("kinds", &["audit", "cli", "controllers", "endpoints", "filters", "server"]),
     ("registry", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),

@@ -13,9 +13,9 @@ use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
 
 use super::{Attributes, Mutating, Operation, Validating};
-use crate::kinds::qos::{parse_quantity, pod_qos};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
+use crate::machinery::qos::{parse_quantity, pod_qos};
 use crate::store::{keys, Store};
 
 /// The plugin.

@@ -18,7 +18,7 @@ use cel::{extensions, DeclarationError, Env, ExecutionError};
 use ipnet::IpNet;
 
 use super::value::{map, string};
-use crate::kinds::qos::parse_quantity;
+use crate::machinery::qos::parse_quantity;
 
 /// The most matches `findAll` returns when no limit is given (bounded by the string anyway).
 const FIND_ALL_UNLIMITED: i64 = -1;

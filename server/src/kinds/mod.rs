@@ -11,7 +11,6 @@ pub mod job;
 pub mod namespace;
 pub mod pod;
 pub mod printers;
-pub mod qos;
 pub mod replication_controller;
 pub mod service;
 pub mod strategy;

@@ -9,9 +9,10 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::kinds::strategy::Builtin;
-use crate::kinds::{binding, defaults, eviction, qos};
+use crate::kinds::{binding, defaults, eviction};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
+use crate::machinery::qos;
 use crate::registry::options::WriteOptions;
 use crate::registry::reply::Reply;
 use crate::registry::strategy::{GcPolicy, Strategy};

@@ -16,6 +16,7 @@ pub mod go_json;
 pub mod managed;
 pub mod meta;
 pub mod protobuf;
+pub mod qos;
 pub mod query;
 pub mod schema;
 pub mod selector;

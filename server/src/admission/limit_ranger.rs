@@ -94,11 +94,10 @@ fn applies(attrs: &Attributes<'_>) -> bool {
     if !attrs.group.is_empty() || attrs.subresource.is_some() {
         return false;
     }
-    match (attrs.resource, attrs.operation) {
-        ("pods", Operation::Create) => true,
-        ("persistentvolumeclaims", Operation::Create | Operation::Update) => true,
-        _ => false,
-    }
+    matches!(
+        (attrs.resource, attrs.operation),
+        ("pods", Operation::Create) | ("persistentvolumeclaims", Operation::Create | Operation::Update)
+    )
 }
 
 /// The LimitRanges of the request's namespace (read linearizably).

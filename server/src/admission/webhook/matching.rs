@@ -233,9 +233,9 @@ fn object_matches(s: &LabelSelector, attrs: &Attributes<'_>, obj: Option<&Value>
 
 /// Whether `hook` is called for this write.
 pub fn applies(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
-    if !hook.rules.iter().any(|r| r.matches(attrs, false))
-        && !(hook.equivalent && hook.rules.iter().any(|r| r.matches(attrs, true)))
-    {
+    let exact = hook.rules.iter().any(|r| r.matches(attrs, false));
+    let equivalent = hook.equivalent && hook.rules.iter().any(|r| r.matches(attrs, true));
+    if !(exact || equivalent) {
         return Ok(false);
     }
     let ns = hook

@@ -1,7 +1,8 @@
 //! The built-in admission plugins as a user meets them through `kubectl` on a real
 //! three-replica cluster: PodSecurity (refusals in kube's words, warnings for warn-level
 //! namespaces and pod controllers, existing pods named when a namespace is tightened, label
-//! validation), LimitRanger (defaults and maxima for pods and claims) and DefaultStorageClass.
+//! validation), LimitRanger (defaults and maxima for pods and claims), DefaultStorageClass and
+//! ResourceQuota (never exceeded by concurrent creates through all replicas; compute quotas).
 //! Each object a plugin reads is written through one replica and used through another.
 
 mod support;
@@ -326,4 +327,247 @@ async fn claims_without_a_class_get_the_newest_default_class() {
         ],
     );
     assert_eq!(class_of("unclassed"), "");
+}
+
+/// The quota `q` of namespace `ns` once the controller has filled in its status.
+async fn quota_status(k: &Kube, ns: &str, name: &str) -> serde_json::Value {
+    support::eventually(Duration::from_secs(20), || async {
+        let (code, q) = k
+            .send(
+                reqwest::Method::GET,
+                1,
+                &format!("/api/v1/namespaces/{ns}/resourcequotas/{name}"),
+                None,
+            )
+            .await;
+        if code == 200 && q["status"]["used"].is_object() {
+            Ok(q["status"].clone())
+        } else {
+            Err(format!("{code}: {q}"))
+        }
+    })
+    .await
+}
+
+/// The number of ConfigMaps in `ns`.
+async fn configmaps_in(k: &Kube, ns: &str) -> usize {
+    let (code, list) = k
+        .send(
+            reqwest::Method::GET,
+            0,
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{list}");
+    list["items"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_quotas_are_never_exceeded_by_concurrent_creates_through_every_replica() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "capped"]);
+    k.wait_namespace_populated("capped").await;
+    // The namespace already holds kube-root-ca.crt: it counts too.
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "quota",
+            "objects",
+            "-n",
+            "capped",
+            "--hard=count/configmaps=6,configmaps=6",
+        ],
+    );
+    let status = quota_status(&k, "capped", "objects").await;
+    assert_eq!(status["hard"]["count/configmaps"], "6", "{status}");
+    assert_eq!(status["used"]["count/configmaps"], "1", "{status}");
+    assert_eq!(status["used"]["configmaps"], "1", "{status}");
+
+    // 24 creates at once, 8 through each replica: exactly 5 fit.
+    let creates = (0..24).map(|i| {
+        let k = &k;
+        async move {
+            let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}});
+            k.send(reqwest::Method::POST, i % 3, "/api/v1/namespaces/capped/configmaps", Some(&body))
+                .await
+        }
+    });
+    let outcomes = futures::future::join_all(creates).await;
+    let created = outcomes.iter().filter(|(code, _)| *code == 201).count();
+    let refused: Vec<&serde_json::Value> = outcomes
+        .iter()
+        .filter(|(code, _)| *code == 403)
+        .map(|(_, body)| body)
+        .collect();
+    assert_eq!(created, 5, "{outcomes:?}");
+    assert_eq!(
+        refused.len(),
+        19,
+        "every other create is refused by the quota: {outcomes:?}"
+    );
+    for body in &refused {
+        let message = body["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("is forbidden: exceeded quota: objects, requested: configmaps=1,count/configmaps=1, used: configmaps=6,count/configmaps=6, limited: configmaps=6,count/configmaps=6"),
+            "{body}"
+        );
+        assert_eq!(body["reason"], "Forbidden", "{body}");
+    }
+    assert_eq!(configmaps_in(&k, "capped").await, 6);
+    for node in ["node-1", "node-2", "node-3"] {
+        let q = k.json(node, &["get", "quota", "objects", "-n", "capped"]);
+        assert_eq!(q["status"]["used"]["count/configmaps"], "6", "{node}: {q}");
+    }
+
+    // kubectl shows kube's refusal.
+    let (ok, _, err) = k.kubectl("node-2", &["create", "configmap", "one-more", "-n", "capped"]);
+    assert!(!ok);
+    assert!(
+        err.contains("configmaps \"one-more\" is forbidden: exceeded quota: objects"),
+        "{err}"
+    );
+
+    // A delete gives its unit back (the controller recounts), and the next create fits.
+    k.ok(
+        "node-3",
+        &[
+            "delete",
+            "configmap",
+            "cm-0",
+            "cm-1",
+            "cm-2",
+            "cm-3",
+            "cm-4",
+            "cm-5",
+            "cm-6",
+            "cm-7",
+            "cm-8",
+            "cm-9",
+            "cm-10",
+            "cm-11",
+            "cm-12",
+            "cm-13",
+            "cm-14",
+            "cm-15",
+            "cm-16",
+            "cm-17",
+            "cm-18",
+            "cm-19",
+            "cm-20",
+            "cm-21",
+            "cm-22",
+            "cm-23",
+            "-n",
+            "capped",
+            "--ignore-not-found",
+        ],
+    );
+    support::eventually(Duration::from_secs(20), || async {
+        let s = quota_status(&k, "capped", "objects").await;
+        if s["used"]["count/configmaps"] == "1" {
+            Ok(())
+        } else {
+            Err(format!("{s}"))
+        }
+    })
+    .await;
+    k.ok("node-3", &["create", "configmap", "after-delete", "-n", "capped"]);
+}
+
+const SIZED_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  namespace: compute
+spec:
+  containers:
+  - name: app
+    image: nginx
+    resources:
+      requests: {cpu: CPU, memory: 64Mi}
+      limits: {cpu: CPU, memory: 64Mi}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compute_quotas_charge_pods_and_require_their_resources() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "compute"]);
+    k.wait_namespace_populated("compute").await;
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "quota",
+            "compute",
+            "-n",
+            "compute",
+            "--hard=pods=3,requests.cpu=1,limits.memory=1Gi",
+        ],
+    );
+    quota_status(&k, "compute", "compute").await;
+
+    // A container without the limited resources is refused, naming it.
+    let (ok, _, err) = k.kubectl("node-2", &["run", "bare", "-n", "compute", "--image=nginx"]);
+    assert!(!ok);
+    assert!(
+        err.contains("pods \"bare\" is forbidden: failed quota: compute: must specify limits.memory for: bare; requests.cpu for: bare"),
+        "{err}"
+    );
+
+    let first = k.manifest(
+        "first.yaml",
+        &SIZED_POD.replace("NAME", "first").replace("CPU", "600m"),
+    );
+    k.ok("node-2", &["create", "-f", &first]);
+    let second = k.manifest(
+        "second.yaml",
+        &SIZED_POD.replace("NAME", "second").replace("CPU", "600m"),
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["create", "-f", &second]);
+    assert!(!ok);
+    assert!(
+        err.contains("pods \"second\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1"),
+        "{err}"
+    );
+    let smaller = k.manifest(
+        "smaller.yaml",
+        &SIZED_POD.replace("NAME", "second").replace("CPU", "400m"),
+    );
+    k.ok("node-3", &["create", "-f", &smaller]);
+    let q = k.json("node-1", &["get", "quota", "compute", "-n", "compute"]);
+    assert_eq!(
+        q["status"]["used"],
+        serde_json::json!({"limits.memory": "128Mi", "pods": "2", "requests.cpu": "1"}),
+        "{q}"
+    );
+    let described = k.ok("node-1", &["describe", "quota", "compute", "-n", "compute"]);
+    assert!(described.contains("requests.cpu"), "{described}");
+
+    // A pod that finished stops counting its compute resources.
+    let finished = k.ok(
+        "node-1",
+        &[
+            "patch",
+            "pod",
+            "first",
+            "-n",
+            "compute",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Succeeded"}}"#,
+        ],
+    );
+    assert!(finished.contains("patched"), "{finished}");
+    support::eventually(Duration::from_secs(20), || async {
+        let s = quota_status(&k, "compute", "compute").await;
+        if s["used"]["requests.cpu"] == "400m" && s["used"]["pods"] == "1" {
+            Ok(())
+        } else {
+            Err(format!("{s}"))
+        }
+    })
+    .await;
 }

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::{Attributes, Mutating, Operation, Validating};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
-use crate::machinery::qos::{parse_quantity, pod_qos};
+use crate::machinery::qos::{format_quantity, pod_qos, quantity_value};
 use crate::store::{keys, Store};
 
 /// The plugin.
@@ -127,53 +127,8 @@ fn resources<'a>(v: &'a Value, key: &str) -> Option<&'a Map<String, Value>> {
 /// A quantity as kube shows it (canonical: `1Gi` for `1024Mi`, `500m` for `0.5`) and its
 /// value in billionths.
 fn quantity(v: &Value) -> Option<(String, i128)> {
-    let text = match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let q = parse_quantity(&text)?;
-    Some((canonical(q, text.trim_end().ends_with('i')), q))
-}
-
-/// A value in billionths written as kube writes quantities: binary suffixes for binary ones
-/// that are whole, otherwise the largest decimal suffix that keeps the number whole.
-fn canonical(billionths: i128, binary: bool) -> String {
-    const UNIT: i128 = 1_000_000_000;
-    if binary && billionths % UNIT == 0 {
-        let mut n = billionths / UNIT;
-        let mut suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"].iter().peekable();
-        let mut suffix = "";
-        while let Some(s) = suffixes.next() {
-            suffix = s;
-            if n == 0 || n % 1024 != 0 || suffixes.peek().is_none() {
-                break;
-            }
-            n /= 1024;
-        }
-        return format!("{n}{suffix}");
-    }
-    const DECIMAL: [(i128, &str); 10] = [
-        (1_000_000_000_000_000_000_000_000_000, "E"),
-        (1_000_000_000_000_000_000_000_000, "P"),
-        (1_000_000_000_000_000_000_000, "T"),
-        (1_000_000_000_000_000_000, "G"),
-        (1_000_000_000_000_000, "M"),
-        (1_000_000_000_000, "k"),
-        (UNIT, ""),
-        (1_000_000, "m"),
-        (1_000, "u"),
-        (1, "n"),
-    ];
-    if billionths == 0 {
-        return "0".into();
-    }
-    let (scale, suffix) = DECIMAL
-        .iter()
-        .find(|(scale, _)| billionths % scale == 0)
-        .copied()
-        .unwrap_or((1, "n"));
-    format!("{}{suffix}", billionths / scale)
+    let (q, binary) = quantity_value(v)?;
+    Some((format_quantity(q, binary), q))
 }
 
 /// Fills in the default limits and requests of the range's `Container` items.
@@ -380,7 +335,7 @@ fn pod_total(pod: &Value, key: &str) -> Map<String, Value> {
     }
     total
         .into_iter()
-        .map(|(k, v, binary)| (k, json!(canonical(v, binary))))
+        .map(|(k, v, binary)| (k, json!(format_quantity(v, binary))))
         .collect()
 }
 

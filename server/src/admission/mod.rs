@@ -11,7 +11,9 @@
 //! A delete passes the mutating plugins too, before the object is read, with no object
 //! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`), and the validating
 //! plugins once the object is read, with it as the old object. The admission webhooks
-//! ([`webhook`]) are the last plugin of each phase; policies and quota join the same lists.
+//! ([`webhook`]) are the last plugin of each phase. `ResourceQuota`, kube's last validating
+//! plugin, is part of the write itself ([`resource_quota`]): the usage it charges is stored in
+//! the object's own transaction.
 //!
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.
@@ -23,6 +25,7 @@ mod namespace_lifecycle;
 mod pod_security;
 mod policy;
 mod priority;
+pub mod resource_quota;
 mod service_account;
 pub mod warnings;
 pub mod webhook;

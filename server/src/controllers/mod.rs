@@ -3,7 +3,8 @@
 //! deletion, garbage collection of dependents, removal of a deleted definition's objects,
 //! ClusterRole aggregation, the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of
 //! every namespace (one mechanism for both: `per_namespace`), the legacy token Secrets of
-//! ServiceAccounts (`service_account_token`), and what kube-apiserver itself keeps: the
+//! ServiceAccounts (`service_account_token`), the usage of ResourceQuotas (`resource_quota`),
+//! and what kube-apiserver itself keeps: the
 //! `default/kubernetes` Service and its endpoints, pointing at the replicas
 //! (`kubernetes_service`).
 //!
@@ -18,6 +19,7 @@ pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod namespace;
 pub mod per_namespace;
+pub mod resource_quota;
 pub mod root_ca_publisher;
 pub mod service_account;
 pub mod service_account_token;

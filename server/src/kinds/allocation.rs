@@ -19,8 +19,9 @@ use crate::config::ServiceRanges;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, new_uid, Causes};
 use crate::machinery::timestamp::now_rfc3339;
+use crate::store::delegator::sync_most_recent;
 use crate::store::keys;
-use crate::store::{Cas, Store, Stored, Written};
+use crate::store::{object_changed, Alongside, Cas, Store, Stored, Written};
 
 /// Probes before a range counts as full.
 const MAX_PROBES: u32 = 256;
@@ -400,37 +401,42 @@ pub async fn plan(
     Ok(claims)
 }
 
-/// Writes a Service with the claims its cluster IP and node ports need, in one transaction:
-/// a create when `rev` is `None`, else an update of the object at mod revision `rev`. Values
-/// taken concurrently are re-planned; a changed Service is reported as [`Cas::Failed`].
+/// Writes a Service with the claims its cluster IP and node ports need and what `alongside`
+/// plans (the quotas it is charged to), in one transaction: a create when `rev` is `None`,
+/// else an update of the object at mod revision `rev`. Values taken concurrently, and quotas
+/// charged concurrently, are planned again; a changed Service is reported as [`Cas::Failed`].
 pub async fn write(
     store: &Store,
     ranges: &ServiceRanges,
     key: &str,
     svc: &mut Value,
     rev: Option<i64>,
+    alongside: &dyn Alongside,
 ) -> ApiResult<Cas> {
     let base = svc.clone();
     for _ in 0..MAX_ATTEMPTS {
         *svc = base.clone();
         let claims = plan(store, ranges, key, svc).await?;
+        let charged = alongside.plan(store, svc).await?;
         let mut conditions = vec![(key, rev)];
         let mut puts = vec![(key, &*svc)];
         for c in &claims {
             conditions.push((&c.key, c.expect));
             puts.push((&c.key, &c.value));
         }
+        for g in &charged {
+            conditions.push((&g.key, Some(g.mod_revision)));
+            puts.push((&g.key, &g.value));
+        }
         let compared = match store.write_if(&conditions, &puts).await? {
             Written::Done(revision) => return Ok(Cas::Done(revision)),
             Written::NotWritten(compared) => compared,
         };
-        let current = compared.iter().find(|(k, _)| k == key).map(|(_, rev)| *rev);
-        let service_changed = match rev {
-            None => current.is_some(),
-            Some(r) => current != Some(r),
-        };
-        if service_changed {
+        if object_changed(&compared, key, rev) {
             return Ok(Cas::Failed(store.get(key, true).await?));
+        }
+        if !charged.is_empty() {
+            sync_most_recent(store.cache()).await?;
         }
     }
     Err(ApiError::conflict(

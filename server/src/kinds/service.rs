@@ -12,7 +12,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::registry::strategy::Strategy;
 use crate::scheme::ResourceType;
-use crate::store::{Cas, Store};
+use crate::store::{Alongside, Cas, Store};
 
 /// What Services share with the other built-in kinds.
 const SERVICE: Builtin = Builtin {
@@ -46,8 +46,9 @@ impl Strategy for Service {
         key: &'a str,
         obj: &'a mut Value,
         rev: Option<i64>,
+        alongside: &'a dyn Alongside,
     ) -> BoxFuture<'a, ApiResult<Cas>> {
-        Box::pin(allocation::write(store, &self.ranges, key, obj, rev))
+        Box::pin(allocation::write(store, &self.ranges, key, obj, rev, alongside))
     }
 
     fn preview<'a>(

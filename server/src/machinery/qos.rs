@@ -1,6 +1,6 @@
 //! A pod's quality-of-service class (`status.qosClass`), computed from its resource requests
-//! and limits the way kube-apiserver does when a pod is created, and the resource quantity
-//! parsing it needs.
+//! and limits the way kube-apiserver does when a pod is created, and the resource quantities
+//! it needs, parsed and written as kube writes them.
 
 use serde_json::Value;
 
@@ -69,6 +69,58 @@ pub fn parse_quantity(s: &str) -> Option<i128> {
         value = (value + div - 1) / div;
     }
     Some(if negative { -value } else { value })
+}
+
+/// A quantity given as a JSON string or number: its value in billionths, and whether it was
+/// written with a binary suffix (`Ki`, `Mi`, ...), which decides how sums of it are shown.
+pub fn quantity_value(v: &Value) -> Option<(i128, bool)> {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let q = parse_quantity(&text)?;
+    Some((q, text.trim_end().ends_with('i')))
+}
+
+/// A value in billionths written as kube writes quantities: binary suffixes for binary ones
+/// that are whole, otherwise the largest decimal suffix that keeps the number whole.
+pub fn format_quantity(billionths: i128, binary: bool) -> String {
+    const UNIT: i128 = 1_000_000_000;
+    if binary && billionths % UNIT == 0 {
+        let mut n = billionths / UNIT;
+        let mut suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"].iter().peekable();
+        let mut suffix = "";
+        while let Some(s) = suffixes.next() {
+            suffix = s;
+            if n == 0 || n % 1024 != 0 || suffixes.peek().is_none() {
+                break;
+            }
+            n /= 1024;
+        }
+        return format!("{n}{suffix}");
+    }
+    const DECIMAL: [(i128, &str); 10] = [
+        (1_000_000_000_000_000_000_000_000_000, "E"),
+        (1_000_000_000_000_000_000_000_000, "P"),
+        (1_000_000_000_000_000_000_000, "T"),
+        (1_000_000_000_000_000_000, "G"),
+        (1_000_000_000_000_000, "M"),
+        (1_000_000_000_000, "k"),
+        (UNIT, ""),
+        (1_000_000, "m"),
+        (1_000, "u"),
+        (1, "n"),
+    ];
+    if billionths == 0 {
+        return "0".into();
+    }
+    let (scale, suffix) = DECIMAL
+        .iter()
+        .find(|(scale, _)| billionths % scale == 0)
+        .copied()
+        .unwrap_or((1, "n"));
+    format!("{}{suffix}", billionths / scale)
 }
 
 fn resource_list(resources: Option<&Value>, which: &str) -> Vec<(&'static str, i128)> {

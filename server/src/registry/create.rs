@@ -1,8 +1,10 @@
 //! POST of the generic store: a new object through type checks, field validation, the type's
-//! strategy, managed fields and the admission chain, then one conditional write.
+//! strategy, managed fields and the admission chain, then one conditional write (with the
+//! quotas the object is charged to).
 
 use super::options::WriteOptions;
 use super::reply::{check_grant, key, with_rv, Reply};
+use crate::admission::resource_quota::Charge;
 use crate::admission::{self, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::{self, Decoded};
@@ -10,7 +12,7 @@ use crate::machinery::managed::{self, Part};
 use crate::machinery::meta::{check_type, meta_str, prepare_create};
 use crate::registry::strategy;
 use crate::registry::ResourceRequest;
-use crate::store::{Cas, Store};
+use crate::store::{Alongside, Cas, Store};
 
 /// POST to a collection, or to a subresource of one object that the type's strategy serves
 /// (a pod's `eviction` and `binding`).
@@ -61,17 +63,19 @@ pub async fn create(
     admission::chain().validate(store, &attrs, &obj).await?;
     check_grant(req, &obj, None)?;
     let key = key(req, &name);
+    let quota = Charge::new(&attrs);
     if dry {
         return match store.get(&key, true).await? {
             Some(_) => Err(ApiError::already_exists(&req.rt.group, &req.rt.plural, &name)),
             None => {
+                quota.plan(store, &obj).await?;
                 strategy::of(&req.rt).preview(store, &key, &mut obj).await?;
                 Ok(Reply::object(201, obj).with_warnings(warnings))
             }
         };
     }
     match strategy::of(&req.rt)
-        .write(store, &req.rt, &key, &mut obj, None)
+        .write(store, &req.rt, &key, &mut obj, None, &quota)
         .await?
     {
         Cas::Done(rev) => Ok(Reply::object(201, with_rv(obj, rev)).with_warnings(warnings)),

@@ -22,7 +22,7 @@ use crate::registry::options::WriteOptions;
 use crate::registry::reply::Reply;
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
-use crate::store::{Cas, Store};
+use crate::store::{Alongside, Cas, Store};
 
 /// What a type does with dependents when a delete names no propagation policy (kube's
 /// `DefaultGarbageCollectionPolicy`).
@@ -100,8 +100,9 @@ pub trait Strategy: Send + Sync {
         crate::scheme::conversion::to_stored(rt, obj)
     }
 
-    /// Writes `obj` at `key`: a create when `rev` is `None`, else a replace of the object
-    /// whose mod revision is still `rev`.
+    /// Writes `obj` at `key`, in one transaction with what `alongside` plans (the quotas it is
+    /// charged to): a create when `rev` is `None`, else a replace of the object whose mod
+    /// revision is still `rev`.
     fn write<'a>(
         &'a self,
         store: &'a Store,
@@ -109,14 +110,12 @@ pub trait Strategy: Send + Sync {
         key: &'a str,
         obj: &'a mut Value,
         rev: Option<i64>,
+        alongside: &'a dyn Alongside,
     ) -> BoxFuture<'a, ApiResult<Cas>> {
         Box::pin(async move {
             let stored = self.stored_form(rt, obj);
             let obj = stored.as_ref().unwrap_or(obj);
-            match rev {
-                None => store.create(key, obj).await,
-                Some(rev) => store.update(key, obj, rev).await,
-            }
+            store.write_with(key, obj, rev, alongside).await
         })
     }
 

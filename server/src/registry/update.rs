@@ -4,6 +4,7 @@
 use super::reply::{
     check_grant, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
 };
+use crate::admission::resource_quota::Charge;
 use crate::admission::{self, Operation};
 use crate::machinery::decode::decode_body;
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -16,7 +17,7 @@ use crate::registry::options::{PatchOptions, WriteOptions};
 use crate::registry::strategy::{self, take_part};
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
-use crate::store::{Cas, Store, Stored};
+use crate::store::{Alongside, Cas, Store, Stored};
 use serde_json::{json, Value};
 
 /// The object a write would store, computed from the current one.
@@ -58,7 +59,9 @@ pub(super) async fn guaranteed_update(
                 }
                 admission::chain().validate(store, &attrs, &next).await?;
                 check_grant(req, &next, Some(&cur.obj))?;
+                let quota = Charge::new(&attrs);
                 if dry {
+                    quota.plan(store, &next).await?;
                     return Ok(Reply::object(200, with_rv(next, cur.rv)));
                 }
                 // An object being deleted goes once its last finalizer is removed (unless it
@@ -89,7 +92,7 @@ pub(super) async fn guaranteed_update(
                     return Ok(Reply::object(200, with_rv(cur.obj.clone(), cur.rv)));
                 }
                 strategy::of(rt)
-                    .write(store, rt, &key, &mut next, Some(cur.rv))
+                    .write(store, rt, &key, &mut next, Some(cur.rv), &quota)
                     .await?
             }
             None => {
@@ -105,10 +108,14 @@ pub(super) async fn guaranteed_update(
                 strategy::of(rt).validate(rt, None, &next)?;
                 admission::chain().validate(store, &attrs, &next).await?;
                 check_grant(req, &next, None)?;
+                let quota = Charge::new(&attrs);
                 if dry {
+                    quota.plan(store, &next).await?;
                     return Ok(Reply::object(201, next));
                 }
-                strategy::of(rt).write(store, rt, &key, &mut next, None).await?
+                strategy::of(rt)
+                    .write(store, rt, &key, &mut next, None, &quota)
+                    .await?
             }
         };
         match outcome {

@@ -15,6 +15,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::future::BoxFuture;
 use kuberaft_proto as pb;
 use kuberaft_raft::{NodeError, RaftNode, StorageError};
 use serde_json::{json, Value};
@@ -45,6 +46,39 @@ pub enum Cas {
     /// The compare failed; the key's current state (`None` when absent).
     Failed(Option<Stored>),
 }
+
+/// One more key a write stores in its transaction, only if the key's mod revision is still
+/// the one it was read at: a ResourceQuota whose usage the written object is charged to.
+#[derive(Debug, Clone)]
+pub struct Guarded {
+    /// The key.
+    pub key: String,
+    /// The mod revision it must still have.
+    pub mod_revision: i64,
+    /// What is stored there with the write.
+    pub value: Value,
+}
+
+/// What a write stores alongside its object, planned afresh for every attempt of the write:
+/// when another write changed one of the guarded keys first, the plan is made again over the
+/// fresh state, so that two concurrent writes can never both be charged against one state.
+pub trait Alongside: Send + Sync {
+    /// The keys to store with `obj` (none: the object is written alone).
+    fn plan<'a>(&'a self, store: &'a Store, obj: &'a Value) -> BoxFuture<'a, ApiResult<Vec<Guarded>>>;
+}
+
+/// Nothing is written alongside the object.
+pub struct Alone;
+
+impl Alongside for Alone {
+    fn plan<'a>(&'a self, _store: &'a Store, _obj: &'a Value) -> BoxFuture<'a, ApiResult<Vec<Guarded>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// How often a write whose alongside keys keep changing under it is planned again before the
+/// client is told to retry.
+const ALONGSIDE_ATTEMPTS: usize = 64;
 
 /// Generic access to objects in the replicated store, and to this replica's watch cache
 /// that serves the reads.
@@ -345,6 +379,49 @@ impl Store {
         })
     }
 
+    /// Writes `obj` at `key` (a create when `rev` is `None`, else a replace of the object whose
+    /// mod revision is still `rev`) with what `alongside` plans, in one transaction. A plan a
+    /// concurrent write outdated is made again once this replica's cache has caught up; a
+    /// changed object is [`Cas::Failed`], as for [`Store::create`] and [`Store::update`].
+    pub async fn write_with(
+        &self,
+        key: &str,
+        obj: &Value,
+        rev: Option<i64>,
+        alongside: &dyn Alongside,
+    ) -> ApiResult<Cas> {
+        for _ in 0..ALONGSIDE_ATTEMPTS {
+            let extra = alongside.plan(self, obj).await?;
+            if extra.is_empty() {
+                return match rev {
+                    None => self.create(key, obj).await,
+                    Some(rev) => self.update(key, obj, rev).await,
+                };
+            }
+            let mut conditions = vec![(key, rev)];
+            let mut puts = vec![(key, obj)];
+            for g in &extra {
+                conditions.push((&g.key, Some(g.mod_revision)));
+                puts.push((&g.key, &g.value));
+            }
+            match self.write_if(&conditions, &puts).await? {
+                Written::Done(revision) => return Ok(Cas::Done(revision)),
+                Written::NotWritten(compared) => {
+                    if object_changed(&compared, key, rev) {
+                        return Ok(Cas::Failed(self.get(key, true).await?));
+                    }
+                    delegator::sync_most_recent(&self.cache).await?;
+                }
+            }
+        }
+        Err(ApiError::conflict(
+            keys::type_of_key(key).0,
+            keys::type_of_key(key).1,
+            key.rsplit('/').next().unwrap_or(key),
+            "too many concurrent writes to what this write is charged to; try again",
+        ))
+    }
+
     /// Every record under `prefix` at one revision, as stored, after a read barrier (so it is
     /// at least as fresh as anything acknowledged before the call).
     pub async fn read_all(&self, prefix: &str) -> ApiResult<Vec<KeyValue>> {
@@ -385,6 +462,16 @@ impl Store {
         } else {
             self.failed(t)
         }
+    }
+}
+
+/// Whether a failed conditional write failed because of the object at `key` (not there any
+/// more, or there already, or changed since `rev`) rather than one of the keys beside it.
+pub fn object_changed(compared: &[(String, i64)], key: &str, rev: Option<i64>) -> bool {
+    let current = compared.iter().find(|(k, _)| k == key).map(|(_, r)| *r);
+    match rev {
+        None => current.is_some(),
+        Some(r) => current != Some(r),
     }
 }
 

@@ -1,0 +1,335 @@
+//! ResourceQuota: what a write would use of the quotas of its namespace, checked as
+//! kube-apiserver's `ResourceQuota` admission plugin checks it, and charged **in the write's
+//! own Raft transaction**.
+//!
+//! kube-apiserver charges a quota (an `UpdateStatus` of it) before it stores the object, and
+//! leaves kube-controller-manager to correct what that gets wrong. Here the new `status.used`
+//! of every quota the object counts against is a [`Guarded`] write beside the object: both are
+//! stored, or neither, and only if each quota is still at the revision its usage was read at.
+//! Two replicas admitting the last unit of a quota at once therefore cannot both succeed: the
+//! second write's condition fails, its plan is made again over the fresh quota, and it is
+//! refused with kube's `exceeded quota` message. The check runs last, after the validating
+//! plugins and webhooks, where kube's order puts it, because it is part of the write.
+//!
+//! Deletes release nothing here: the quota controller ([`recount`], run by
+//! `controllers::resource_quota`) works out `status.used` from the objects themselves, as
+//! kube's controller does, and is the only writer of `status.hard`.
+
+pub mod resources;
+pub mod usage;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use self::resources::{Amount, Resources};
+use super::Attributes;
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta::meta_str;
+use crate::store::cacher::WatchCache;
+use crate::store::{keys, Alongside, Guarded, Store};
+
+/// The quotas of a write's namespace that its object is charged to, planned for each attempt
+/// of the write (see the module's documentation).
+pub struct Charge<'a> {
+    attrs: &'a Attributes<'a>,
+}
+
+impl<'a> Charge<'a> {
+    /// The charge of the write `attrs` describe.
+    pub fn new(attrs: &'a Attributes<'a>) -> Self {
+        Charge { attrs }
+    }
+}
+
+impl Alongside for Charge<'_> {
+    fn plan<'b>(&'b self, store: &'b Store, obj: &'b Value) -> BoxFuture<'b, ApiResult<Vec<Guarded>>> {
+        Box::pin(async move {
+            let a = self.attrs;
+            let Some(namespace) = a.namespace.filter(|_| a.namespaced) else {
+                return Ok(Vec::new());
+            };
+            if !usage::handles(a.group, a.resource, a.operation, a.subresource) {
+                return Ok(Vec::new());
+            }
+            let quotas = quotas_in(store.cache(), namespace);
+            if quotas.is_empty() {
+                return Ok(Vec::new());
+            }
+            check(a, &quotas, obj, now())
+        })
+    }
+}
+
+/// The current time, in unix seconds.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A quota as read from the cache: its key, mod revision and object.
+struct Quota {
+    key: String,
+    rev: i64,
+    obj: Value,
+}
+
+impl Quota {
+    fn name(&self) -> &str {
+        meta_str(&self.obj, "name").unwrap_or("")
+    }
+}
+
+/// The quotas of `namespace` in this replica's cache.
+fn quotas_in(cache: &WatchCache, namespace: &str) -> Vec<Quota> {
+    let prefix = format!("{}{namespace}/", keys::type_prefix("", "resourcequotas"));
+    cache
+        .list(&prefix, None, None)
+        .map(|s| s.objects)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, cached)| Quota {
+            key,
+            rev: cached.rv,
+            obj: cached.value(),
+        })
+        .collect()
+}
+
+/// The refusal of the write, in kube's words for admission's refusals.
+fn forbidden(a: &Attributes<'_>, obj: &Value, why: &str) -> ApiError {
+    let name = meta_str(obj, "name").unwrap_or(a.name);
+    ApiError::forbidden(a.group, a.resource, name, why)
+}
+
+/// kube's `CheckRequest`: the quotas `obj` counts against, each with its usage raised by what
+/// the write adds; a `403` when one would go over its hard limit, when a container does not
+/// state a resource a quota limits, or when a quota's usage is not known yet.
+fn check(a: &Attributes<'_>, quotas: &[Quota], obj: &Value, now: i64) -> ApiResult<Vec<Guarded>> {
+    let (group, plural) = (a.group, a.resource);
+    let mut pertinent = Vec::new();
+    for q in quotas {
+        let hard = resources::parse(&q.obj["status"]["hard"]);
+        let restricted: Vec<&str> = hard
+            .keys()
+            .map(String::as_str)
+            .filter(|n| usage::tracks(group, plural, n))
+            .collect();
+        if restricted.is_empty() || !usage::in_scope(&q.obj, group, plural, obj) {
+            continue;
+        }
+        if let Some(why) = usage::missing_requirements(group, plural, &restricted, obj) {
+            return Err(forbidden(a, obj, &format!("failed quota: {}: {why}", q.name())));
+        }
+        let used = resources::parse(&q.obj["status"]["used"]);
+        if restricted.iter().any(|n| !used.contains_key(*n)) {
+            let mut names = restricted.clone();
+            names.sort_unstable();
+            return Err(forbidden(
+                a,
+                obj,
+                &format!(
+                    "status unknown for quota: {}, resources: {}",
+                    q.name(),
+                    names.join(",")
+                ),
+            ));
+        }
+        pertinent.push((q, hard, used));
+    }
+    if pertinent.is_empty() {
+        return Ok(Vec::new());
+    }
+    let input = usage::usage(group, plural, obj, now);
+    let negative: Vec<&str> = input
+        .iter()
+        .filter(|(_, q)| q.value < 0)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !negative.is_empty() {
+        return Err(forbidden(
+            a,
+            obj,
+            &format!("quota usage is negative for resource(s): {}", negative.join(",")),
+        ));
+    }
+    let old_usage = a.old.map(|old| (old, usage::usage(group, plural, old, now)));
+    let mut charged = Vec::new();
+    for (q, hard, used) in pertinent {
+        // An update is charged what it adds to a quota that counted the old object too.
+        let delta = match &old_usage {
+            Some((old, before)) if usage::in_scope(&q.obj, group, plural, old) => {
+                resources::subtract_non_negative(&input, before)
+            }
+            _ => input.clone(),
+        };
+        let requested: Resources = resources::mask(&delta, hard.keys())
+            .into_iter()
+            .filter(|(_, q)| q.value != 0)
+            .collect();
+        if requested.is_empty() {
+            continue;
+        }
+        let mut new_used = used.clone();
+        resources::add(&mut new_used, &requested);
+        if a.subresource != Some("status") {
+            let exceeded: Vec<String> = requested
+                .keys()
+                .filter(|n| {
+                    let total = new_used.get(*n).map_or(0, |u| u.value);
+                    hard.get(*n).is_some_and(|h| total > h.value)
+                })
+                .cloned()
+                .collect();
+            if !exceeded.is_empty() {
+                return Err(forbidden(
+                    a,
+                    obj,
+                    &format!(
+                        "exceeded quota: {}, requested: {}, used: {}, limited: {}",
+                        q.name(),
+                        resources::pretty(&resources::mask(&requested, &exceeded)),
+                        resources::pretty(&resources::mask(&used, &exceeded)),
+                        resources::pretty(&resources::mask(&hard, &exceeded)),
+                    ),
+                ));
+            }
+        }
+        let mut value = q.obj.clone();
+        value["status"]["used"] = resources::to_json(&new_used);
+        charged.push(Guarded {
+            key: q.key.clone(),
+            mod_revision: q.rev,
+            value,
+        });
+    }
+    Ok(charged)
+}
+
+/// What `quota` uses now: for each resource of its `spec.hard`, the sum over the objects of
+/// its namespace in `cache` that it counts (those in its scopes), at `now` (unix seconds).
+/// Resources no kind of object counts are left out.
+pub fn recount(cache: &WatchCache, quota: &Value, now: i64) -> Resources {
+    let namespace = meta_str(quota, "namespace").unwrap_or("");
+    let hard = resources::parse(&quota["spec"]["hard"]);
+    let mut by_resource: std::collections::BTreeMap<(String, String), Vec<&String>> = Default::default();
+    for name in hard.keys() {
+        if let Some(resource) = usage::counted_resource(name) {
+            by_resource.entry(resource).or_default().push(name);
+        }
+    }
+    let mut used = Resources::new();
+    for ((group, plural), names) in by_resource {
+        let mut total: Resources = names.iter().map(|n| ((*n).clone(), Amount::default())).collect();
+        let prefix = format!("{}{namespace}/", keys::type_prefix(&group, &plural));
+        let objects = cache
+            .list(&prefix, None, None)
+            .map(|s| s.objects)
+            .unwrap_or_default();
+        for (_, cached) in objects {
+            let obj = cached.value();
+            if !usage::in_scope(quota, &group, &plural, &obj) {
+                continue;
+            }
+            let counted = usage::usage(&group, &plural, &obj, now);
+            resources::add(&mut total, &resources::mask(&counted, names.iter().copied()));
+        }
+        used.extend(total);
+    }
+    used
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::Operation;
+    use serde_json::json;
+
+    fn attrs(op: Operation, old: Option<&Value>) -> Attributes<'_> {
+        Attributes {
+            operation: op,
+            group: "",
+            version: "v1",
+            kind: "Pod",
+            resource: "pods",
+            namespaced: true,
+            namespace: Some("shop"),
+            name: "p",
+            subresource: None,
+            dry_run: false,
+            user: None,
+            old,
+        }
+    }
+
+    fn quota(hard: Value, used: Value) -> Quota {
+        Quota {
+            key: "/registry/core/resourcequotas/shop/q".into(),
+            rev: 7,
+            obj: json!({"metadata": {"name": "q", "namespace": "shop"},
+                        "spec": {"hard": hard.clone()}, "status": {"hard": hard, "used": used}}),
+        }
+    }
+
+    fn pod(cpu: &str) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}})
+    }
+
+    #[test]
+    fn a_create_is_charged_guarded_by_the_quotas_revision() {
+        let q = quota(
+            json!({"pods": "2", "requests.cpu": "1"}),
+            json!({"pods": "1", "requests.cpu": "250m"}),
+        );
+        let charged =
+            check(&attrs(Operation::Create, None), &[q], &pod("500m"), 0).expect("within the quota");
+        assert_eq!(charged.len(), 1);
+        assert_eq!(charged[0].mod_revision, 7);
+        assert_eq!(
+            charged[0].value["status"]["used"],
+            json!({"pods": "2", "requests.cpu": "750m"})
+        );
+    }
+
+    #[test]
+    fn going_over_the_limit_is_kubes_forbidden() {
+        let q = quota(
+            json!({"pods": "2", "requests.cpu": "1"}),
+            json!({"pods": "1", "requests.cpu": "750m"}),
+        );
+        let e = check(&attrs(Operation::Create, None), &[q], &pod("500m"), 0).expect_err("over the quota");
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "pods \"p\" is forbidden: exceeded quota: q, requested: requests.cpu=500m, used: requests.cpu=750m, limited: requests.cpu=1"
+        );
+    }
+
+    #[test]
+    fn containers_must_state_limited_resources_and_usage_must_be_known() {
+        let q = quota(json!({"limits.memory": "1Gi"}), json!({"limits.memory": "0"}));
+        let e = check(&attrs(Operation::Create, None), &[q], &pod("1"), 0).expect_err("no memory limit");
+        assert_eq!(
+            e.message,
+            "pods \"p\" is forbidden: failed quota: q: must specify limits.memory for: c"
+        );
+        let q = quota(json!({"pods": "2"}), json!({}));
+        let e = check(&attrs(Operation::Create, None), &[q], &pod("1"), 0).expect_err("no usage yet");
+        assert_eq!(
+            e.message,
+            "pods \"p\" is forbidden: status unknown for quota: q, resources: pods"
+        );
+    }
+
+    #[test]
+    fn an_update_is_charged_only_what_it_adds() {
+        let old = pod("500m");
+        let q = quota(json!({"requests.cpu": "1"}), json!({"requests.cpu": "500m"}));
+        let same = check(&attrs(Operation::Update, Some(&old)), &[q], &pod("500m"), 0).expect("no change");
+        assert!(same.is_empty());
+        let q = quota(json!({"requests.cpu": "1"}), json!({"requests.cpu": "500m"}));
+        let more = check(&attrs(Operation::Update, Some(&old)), &[q], &pod("750m"), 0).expect("within");
+        assert_eq!(more[0].value["status"]["used"], json!({"requests.cpu": "750m"}));
+    }
+}

@@ -9,8 +9,10 @@
 //! `failover` measures leader failover the same way on kuberaft and etcd; `watchbench` measures
 //! watch delivery latency with many watchers (with the CPU it cost, `cpu`), against etcd and
 //! the fan-out `floor`; `backupbench` measures what online backups cost the replica that takes
-//! them; `codecbench` measures the API's wire encodings (JSON, protobuf, CBOR) in process.
+//! them; `codecbench` measures the API's wire encodings (JSON, protobuf, CBOR) in process;
+//! `admissionbench` measures what webhooks, policies and quotas cost a create.
 
+pub mod admissionbench;
 pub mod api;
 pub mod backupbench;
 pub mod chart;

@@ -46,6 +46,9 @@ enum Command {
     /// Kubernetes protobuf and CBOR for a list of Pods and for a watch frame of one Pod
     /// (medians of several runs; CPU only, no cluster).
     Codecs(CodecArgs),
+    /// Measure ConfigMap creates through the API with nothing configured, with one validating
+    /// webhook, with one ValidatingAdmissionPolicy and with a ResourceQuota, side by side.
+    Admission(AdmissionArgs),
     /// The fan-out floor server that `watch --floor` starts (not for direct use).
     #[command(hide = true)]
     FloorServer {
@@ -83,6 +86,86 @@ struct CodecArgs {
     /// Timed runs per figure (the median is reported).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
+}
+
+/// Options of `kuberaft-bench admission`.
+#[derive(Debug, Clone, clap::Args)]
+struct AdmissionArgs {
+    /// The setups, measured in this order in every run (the first is the ratios' base).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "none,webhook,policy,quota"
+    )]
+    setups: Vec<kuberaft_chaos::admissionbench::Setup>,
+    /// Comma-separated numbers of concurrent clients (spread over the replicas).
+    #[arg(long, default_value = "1,16,64")]
+    concurrency: ConcurrencyList,
+    /// Unmeasured seconds at the start of each cell.
+    #[arg(long, default_value_t = 1)]
+    warmup_secs: u64,
+    /// Measured seconds of each cell.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    duration_secs: u64,
+    /// Runs; medians are reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+    /// Bytes of data in each created ConfigMap.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// HTTP version of the clients.
+    #[arg(long, value_enum, default_value = "http1")]
+    http: HttpVersion,
+    /// The kuberaft binary [default: `kuberaft` next to this executable].
+    #[arg(long)]
+    kuberaft_bin: Option<PathBuf>,
+    /// First loopback port (the same layout as `kv`).
+    #[arg(long, default_value_t = 23000)]
+    base_port: u16,
+}
+
+/// Runs `kuberaft-bench admission` and prints its table.
+async fn run_admission_bench(args: AdmissionArgs) -> anyhow::Result<()> {
+    let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
+    if !bin.is_file() {
+        bail!(
+            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
+            bin.display()
+        );
+    }
+    let setups = dedup_keep_order(&args.setups);
+    if setups.is_empty() {
+        bail!("--setups must not be empty");
+    }
+    let ports = Ports::new(args.base_port)?;
+    ports.check_free(System::Kuberaft)?;
+    let cluster = KuberaftCluster::start(&bin, ports, false, true).await?;
+    let clients = connect_http(&cluster.api_addrs, cluster.tls.as_ref(), args.http).await?;
+    let bench = kuberaft_chaos::admissionbench::AdmissionBench {
+        setups,
+        concurrency: args.concurrency.0.clone(),
+        warmup: Duration::from_secs(args.warmup_secs),
+        duration: Duration::from_secs(args.duration_secs),
+        runs: args.runs as usize,
+        value_size: args.value_size,
+    };
+    let cells =
+        kuberaft_chaos::admissionbench::run(&bench, &cluster.api_addrs[0], cluster.tls.as_ref(), &clients)
+            .await?;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "3 replicas on one host ({cpus} CPUs, shared with the clients and the webhook); ConfigMap \
+         creates through the HTTP API ({:?}, HTTPS as the admin); {} B values; {} s measured after \
+         {} s warm-up; median of {} run(s).\n",
+        args.http, args.value_size, args.duration_secs, args.warmup_secs, args.runs,
+    );
+    print!("{}", kuberaft_chaos::admissionbench::markdown(&cells));
+    drop(clients);
+    tokio::task::spawn_blocking(move || drop(cluster))
+        .await
+        .context("stopping the cluster failed")?;
+    Ok(())
 }
 
 /// Options of `kuberaft-bench watch`.
@@ -735,6 +818,7 @@ async fn main() -> anyhow::Result<()> {
             Command::Api(args) => run_bench(Mode::Api, args).await,
             Command::Watch(args) => run_watch_bench(args).await,
             Command::Backup(args) => run_backup_bench(args).await,
+            Command::Admission(args) => run_admission_bench(args).await,
             Command::Codecs(args) => {
                 kuberaft_chaos::codecbench::run(args.pods, args.runs as usize).map(|table| print!("{table}"))
             }

@@ -417,25 +417,31 @@ pub async fn write(
     for _ in 0..MAX_ATTEMPTS {
         *svc = base.clone();
         let claims = plan(store, ranges, key, svc).await?;
-        let charged = alongside.plan(store, svc).await?;
+        let mut charged = alongside.plan(store, svc).await?;
         let mut conditions = vec![(key, rev)];
         let mut puts = vec![(key, &*svc)];
         for c in &claims {
             conditions.push((&c.key, c.expect));
             puts.push((&c.key, &c.value));
         }
-        for g in &charged {
+        for g in &charged.guarded {
             conditions.push((&g.key, Some(g.mod_revision)));
             puts.push((&g.key, &g.value));
         }
         let compared = match store.write_if(&conditions, &puts).await? {
-            Written::Done(revision) => return Ok(Cas::Done(revision)),
+            Written::Done(revision) => {
+                if let Some(hold) = charged.hold.as_mut() {
+                    **hold = revision;
+                }
+                return Ok(Cas::Done(revision));
+            }
             Written::NotWritten(compared) => compared,
         };
         if object_changed(&compared, key, rev) {
             return Ok(Cas::Failed(store.get(key, true).await?));
         }
-        if !charged.is_empty() {
+        if !charged.guarded.is_empty() {
+            drop(charged);
             sync_most_recent(store.cache()).await?;
         }
     }

@@ -59,20 +59,32 @@ pub struct Guarded {
     pub value: Value,
 }
 
+/// What a write stores alongside its object, and what keeps competing writes of this replica
+/// from planning over the same keys until it is done.
+#[derive(Default)]
+pub struct Plan {
+    /// The keys to store with the object (none: the object is written alone).
+    pub guarded: Vec<Guarded>,
+    /// Held until the write carrying the plan is done: a lock that serializes this replica's
+    /// plans over the same keys, so that they do not outdate one another. The write records
+    /// in it the revision it stored, which the next holder's cache waits for before planning.
+    pub hold: Option<tokio::sync::OwnedMutexGuard<i64>>,
+}
+
 /// What a write stores alongside its object, planned afresh for every attempt of the write:
 /// when another write changed one of the guarded keys first, the plan is made again over the
 /// fresh state, so that two concurrent writes can never both be charged against one state.
 pub trait Alongside: Send + Sync {
-    /// The keys to store with `obj` (none: the object is written alone).
-    fn plan<'a>(&'a self, store: &'a Store, obj: &'a Value) -> BoxFuture<'a, ApiResult<Vec<Guarded>>>;
+    /// What to store with `obj`.
+    fn plan<'a>(&'a self, store: &'a Store, obj: &'a Value) -> BoxFuture<'a, ApiResult<Plan>>;
 }
 
 /// Nothing is written alongside the object.
 pub struct Alone;
 
 impl Alongside for Alone {
-    fn plan<'a>(&'a self, _store: &'a Store, _obj: &'a Value) -> BoxFuture<'a, ApiResult<Vec<Guarded>>> {
-        Box::pin(async { Ok(Vec::new()) })
+    fn plan<'a>(&'a self, _store: &'a Store, _obj: &'a Value) -> BoxFuture<'a, ApiResult<Plan>> {
+        Box::pin(async { Ok(Plan::default()) })
     }
 }
 
@@ -391,8 +403,8 @@ impl Store {
         alongside: &dyn Alongside,
     ) -> ApiResult<Cas> {
         for _ in 0..ALONGSIDE_ATTEMPTS {
-            let extra = alongside.plan(self, obj).await?;
-            if extra.is_empty() {
+            let mut plan = alongside.plan(self, obj).await?;
+            if plan.guarded.is_empty() {
                 return match rev {
                     None => self.create(key, obj).await,
                     Some(rev) => self.update(key, obj, rev).await,
@@ -400,16 +412,22 @@ impl Store {
             }
             let mut conditions = vec![(key, rev)];
             let mut puts = vec![(key, obj)];
-            for g in &extra {
+            for g in &plan.guarded {
                 conditions.push((&g.key, Some(g.mod_revision)));
                 puts.push((&g.key, &g.value));
             }
             match self.write_if(&conditions, &puts).await? {
-                Written::Done(revision) => return Ok(Cas::Done(revision)),
+                Written::Done(revision) => {
+                    if let Some(hold) = plan.hold.as_mut() {
+                        **hold = revision;
+                    }
+                    return Ok(Cas::Done(revision));
+                }
                 Written::NotWritten(compared) => {
                     if object_changed(&compared, key, rev) {
                         return Ok(Cas::Failed(self.get(key, true).await?));
                     }
+                    drop(plan);
                     delegator::sync_most_recent(&self.cache).await?;
                 }
             }

@@ -8,7 +8,11 @@
 //! stored, or neither, and only if each quota is still at the revision its usage was read at.
 //! Two replicas admitting the last unit of a quota at once therefore cannot both succeed: the
 //! second write's condition fails, its plan is made again over the fresh quota, and it is
-//! refused with kube's `exceeded quota` message. The check runs last, after the validating
+//! refused with kube's `exceeded quota` message. On one replica, charges to one namespace's
+//! quotas take turns (a lock held from the plan to the end of the write), so they do not
+//! outdate each other; only charges through different replicas can collide and plan again.
+//! That makes creates into a namespace with a quota as fast as the replicas' write latency
+//! allows, one at a time per replica (`kuberaft-bench admission`). The check runs last, after the validating
 //! plugins and webhooks, where kube's order puts it, because it is part of the write.
 //!
 //! Deletes release nothing here: the quota controller ([`recount`], run by
@@ -18,6 +22,10 @@
 pub mod resources;
 pub mod usage;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -26,7 +34,7 @@ use super::Attributes;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::store::cacher::WatchCache;
-use crate::store::{keys, Alongside, Guarded, Store};
+use crate::store::{keys, Alongside, Guarded, Plan, Store};
 
 /// The quotas of a write's namespace that its object is charged to, planned for each attempt
 /// of the write (see the module's documentation).
@@ -42,22 +50,54 @@ impl<'a> Charge<'a> {
 }
 
 impl Alongside for Charge<'_> {
-    fn plan<'b>(&'b self, store: &'b Store, obj: &'b Value) -> BoxFuture<'b, ApiResult<Vec<Guarded>>> {
+    fn plan<'b>(&'b self, store: &'b Store, obj: &'b Value) -> BoxFuture<'b, ApiResult<Plan>> {
         Box::pin(async move {
             let a = self.attrs;
             let Some(namespace) = a.namespace.filter(|_| a.namespaced) else {
-                return Ok(Vec::new());
+                return Ok(Plan::default());
             };
-            if !usage::handles(a.group, a.resource, a.operation, a.subresource) {
-                return Ok(Vec::new());
+            if !usage::handles(a.group, a.resource, a.operation, a.subresource)
+                || quotas_in(store.cache(), namespace).is_empty()
+            {
+                return Ok(Plan::default());
             }
-            let quotas = quotas_in(store.cache(), namespace);
-            if quotas.is_empty() {
-                return Ok(Vec::new());
+            // This replica's charges to one namespace's quotas take turns: each plans over
+            // the quotas as the previous one left them, instead of all planning over the same
+            // revision and all but one failing their condition.
+            let hold = namespace_lock(namespace).lock_owned().await;
+            let last = *hold;
+            if store.cache().wait_for(last, CACHE_WAIT).await.is_err() {
+                tracing::debug!(
+                    namespace,
+                    revision = last,
+                    "quota planned before the cache caught up"
+                );
             }
-            check(a, &quotas, obj, now())
+            let guarded = check(a, &quotas_in(store.cache(), namespace), obj, now())?;
+            let hold = (!guarded.is_empty()).then_some(hold);
+            Ok(Plan { guarded, hold })
         })
     }
+}
+
+/// How long a charge waits for this replica's cache to hold the previous charge.
+const CACHE_WAIT: Duration = Duration::from_secs(1);
+
+/// The lock of `namespace`'s quota charges on this replica (idle locks are dropped when a
+/// namespace's lock is first made).
+fn namespace_lock(namespace: &str) -> Arc<tokio::sync::Mutex<i64>> {
+    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<i64>>>>> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(lock) = locks.get(namespace) {
+        return lock.clone();
+    }
+    locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+    let lock = Arc::new(tokio::sync::Mutex::new(0));
+    locks.insert(namespace.to_string(), lock.clone());
+    lock
 }
 
 /// The current time, in unix seconds.

@@ -1488,3 +1488,152 @@ async fn responses_have_kube_apiservers_bytes() {
     );
     assert!(body.ends_with("}\n") && !body.ends_with("\n\n"), "{body}");
 }
+
+/// A POST by `user` to replica `node` whose body never arrives: it holds a mutating seat for
+/// as long as the returned connection stays open.
+async fn stalled_create(
+    cluster: &Cluster,
+    node: usize,
+    user: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::AsyncWriteExt;
+    let (cert, key) = cluster.user_pem(user, &[]);
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(cluster.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
+        PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let addr = cluster.replicas[node].api_addr.clone();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let host = addr.rsplit_once(':').unwrap().0.to_string();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(ServerName::try_from(host).unwrap(), tcp)
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    tls
+}
+
+/// kube-apiserver's in-flight limits: beyond `maxMutatingRequestsInflight` executing writes a
+/// replica answers `429` with `Retry-After` at once; reads, lease writes, `system:masters`
+/// and the other replicas keep being served, and the refusals are counted in kube's series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_beyond_the_in_flight_limit_are_refused_with_429() {
+    let k = Kube::start_with(Options {
+        inflight: (8, 2),
+        ..Options::default()
+    })
+    .await;
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "clusterrolebinding",
+            "alice-admin",
+            "--clusterrole=cluster-admin",
+            "--user=alice",
+        ],
+    );
+    let alice = k
+        .cluster
+        .http_builder_as("alice", &[])
+        .http1_only()
+        .build()
+        .unwrap();
+    let configmap = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let create = |node: usize, name: &str| {
+        let req = alice
+            .post(k.url(node, "/api/v1/namespaces/default/configmaps"))
+            .json(&configmap(name));
+        async move { req.send().await.unwrap() }
+    };
+    // Alice's access works while the seats are free.
+    assert_eq!(create(0, "before").await.status(), 201);
+
+    let stalled = [
+        stalled_create(&k.cluster, 0, "alice").await,
+        stalled_create(&k.cluster, 0, "alice").await,
+    ];
+    let refused = eventually(Duration::from_secs(10), || async {
+        let r = create(0, "refused").await;
+        if r.status() == 429 {
+            Ok(r)
+        } else {
+            Err(format!("{}", r.status()))
+        }
+    })
+    .await;
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_eq!(
+        refused.text().await.unwrap(),
+        "Too many requests, please try again later.\n"
+    );
+
+    // Reads and lease writes take seats of their own; the admin is never limited; another
+    // replica has seats of its own.
+    let list = alice
+        .get(k.url(0, "/api/v1/namespaces/default/configmaps"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), 200);
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "node-a"},
+                       "spec": {"holderIdentity": "node-a", "leaseDurationSeconds": 40}});
+    let renewed = alice
+        .post(k.url(
+            0,
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+        ))
+        .json(&lease)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renewed.status(), 201);
+    let (code, body) = k
+        .send(
+            reqwest::Method::POST,
+            0,
+            "/api/v1/namespaces/default/configmaps",
+            Some(&configmap("by-admin")),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(create(1, "elsewhere").await.status(), 201);
+
+    let metrics = k.text(&k.url(0, "/metrics")).await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("apiserver_request_terminations_total{")
+                && l.contains("verb=\"POST\"")
+                && l.contains("resource=\"configmaps\"")
+                && l.contains("code=\"429\"")),
+        "no 429 termination recorded"
+    );
+
+    // Once the stalled writes go, their seats are free again.
+    drop(stalled);
+    eventually(Duration::from_secs(15), || async {
+        match create(0, "after").await.status().as_u16() {
+            201 => Ok(()),
+            code => Err(format!("{code}")),
+        }
+    })
+    .await;
+}

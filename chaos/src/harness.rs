@@ -238,6 +238,8 @@ impl ChaosCluster {
                 backup: None,
                 service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
                 service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
+                max_requests_inflight: ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
+                max_mutating_requests_inflight: ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             }
             .to_yaml()
             .map_err(|e| HarnessError::Config(e.to_string()))?;

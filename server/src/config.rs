@@ -363,6 +363,24 @@ pub struct ServeConfig {
     /// `30000+2767`; kube-apiserver's `--service-node-port-range`). The same on every replica.
     #[serde(default = "default_node_port_range")]
     pub service_node_port_range: String,
+    /// The most read-only requests (`get`, `list`) a replica executes at once; more are
+    /// refused with `429` (kube-apiserver's `--max-requests-inflight`; 0: no limit). Watches
+    /// and `system:masters` are not counted.
+    #[serde(default = "default_max_requests_inflight")]
+    pub max_requests_inflight: usize,
+    /// The most mutating requests a replica executes at once (kube-apiserver's
+    /// `--max-mutating-requests-inflight`; 0: no limit). Lease writes have as many seats again
+    /// of their own.
+    #[serde(default = "default_max_mutating_requests_inflight")]
+    pub max_mutating_requests_inflight: usize,
+}
+
+fn default_max_requests_inflight() -> usize {
+    ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT
+}
+
+fn default_max_mutating_requests_inflight() -> usize {
+    ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT
 }
 
 fn default_cluster_ip_range() -> String {
@@ -392,6 +410,10 @@ impl ServeConfig {
     pub const DEFAULT_QUOTA_BACKEND_BYTES: u64 = 8 << 30;
     /// `watchBuffer` when the file does not set it.
     pub const DEFAULT_WATCH_BUFFER: usize = 4096;
+    /// `maxRequestsInflight` when the file does not set it (kube-apiserver's default).
+    pub const DEFAULT_MAX_REQUESTS_INFLIGHT: usize = 400;
+    /// `maxMutatingRequestsInflight` when the file does not set it (kube-apiserver's default).
+    pub const DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT: usize = 200;
 
     /// The config as a config file says it: what `cluster up`, the tests and the chaos harness
     /// write for `serve --config`.

@@ -44,6 +44,8 @@ async fn replica(dir: &Path) -> Replica {
         backup: None,
         service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
         service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
+        max_requests_inflight: ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
+        max_mutating_requests_inflight: ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
     let replica = Replica::start(&config, metrics, &Security::insecure(), None)

@@ -85,6 +85,8 @@ pub struct Options {
     pub quota_backend_bytes: u64,
     /// Every replica's `serviceClusterIPRange` and `serviceNodePortRange`.
     pub service_ranges: (String, String),
+    /// Every replica's `maxRequestsInflight` and `maxMutatingRequestsInflight`.
+    pub inflight: (usize, usize),
 }
 
 impl Default for Options {
@@ -104,6 +106,10 @@ impl Default for Options {
             service_ranges: (
                 kuberaft::config::ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
                 kuberaft::config::ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
+            ),
+            inflight: (
+                kuberaft::config::ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
+                kuberaft::config::ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             ),
         }
     }
@@ -202,6 +208,8 @@ pub fn config_yaml(
         backup: None,
         service_cluster_ip_range: o.service_ranges.0.clone(),
         service_node_port_range: o.service_ranges.1.clone(),
+        max_requests_inflight: o.inflight.0,
+        max_mutating_requests_inflight: o.inflight.1,
     };
     config.to_yaml().expect("a config renders as YAML")
 }

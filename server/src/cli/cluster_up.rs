@@ -174,6 +174,8 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             backup: None,
             service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
             service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
+            max_requests_inflight: ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
+            max_mutating_requests_inflight: ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, config.to_yaml()?)?;

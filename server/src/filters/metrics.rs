@@ -254,6 +254,37 @@ fn dry_run(query: Option<&str>) -> String {
     }
 }
 
+/// Whether a request is long-running (a watch or a connect stream), as kube's
+/// `LongRunningRequestCheck` decides: what the in-flight limits do not count.
+pub fn is_long_running(request: &Request) -> bool {
+    request
+        .extensions()
+        .get::<RequestInfo>()
+        .and_then(|info| Labels::of(info, request.method(), request.uri().query(), request.headers()))
+        .is_some_and(|l| l.long_running)
+}
+
+/// Records a request the server refused in self-defence before any endpoint saw it (the
+/// in-flight limits' `429`), as kube's `RecordDroppedRequest` and `RecordRequestTermination`
+/// do: in `apiserver_request_total` with its code, and in
+/// `apiserver_request_terminations_total`.
+pub fn record_refused(request: &Request, code: axum::http::StatusCode) {
+    let Some(labels) = request
+        .extensions()
+        .get::<RequestInfo>()
+        .and_then(|info| Labels::of(info, request.method(), request.uri().query(), request.headers()))
+    else {
+        return;
+    };
+    let code = code.as_u16().to_string();
+    let mut with_code = labels.request();
+    with_code.push(Labels::label("code", &code));
+    metrics::counter!("apiserver_request_total", with_code).increment(1);
+    let mut terminated = labels.of_component();
+    terminated.push(Labels::label("code", &code));
+    metrics::counter!("apiserver_request_terminations_total", terminated).increment(1);
+}
+
 /// The request metrics filter (after authorization, so that it sees what endpoints serve).
 pub async fn filter(request: Request, next: Next) -> Response {
     let labels = request

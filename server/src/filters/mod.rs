@@ -9,6 +9,7 @@ pub mod authentication;
 pub mod authorization;
 pub mod compression;
 pub mod impersonation;
+pub mod max_in_flight;
 pub mod metrics;
 pub mod observed_body;
 pub mod request_info;

@@ -307,6 +307,11 @@ impl Replica {
             },
             api,
             auditor,
+            crate::filters::max_in_flight::Limits::new(
+                config.max_requests_inflight,
+                config.max_mutating_requests_inflight,
+                config.max_mutating_requests_inflight,
+            ),
         );
         Ok(Replica { node, router, fatal })
     }

@@ -18,8 +18,8 @@ use crate::authentication::service_account;
 use crate::authorization::Authorizer;
 use crate::endpoints::{self, discovery, openapi, Api};
 use crate::filters::{
-    audit, audit_id, authentication, authorization, compression, impersonation, metrics as request_metrics,
-    request_info,
+    audit, audit_id, authentication, authorization, compression, impersonation, max_in_flight,
+    metrics as request_metrics, request_info,
 };
 use crate::machinery::errors::ApiError;
 use crate::machinery::go_json;
@@ -40,8 +40,13 @@ pub struct HttpState {
 }
 
 /// The HTTP routes of a replica (health, metrics, `/version`, OpenAPI and the Kubernetes API)
-/// behind the filter chain; `auditor` when audit logging is on.
-pub fn router(state: HttpState, api: Api, auditor: Option<Auditor>) -> Router {
+/// behind the filter chain; `auditor` when audit logging is on; `limits` the in-flight seats.
+pub fn router(
+    state: HttpState,
+    api: Api,
+    auditor: Option<Auditor>,
+    limits: Arc<max_in_flight::Limits>,
+) -> Router {
     let openid = Router::new()
         .route("/.well-known/openid-configuration", get(openid_configuration))
         .route("/openid/v1/jwks", get(jwks))
@@ -66,12 +71,17 @@ pub fn router(state: HttpState, api: Api, auditor: Option<Auditor>) -> Router {
         .merge(openapi_v3)
         .merge(openid)
         .fallback_service(kube);
-    with_filters(routes, api, auditor)
+    with_filters(routes, api, auditor, limits)
 }
 
 /// The filter chain, in the order a request passes it (outermost first). Adding a filter is
 /// adding one line here, at its place in this order.
-fn with_filters(routes: Router, api: Api, auditor: Option<Auditor>) -> Router {
+fn with_filters(
+    routes: Router,
+    api: Api,
+    auditor: Option<Auditor>,
+    limits: Arc<max_in_flight::Limits>,
+) -> Router {
     let chain = ServiceBuilder::new()
         // 1. Every response carries the request's `Audit-Id` (the client's, or a new UUID), as
         //    kube-apiserver's; a panic in anything below answers 500 instead of dropping the
@@ -101,7 +111,9 @@ fn with_filters(routes: Router, api: Api, auditor: Option<Auditor>) -> Router {
         // 6. Request info: the path parsed once into group, version, resource, namespace,
         //    name, subresource and verb; `404`/`405` for what no endpoint serves.
         .layer(middleware::from_fn_with_state(api.clone(), request_info::filter))
-        // 7. In-flight limits go here, reading the user (4, 5) and the request info (6).
+        // 7. In-flight limits: a seat per executing request of its kind, or `429`; reads the
+        //    user (4, 5) and the request info (6).
+        .layer(middleware::from_fn_with_state(limits, max_in_flight::filter))
         // 8. Authorization: RBAC from the watch cache; `403` with kube's message.
         .layer(middleware::from_fn_with_state(
             api.authorizer.clone(),

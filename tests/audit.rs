@@ -411,3 +411,104 @@ async fn the_audit_log_records_requests_as_the_policy_asks() {
         json!({"resource": "configmaps", "namespace": "shop", "name": "app", "apiVersion": "v1"})
     );
 }
+
+const AUDITED_POLICY: &str = r#"{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+  "metadata": {"name": "labelled"},
+  "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+           "validations": [{"expression": "true"}, {"expression": "has(object.metadata.labels) && 'team' in object.metadata.labels", "message": "every ConfigMap names its team"}],
+           "auditAnnotations": [{"key": "size", "valueExpression": "string(size(object.data))"}]}}"#;
+
+const AUDITED_BINDING: &str = r#"{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+  "metadata": {"name": "labelled-audit"},
+  "spec": {"policyName": "labelled", "validationActions": ["Audit"],
+           "matchResources": {"namespaceSelector": {"matchLabels": {"audited": "yes"}}}}}"#;
+
+const PRIVILEGED: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: root
+  namespace: watched
+spec:
+  containers:
+  - name: c
+    image: nginx
+    securityContext:
+      privileged: true
+";
+
+/// Admission's audit annotations reach the audit event: a ValidatingAdmissionPolicy bound with
+/// `validationActions: [Audit]` lets the write through and records kube's
+/// `validation_failure`, its `auditAnnotations` are published under the policy's name, and
+/// PodSecurity records the enforced policy and the audit level's violations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_annotates_the_audit_events_of_the_writes_it_sees() {
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/audit-policy.yaml");
+    let k = Kube::start_with(Options {
+        audit_policy: Some(policy),
+        ..Options::default()
+    })
+    .await;
+    let ok = |args: &[&str]| k.ok("node-1", args);
+    ok(&["create", "namespace", "watched"]);
+    ok(&[
+        "label",
+        "namespace",
+        "watched",
+        "audited=yes",
+        "pod-security.kubernetes.io/audit=restricted",
+    ]);
+    k.wait_namespace_populated("watched").await;
+    ok(&["create", "-f", &k.manifest("policy.json", AUDITED_POLICY)]);
+    ok(&["create", "-f", &k.manifest("binding.json", AUDITED_BINDING)]);
+
+    // Audit only: the write passes, and the event says which validation failed.
+    ok(&[
+        "create",
+        "configmap",
+        "unlabelled",
+        "-n",
+        "watched",
+        "--from-literal=a=1",
+        "--from-literal=b=2",
+    ]);
+    ok(&["create", "-f", &k.manifest("root.yaml", PRIVILEGED)]);
+    let all = eventually(T, || async {
+        let all = events(&k);
+        let done = all
+            .iter()
+            .any(|(_, e)| is(e, ADMIN, "create", "pods", "watched") && e["stage"] == "ResponseComplete");
+        if done {
+            Ok(all)
+        } else {
+            Err("the pod's event is not logged yet".to_string())
+        }
+    })
+    .await;
+    let created = last(&all, "the ConfigMap's create", |e| {
+        is(e, ADMIN, "create", "configmaps", "watched") && e["stage"] == "ResponseComplete"
+    });
+    assert_eq!(created["responseStatus"]["code"], 201, "{created}");
+    let annotations = &created["annotations"];
+    assert_eq!(
+        annotations["validation.policy.admission.k8s.io/validation_failure"],
+        r#"[{"message":"every ConfigMap names its team","policy":"labelled","binding":"labelled-audit","expressionIndex":1,"validationActions":["Audit"]}]"#,
+        "{created}"
+    );
+    assert_eq!(annotations["labelled/size"], "2", "{created}");
+
+    let pod = last(&all, "the pod's create", |e| {
+        is(e, ADMIN, "create", "pods", "watched") && e["stage"] == "ResponseComplete"
+    });
+    assert_eq!(pod["responseStatus"]["code"], 201, "{pod}");
+    assert_eq!(
+        pod["annotations"]["pod-security.kubernetes.io/enforce-policy"], "privileged:latest",
+        "{pod}"
+    );
+    let violations = pod["annotations"]["pod-security.kubernetes.io/audit-violations"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        violations.starts_with("would violate PodSecurity \"restricted:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"),
+        "{pod}"
+    );
+}

@@ -7,7 +7,7 @@
 //! a pod in a missing namespace is a `404` before its ServiceAccount is looked up), and
 //! `LimitRanger`, `ServiceAccount`, `PodSecurity` and `ValidatingAdmissionPolicy` (the
 //! ValidatingAdmissionPolicies their bindings put in force) validate. Plugins warn the client
-//! through [`warnings`].
+//! through [`warnings`] and annotate its audit event through [`audit_annotations`].
 //! A delete passes the mutating plugins too, before the object is read, with no object
 //! (`NamespaceLifecycle` keeps `default`, `kube-system` and `kube-public`), and the validating
 //! plugins once the object is read, with it as the old object. The admission webhooks
@@ -18,6 +18,7 @@
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP; it reads the
 //! store only through [`Store`], and never writes.
 
+pub mod audit_annotations;
 mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;

@@ -1,5 +1,6 @@
 //! The `ValidatingAdmissionPolicy` plugin: ValidatingAdmissionPolicies, put in force by their
-//! bindings, refuse (`Deny`) or warn about (`Warn`) writes whose CEL validations fail.
+//! bindings, refuse (`Deny`), warn about (`Warn`) or record in the audit log (`Audit`) writes
+//! whose CEL validations fail, and annotate the audit event with their `auditAnnotations`.
 //!
 //! On every write, on every replica, the plugin reads the policies from the local watch cache,
 //! which the chain brought up to date with a read barrier (so a policy or binding whose write
@@ -10,16 +11,18 @@
 //! policy's expressions are compiled once per change of the policy (cached by
 //! resourceVersion), never per request.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use crate::admission::audit_annotations::annotate;
 use crate::admission::warnings::warn;
 use crate::admission::{Attributes, Operation, Validating};
 use crate::cel::{self, value, EvalError, Program, RUNTIME_BUDGET};
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::go_json;
 use crate::machinery::selector::{selector_string, LabelSelector};
 use crate::store::cacher::WatchCache;
 use crate::store::{keys, Store};
@@ -86,6 +89,8 @@ struct Policy {
     match_conditions: Vec<(String, Compiled)>,
     variables: Vec<(String, Compiled)>,
     validations: Vec<Validation>,
+    /// `auditAnnotations`: each key with its compiled `valueExpression`.
+    audit_annotations: Vec<(String, Compiled)>,
 }
 
 impl Policy {
@@ -105,6 +110,13 @@ impl Policy {
             rv,
             match_conditions: named("matchConditions", "expression"),
             variables: named("variables", "expression"),
+            audit_annotations: list("auditAnnotations")
+                .iter()
+                .map(|a| {
+                    let key = a["key"].as_str().unwrap_or_default().to_string();
+                    (key, compile(a["valueExpression"].as_str().unwrap_or_default()))
+                })
+                .collect(),
             validations: list("validations")
                 .iter()
                 .map(|v| {
@@ -189,6 +201,7 @@ fn admit(cache: &WatchCache, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<(
         namespace: namespace_object.as_ref(),
     };
     let mut denials = Vec::new();
+    let mut published_annotations: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     for (_, cached) in &bindings {
         let binding = cached.value();
         let spec = &binding["spec"];
@@ -210,21 +223,42 @@ fn admit(cache: &WatchCache, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<(
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let fail_closed = policy.spec["failurePolicy"].as_str() != Some("Ignore");
-        for failure in evaluate(cache, &subject, policy, spec, fail_closed) {
+        let evaluation = evaluate(cache, &subject, policy, spec, fail_closed);
+        for failure in evaluation.failures {
             if actions.contains(&"Warn") {
                 warn(format!(
                     "Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}': {}",
-                    failure.0
+                    failure.message
                 ));
+            }
+            if actions.contains(&"Audit") {
+                annotate(
+                    VALIDATION_FAILURE,
+                    validation_failure(&failure, policy_name, binding_name, &actions),
+                );
             }
             if actions.contains(&"Deny") {
                 denials.push(Denial {
                     policy: policy_name.clone(),
                     binding: binding_name.to_string(),
-                    message: failure.0,
-                    reason: failure.1,
+                    message: failure.message,
+                    reason: failure.reason,
                 });
             }
+        }
+        let published = published_annotations.entry(policy_name.clone()).or_default();
+        for (key, value) in evaluation.annotations {
+            let values: &mut Vec<String> = published.entry(key).or_default();
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
+    }
+    // A policy's annotations are published under its name, several bindings' distinct values
+    // joined, as kube-apiserver publishes them.
+    for (policy, keys) in published_annotations {
+        for (key, values) in keys {
+            annotate(format!("{policy}/{key}"), values.join(", "));
         }
     }
     match denials.into_iter().next() {
@@ -378,19 +412,29 @@ fn evaluate(
     policy: &Policy,
     binding: &Value,
     fail_closed: bool,
-) -> Vec<(String, Option<String>)> {
-    let error = |message: String| {
+) -> Evaluation {
+    let error = |message: String, index: usize| {
         if fail_closed {
-            vec![(message, None)]
+            vec![Failure {
+                message,
+                reason: None,
+                index,
+            }]
         } else {
             Vec::new()
         }
     };
     let params = match params(cache, subject, &policy.spec["paramKind"], &binding["paramRef"]) {
         Ok(p) => p,
-        Err(message) => return error(format!("failed to configure binding: {message}")),
+        Err(message) => {
+            return Evaluation {
+                failures: error(format!("failed to configure binding: {message}"), 0),
+                annotations: Vec::new(),
+            }
+        }
     };
     let mut failures = Vec::new();
+    let mut annotations = Vec::new();
     for param in params {
         let mut budget = RUNTIME_BUDGET;
         let mut vars: Vec<(&str, cel::Value)> = vec![
@@ -443,14 +487,17 @@ fn evaluate(
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(_) => matched = false,
                 Err(e) => {
-                    return error(format!("failed to evaluate matchCondition '{name}': {e}"));
+                    return Evaluation {
+                        failures: error(format!("failed to evaluate matchCondition '{name}': {e}"), 0),
+                        annotations,
+                    };
                 }
             }
         }
         if !matched {
             continue;
         }
-        for v in &policy.validations {
+        for (index, v) in policy.validations.iter().enumerate() {
             match run(&v.program, &v.expression) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
@@ -466,18 +513,93 @@ fn evaluate(
                     let message = from_expression
                         .or_else(|| (!v.message.is_empty()).then(|| v.message.clone()))
                         .unwrap_or_else(|| format!("failed expression: {}", v.expression.trim()));
-                    failures.push((message, v.reason.clone()));
+                    failures.push(Failure {
+                        message,
+                        reason: v.reason.clone(),
+                        index,
+                    });
                 }
-                Ok(_) => failures.extend(error(format!(
-                    "expression '{}' resulted in error: validation expression must evaluate to a bool",
-                    v.expression
-                ))),
-                Err(e) => failures.extend(error(e)),
+                Ok(_) => failures.extend(error(
+                    format!(
+                        "expression '{}' resulted in error: validation expression must evaluate to a bool",
+                        v.expression
+                    ),
+                    index,
+                )),
+                Err(e) => failures.extend(error(e, index)),
+            }
+        }
+        for ((key, program), spec) in policy
+            .audit_annotations
+            .iter()
+            .zip(policy.spec["auditAnnotations"].as_array().into_iter().flatten())
+        {
+            let expression = spec["valueExpression"].as_str().unwrap_or_default();
+            match run(program, expression) {
+                Ok(cel::Value::String(value)) => {
+                    let mut value = value.to_string();
+                    if value.len() > MAX_AUDIT_ANNOTATION_BYTES {
+                        let mut end = MAX_AUDIT_ANNOTATION_BYTES;
+                        while !value.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        value.truncate(end);
+                    }
+                    if !annotations.contains(&(key.clone(), value.clone())) {
+                        annotations.push((key.clone(), value));
+                    }
+                }
+                Ok(cel::Value::Null) => {}
+                Ok(_) => failures.extend(error(
+                    format!("valueExpression '{expression}' resulted in error: value expression must evaluate to a string or null"),
+                    0,
+                )),
+                Err(e) => failures.extend(error(e, 0)),
             }
         }
     }
-    failures
+    Evaluation {
+        failures,
+        annotations,
+    }
 }
+
+/// What a binding's evaluation found: failed validations, and the audit annotations it made.
+struct Evaluation {
+    failures: Vec<Failure>,
+    annotations: Vec<(String, String)>,
+}
+
+/// A validation that failed (or could not be evaluated under `failurePolicy: Fail`).
+struct Failure {
+    message: String,
+    reason: Option<String>,
+    /// The index of the validation in the policy's list.
+    index: usize,
+}
+
+/// The value of the [`VALIDATION_FAILURE`] annotation: a JSON list of one failure, with the
+/// fields of kube's `ValidationFailureValue` in its order, encoded as Go encodes it.
+fn validation_failure(failure: &Failure, policy: &str, binding: &str, actions: &[&str]) -> String {
+    fn go<T: serde::Serialize + ?Sized>(v: &T) -> String {
+        go_json::encode(v, false)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+    format!(
+        "[{{\"message\":{},\"policy\":{},\"binding\":{},\"expressionIndex\":{},\"validationActions\":{}}}]",
+        go(&failure.message),
+        go(policy),
+        go(binding),
+        failure.index,
+        go(actions),
+    )
+}
+
+/// kube's `maxAuditAnnotationValueLength`.
+const MAX_AUDIT_ANNOTATION_BYTES: usize = 10 * 1024;
+/// The audit annotation of a failed validation whose binding's actions include `Audit`.
+const VALIDATION_FAILURE: &str = "validation.policy.admission.k8s.io/validation_failure";
 
 fn eval_message(expression: &str, e: &EvalError) -> String {
     match e {

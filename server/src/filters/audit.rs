@@ -23,6 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 
+use crate::admission::audit_annotations;
 use crate::audit::context::{AuditContext, Plan, Received};
 use crate::audit::Auditor;
 use crate::authentication::UserInfo;
@@ -40,9 +41,16 @@ const REASON: &str = "authorization.k8s.io/reason";
 pub async fn filter(State(auditor): State<Auditor>, mut request: Request, next: Next) -> Response {
     let context = auditor.context();
     request.extensions_mut().insert(context.clone());
-    match AssertUnwindSafe(next.run(request)).catch_unwind().await {
-        Ok(response) => record_response(&context, response).await,
-        Err(panic) => {
+    let served = audit_annotations::collect(AssertUnwindSafe(next.run(request)).catch_unwind()).await;
+    match served {
+        (Ok(response), annotations) => {
+            // What admission annotated (policies, webhooks, PodSecurity), as kube records it.
+            for (key, value) in &annotations {
+                context.annotate(key, value);
+            }
+            record_response(&context, response).await
+        }
+        (Err(panic), _) => {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())

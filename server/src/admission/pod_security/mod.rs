@@ -15,6 +15,7 @@ mod checks;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::audit_annotations::annotate;
 use super::warnings::warn;
 use super::{Attributes, Operation, Validating};
 use crate::machinery::errors::{go_quote, ApiError, ApiResult};
@@ -45,6 +46,10 @@ const LABEL_PREFIX: &str = "pod-security.kubernetes.io/";
 
 /// The modes, in the order kube reads their labels.
 const MODES: [&str; 3] = ["enforce", "audit", "warn"];
+/// The audit annotation naming the enforced policy a pod was checked against.
+const ENFORCE_POLICY: &str = "pod-security.kubernetes.io/enforce-policy";
+/// The audit annotation with a pod's violations of the namespace's audit level.
+const AUDIT_VIOLATIONS: &str = "pod-security.kubernetes.io/audit-violations";
 
 /// How many existing pods a tightened enforce level is checked against, as kube bounds it.
 const MAX_PODS_TO_CHECK: usize = 3000;
@@ -226,6 +231,20 @@ async fn validate_pod(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> Api
         }
     }
     let pod = view(obj);
+    annotate(ENFORCE_POLICY, policy.enforce.shown());
+    if policy.audit.level != Level::Privileged {
+        let violations = policy.audit.check(&pod);
+        if !violations.is_empty() {
+            annotate(
+                AUDIT_VIOLATIONS,
+                format!(
+                    "would violate PodSecurity {}: {}",
+                    go_quote(&policy.audit.shown()),
+                    forbidden_detail(&violations)
+                ),
+            );
+        }
+    }
     let refused = policy.enforce.check(&pod);
     if !refused.is_empty() {
         return Err(ApiError::forbidden(

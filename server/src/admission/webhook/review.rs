@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::client;
 use super::matching::{operation_name, strings, Hook};
+use crate::admission::audit_annotations::annotate;
 use crate::admission::{Attributes, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::store::Store;
@@ -203,6 +204,12 @@ fn verify(hook: &Hook, uid: &str, review: &Value) -> Result<Outcome, String> {
         return Err("validating webhook may not return response.patch".into());
     } else if patch_type.is_some() {
         return Err("validating webhook may not return response.patchType".into());
+    }
+    // The webhook's audit annotations are recorded whatever it decided, under its name.
+    for (key, value) in response["auditAnnotations"].as_object().into_iter().flatten() {
+        if let Some(value) = value.as_str() {
+            annotate(format!("{}/{key}", hook.name), value);
+        }
     }
     if response["allowed"].as_bool() != Some(true) {
         return Ok(Outcome::Refused(denial(hook, &response["status"])));

@@ -71,14 +71,19 @@ fn is_micro_time(t: &Value) -> bool {
         && b[20..26].iter().all(u8::is_ascii_digit)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_audit_log_records_requests_as_the_policy_asks() {
+/// A cluster whose replicas log by the example policy in `deploy/audit-policy.yaml`.
+async fn audited_cluster() -> Kube {
     let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/audit-policy.yaml");
-    let k = Kube::start_with(Options {
+    Kube::start_with(Options {
         audit_policy: Some(policy),
         ..Options::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_records_requests_as_the_policy_asks() {
+    let k = audited_cluster().await;
     let ok = |args: &[&str]| k.ok("node-1", args);
 
     // Writes and reads through kubectl, all against replica 0 (context node-1).
@@ -442,12 +447,7 @@ spec:
 /// PodSecurity records the enforced policy and the audit level's violations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_annotates_the_audit_events_of_the_writes_it_sees() {
-    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/audit-policy.yaml");
-    let k = Kube::start_with(Options {
-        audit_policy: Some(policy),
-        ..Options::default()
-    })
-    .await;
+    let k = audited_cluster().await;
     let ok = |args: &[&str]| k.ok("node-1", args);
     ok(&["create", "namespace", "watched"]);
     ok(&[

@@ -545,3 +545,123 @@ async fn a_webhook_is_reached_through_its_service_endpoints() {
     );
     assert_eq!(hooks.calls("deny"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn match_conditions_decide_which_writes_reach_a_webhook() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    for scope in ["cond", "err-fail", "err-ignore"] {
+        namespace(&k, scope, scope);
+    }
+    // Conditions that cannot work are refused when the configuration is written.
+    let conditions = json!([
+        {"name": "params", "expression": "params.x == 1"},
+        {"name": "sum", "expression": "1 + 2"},
+        {"name": "sum", "expression": " "},
+        {"name": "not a name!", "expression": "true"},
+    ]);
+    let invalid = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "invalid"},
+        "webhooks": [webhook("invalid.example.com", by_url(&hooks, "cond"), "cond", json!({"matchConditions": conditions}))],
+    });
+    let file = k.manifest("invalid.json", &invalid.to_string());
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &file]);
+    assert!(!ok);
+    for expected in [
+        r#"The ValidatingWebhookConfiguration "invalid" is invalid: "#,
+        r#"* webhooks[0].matchConditions[0].expression: Invalid value: "params.x == 1": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"#,
+        r#"* webhooks[0].matchConditions[1].expression: Invalid value: "1 + 2": must evaluate to bool"#,
+        "* webhooks[0].matchConditions[2].expression: Required value",
+        r#"* webhooks[0].matchConditions[2].name: Duplicate value: "sum""#,
+        r#"* webhooks[0].matchConditions[3].name: Invalid value: "not a name!": name part must consist of alphanumeric characters"#,
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+    let too_many: Vec<Value> = (0..65)
+        .map(|i| json!({"name": format!("c{i}"), "expression": "true"}))
+        .collect();
+    let mut many = invalid.clone();
+    many["webhooks"][0]["matchConditions"] = json!(too_many);
+    let (code, status) = k
+        .send(
+            Method::POST,
+            2,
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            Some(&many),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"invalid\" is invalid: webhooks[0].matchConditions: Too many: 65: must have at most 64 items"
+    );
+
+    let failing = json!([{"name": "missing", "expression": "object.data.missing == 'x'"}]);
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "conditions",
+        vec![
+            webhook(
+                "cond.example.com",
+                by_url(&hooks, "cond"),
+                "cond",
+                json!({"matchConditions": [
+                    {"name": "creates", "expression": "request.operation == 'CREATE'"},
+                    {"name": "named", "expression": "object.metadata.name.startsWith('in-') && oldObject == null"},
+                ]}),
+            ),
+            webhook(
+                "err-fail.example.com",
+                by_url(&hooks, "err-fail"),
+                "err-fail",
+                json!({"matchConditions": failing}),
+            ),
+            webhook(
+                "err-ignore.example.com",
+                by_url(&hooks, "err-ignore"),
+                "err-ignore",
+                json!({"failurePolicy": "Ignore", "matchConditions": failing}),
+            ),
+        ],
+    );
+
+    // All conditions true: the webhook is called; any false: it is not.
+    let create = |node: &str, ns: &str, name: &str| {
+        k.kubectl(
+            node,
+            &["-n", ns, "create", "configmap", name, "--from-literal=a=b"],
+        )
+    };
+    let (ok, _, err) = create("node-2", "cond", "in-a");
+    assert!(ok, "{err}");
+    assert_eq!(hooks.calls("cond"), 1);
+    assert_eq!(hooks.last("cond")["request"]["name"], "in-a");
+    let (ok, _, err) = create("node-3", "cond", "out-b");
+    assert!(ok, "{err}");
+    assert_eq!(hooks.calls("cond"), 1);
+    k.ok("node-1", &["-n", "cond", "label", "configmap", "in-a", "x=y"]);
+    assert_eq!(hooks.calls("cond"), 1);
+
+    // A condition that fails to evaluate: kube's Forbidden under Fail (the webhook is not
+    // called), the write goes through without the webhook under Ignore.
+    let (ok, _, err) = create("node-1", "err-fail", "x");
+    assert!(!ok);
+    let message = r#"configmaps "x" is forbidden: expression 'object.data.missing == 'x'' resulted in error: no such key: missing"#;
+    assert!(err.contains(message), "{err}");
+    let (code, status) = k
+        .send(
+            Method::POST,
+            0,
+            "/api/v1/namespaces/err-fail/configmaps",
+            Some(&configmap("x", json!({}))),
+        )
+        .await;
+    assert_eq!((code, &status["reason"]), (403, &json!("Forbidden")), "{status}");
+    assert_eq!(status["message"], message);
+    let (ok, _, err) = create("node-2", "err-ignore", "x");
+    assert!(ok, "{err}");
+    assert_eq!(hooks.calls("err-fail") + hooks.calls("err-ignore"), 0);
+}

@@ -479,7 +479,8 @@ fn evaluate(
     failures
 }
 
-fn eval_message(expression: &str, e: &EvalError) -> String {
+/// kube's message for an expression whose evaluation failed.
+pub(crate) fn eval_message(expression: &str, e: &EvalError) -> String {
     match e {
         EvalError::BudgetExhausted => {
             "validation failed due to running out of cost budget, no further validation rules will be run"

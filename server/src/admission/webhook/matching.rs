@@ -1,18 +1,24 @@
 //! Which webhooks a write is sent to (kube's webhook `predicates`): a webhook as read from its
 //! configuration ([`Hook`]), its `rules` (operations, groups, versions, resources with their
 //! subresources, scope, and `matchPolicy`), its `namespaceSelector` (the labels of the
-//! request's namespace, or of the namespace itself when a namespace is written) and its
-//! `objectSelector` (the labels of the new or the old object).
+//! request's namespace, or of the namespace itself when a namespace is written), its
+//! `objectSelector` (the labels of the new or the old object) and its `matchConditions` (CEL
+//! expressions over `object`, `oldObject` and `request`, compiled when the configuration is
+//! read into a [`Hook`], evaluated in order: any `false` skips the webhook, an error fails the
+//! write or skips the webhook as its `failurePolicy` says — kube's `matchconditions` matcher).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
+use super::super::policy::eval_message;
 use super::super::{Attributes, Operation};
 use crate::authorization::rbac::selector_matches;
-use crate::machinery::errors::ApiResult;
+use crate::cel::{self, value, EvalError, Program, MATCH_CONDITIONS_BUDGET, WEBHOOK_CONDITION_VARIABLES};
+use crate::machinery::errors::{ApiError, ApiResult};
 use crate::store::{keys, Store};
 
 /// kube's default `timeoutSeconds`.
@@ -40,6 +46,15 @@ struct Rule {
     versions: Vec<String>,
     resources: Vec<String>,
     scope: String,
+}
+
+/// One of a webhook's `matchConditions`, compiled.
+#[derive(Debug)]
+pub struct Condition {
+    /// Its expression, as written.
+    pub expression: String,
+    /// The program (validation refuses expressions that do not compile on write).
+    pub program: Result<Program, cel::CompileError>,
 }
 
 /// One webhook of a configuration, as the dispatcher uses it.
@@ -70,6 +85,8 @@ pub struct Hook {
     pub endpoint: Option<Endpoint>,
     /// `clientConfig.caBundle`, PEM.
     pub ca_bundle: Vec<u8>,
+    /// `matchConditions`, compiled once with the configuration.
+    pub conditions: Arc<Vec<Condition>>,
 }
 
 /// The strings of a JSON array (others are skipped).
@@ -149,6 +166,23 @@ impl Hook {
             reinvoke: mutating && w["reinvocationPolicy"].as_str() == Some("IfNeeded"),
             endpoint,
             ca_bundle,
+            conditions: Arc::new(
+                w["matchConditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| {
+                        let expression = c["expression"].as_str().unwrap_or_default().trim().to_string();
+                        Condition {
+                            program: cel::compile_admission_expression(
+                                &expression,
+                                &WEBHOOK_CONDITION_VARIABLES,
+                            ),
+                            expression,
+                        }
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -246,7 +280,56 @@ pub fn applies(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&
         .object_selector
         .as_ref()
         .is_none_or(|s| object_matches(s, attrs, obj));
-    Ok(ns && object)
+    if !(ns && object) || hook.conditions.is_empty() {
+        return Ok(ns && object);
+    }
+    conditions_hold(hook, attrs, obj)
+}
+
+/// kube's match condition matcher: the conditions in order; the first `false` skips the webhook
+/// (even after errors); errors without a `false` fail the write with kube's Forbidden, or skip
+/// the webhook under `failurePolicy: Ignore`.
+fn conditions_hold(hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
+    let request = super::review::request(attrs, obj).1["request"].take();
+    let vars = [
+        ("object", obj.map_or(cel::Value::Null, value::from_json)),
+        ("oldObject", attrs.old.map_or(cel::Value::Null, value::from_json)),
+        ("request", value::from_json(&request)),
+    ];
+    let mut budget = MATCH_CONDITIONS_BUDGET;
+    let mut errors = Vec::new();
+    for c in hook.conditions.iter() {
+        let program = match &c.program {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(format!("compilation error: {e}"));
+                continue;
+            }
+        };
+        match program.evaluate(&vars, &mut budget) {
+            Ok(cel::Value::Bool(false)) => return Ok(false),
+            Ok(_) => {}
+            // kube stops at an exhausted budget: that is the one error.
+            Err(e @ EvalError::BudgetExhausted) => {
+                errors = vec![eval_message(&c.expression, &e)];
+                break;
+            }
+            Err(e) => errors.push(eval_message(&c.expression, &e)),
+        }
+    }
+    if errors.is_empty() {
+        return Ok(true);
+    }
+    if !hook.fail {
+        tracing::warn!(webhook = %hook.name, errors = ?errors, "match conditions failed, skipping the webhook");
+        return Ok(false);
+    }
+    let why = if errors.len() == 1 {
+        errors.remove(0)
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    Err(ApiError::forbidden(attrs.group, attrs.resource, attrs.name, &why))
 }
 
 #[cfg(test)]

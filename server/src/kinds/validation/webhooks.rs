@@ -2,8 +2,9 @@
 //! and `apiserver/pkg/util/webhook`): each webhook has a fully qualified name unique in its
 //! configuration, rules with known operations and well-formed resources, a known failure, match
 //! and reinvocation policy, `sideEffects` of `None` or `NoneOnDryRun`, a timeout of 1 to 30
-//! seconds, `admissionReviewVersions` naming `v1` or `v1beta1`, and exactly one of an `https`
-//! URL or a Service reference.
+//! seconds, `admissionReviewVersions` naming `v1` or `v1beta1`, exactly one of an `https`
+//! URL or a Service reference, and at most 64 `matchConditions` with unique qualified names and
+//! expressions that compile and may give a bool.
 
 use std::collections::BTreeSet;
 
@@ -11,8 +12,9 @@ use serde_json::Value;
 
 use super::rbac::go_strings;
 use super::{list_of, not_supported, str_of};
+use crate::cel::{self, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::go_quote;
-use crate::machinery::meta::{dns_label_error, dns_subdomain_error, Causes};
+use crate::machinery::meta::{dns_label_error, dns_subdomain_error, qualified_name_error, Causes};
 
 const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const SCOPES: [&str; 3] = ["*", "Cluster", "Namespaced"];
@@ -21,6 +23,8 @@ const MATCH_POLICIES: [&str; 2] = ["Equivalent", "Exact"];
 const SIDE_EFFECTS: [&str; 2] = ["None", "NoneOnDryRun"];
 const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
 const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+/// kube's most `matchConditions` of a webhook.
+const MAX_MATCH_CONDITIONS: usize = 64;
 /// How kube ends its URL messages.
 const FORM: &str = "; desired format: https://host[/path]";
 
@@ -95,6 +99,50 @@ fn webhook(hook: &Value, at: &str, mutating: bool, causes: &mut Causes) {
             format!("{at}.clientConfig"),
             "Required value: exactly one of url or service is required".to_string(),
         )),
+    }
+    match_conditions(
+        list_of(hook, "matchConditions"),
+        &format!("{at}.matchConditions"),
+        causes,
+    );
+}
+
+/// kube's `validateMatchConditions`.
+fn match_conditions(conditions: &[Value], at: &str, causes: &mut Causes) {
+    if conditions.len() > MAX_MATCH_CONDITIONS {
+        causes.push((
+            at.to_string(),
+            format!(
+                "Too many: {}: must have at most {MAX_MATCH_CONDITIONS} items",
+                conditions.len()
+            ),
+        ));
+    }
+    // Unique names are the schema's check (`matchConditions` is a list map keyed by name).
+    for (i, c) in conditions.iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        let expression = str_of(c, "expression").trim();
+        if expression.is_empty() {
+            causes.push((format!("{at}.expression"), "Required value".to_string()));
+        } else {
+            let why = match cel::compile_admission_expression(expression, &WEBHOOK_CONDITION_VARIABLES) {
+                Err(e) => Some(e.to_string()),
+                Ok(p) if p.never_bool() => Some("must evaluate to bool".to_string()),
+                Ok(_) => None,
+            };
+            if let Some(why) = why {
+                causes.push((
+                    format!("{at}.expression"),
+                    format!("Invalid value: {}: {why}", go_quote(expression)),
+                ));
+            }
+        }
+        let name = str_of(c, "name");
+        if name.is_empty() {
+            causes.push((format!("{at}.name"), "Required value".to_string()));
+        } else if let Some(e) = qualified_name_error(name) {
+            causes.push((format!("{at}.name"), e));
+        }
     }
 }
 

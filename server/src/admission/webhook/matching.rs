@@ -20,23 +20,10 @@ use crate::authorization::rbac::selector_matches;
 use crate::cel::{self, value, EvalError, Program, MATCH_CONDITIONS_BUDGET, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::store::{keys, Store};
+use crate::webhook::ClientConfig;
 
 /// kube's default `timeoutSeconds`.
 const DEFAULT_TIMEOUT: u64 = 10;
-
-/// Where a webhook is reached.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Endpoint {
-    /// `clientConfig.url`.
-    Url(String),
-    /// `clientConfig.service`.
-    Service {
-        namespace: String,
-        name: String,
-        path: String,
-        port: i64,
-    },
-}
 
 /// One rule of a webhook.
 #[derive(Debug, Clone, Default)]
@@ -62,9 +49,6 @@ pub struct Condition {
 pub struct Hook {
     /// Its name (unique in its configuration).
     pub name: String,
-    /// Identifies the webhook and the version of its configuration (the HTTP client is kept
-    /// per identity).
-    pub id: String,
     /// A mutating webhook (it may answer a patch).
     pub mutating: bool,
     rules: Vec<Rule>,
@@ -75,16 +59,12 @@ pub struct Hook {
     object_selector: Option<LabelSelector>,
     /// `failurePolicy: Fail` (the default): a webhook that cannot be called refuses the write.
     pub fail: bool,
-    /// `timeoutSeconds`.
-    pub timeout: Duration,
     /// `sideEffects`.
     pub side_effects: String,
     /// `reinvocationPolicy: IfNeeded`.
     pub reinvoke: bool,
-    /// Where it is reached.
-    pub endpoint: Option<Endpoint>,
-    /// `clientConfig.caBundle`, PEM.
-    pub ca_bundle: Vec<u8>,
+    /// `clientConfig` and `timeoutSeconds`.
+    pub client: ClientConfig,
     /// `matchConditions`, compiled once with the configuration.
     pub conditions: Arc<Vec<Condition>>,
 }
@@ -114,31 +94,14 @@ fn selector(v: &Value) -> Option<LabelSelector> {
 impl Hook {
     /// A webhook as written in a configuration (`id` names it and the configuration's version).
     pub fn parse(w: &Value, id: &str, mutating: bool) -> Hook {
-        let cc = &w["clientConfig"];
-        let endpoint = match (cc["url"].as_str(), cc["service"].as_object()) {
-            (Some(url), _) => Some(Endpoint::Url(url.to_string())),
-            (None, Some(svc)) => Some(Endpoint::Service {
-                namespace: svc
-                    .get("namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .into(),
-                name: svc.get("name").and_then(Value::as_str).unwrap_or_default().into(),
-                path: svc.get("path").and_then(Value::as_str).unwrap_or_default().into(),
-                port: svc.get("port").and_then(Value::as_i64).unwrap_or(443),
-            }),
-            _ => None,
-        };
-        let ca_bundle = cc["caBundle"]
-            .as_str()
-            .and_then(|b| {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD.decode(b).ok()
-            })
-            .unwrap_or_default();
+        let timeout = Duration::from_secs(
+            w["timeoutSeconds"]
+                .as_u64()
+                .filter(|t| (1..=30).contains(t))
+                .unwrap_or(DEFAULT_TIMEOUT),
+        );
         Hook {
             name: w["name"].as_str().unwrap_or_default().to_string(),
-            id: id.to_string(),
             mutating,
             rules: w["rules"]
                 .as_array()
@@ -156,16 +119,9 @@ impl Hook {
             namespace_selector: selector(&w["namespaceSelector"]),
             object_selector: selector(&w["objectSelector"]),
             fail: w["failurePolicy"].as_str() != Some("Ignore"),
-            timeout: Duration::from_secs(
-                w["timeoutSeconds"]
-                    .as_u64()
-                    .filter(|t| (1..=30).contains(t))
-                    .unwrap_or(DEFAULT_TIMEOUT),
-            ),
             side_effects: w["sideEffects"].as_str().unwrap_or_default().to_string(),
             reinvoke: mutating && w["reinvocationPolicy"].as_str() == Some("IfNeeded"),
-            endpoint,
-            ca_bundle,
+            client: ClientConfig::parse(&w["clientConfig"], id, timeout),
             conditions: Arc::new(
                 w["matchConditions"]
                     .as_array()

@@ -11,7 +11,6 @@
 //! every replica. The webhook configurations themselves (the whole `admissionregistration.k8s.io`
 //! group) are never sent to webhooks, so a broken webhook can always be removed.
 
-mod client;
 mod matching;
 mod review;
 

@@ -15,6 +15,7 @@ use super::{list_of, not_supported, str_of};
 use crate::cel::{self, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_label_error, dns_subdomain_error, qualified_name_error, Causes};
+use crate::webhook::{validate_service, validate_url};
 
 const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const SCOPES: [&str; 3] = ["*", "Cluster", "Namespaced"];
@@ -25,8 +26,6 @@ const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
 const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 /// kube's most `matchConditions` of a webhook.
 const MAX_MATCH_CONDITIONS: usize = 64;
-/// How kube ends its URL messages.
-const FORM: &str = "; desired format: https://host[/path]";
 
 /// A MutatingWebhookConfiguration.
 pub fn mutating(obj: &Value, causes: &mut Causes) {
@@ -93,8 +92,8 @@ fn webhook(hook: &Value, at: &str, mutating: bool, causes: &mut Causes) {
         cc.get("url").and_then(Value::as_str),
         cc.get("service").filter(|s| s.is_object()),
     ) {
-        (Some(url), None) => webhook_url(url, &format!("{at}.clientConfig.url"), causes),
-        (None, Some(svc)) => webhook_service(svc, &format!("{at}.clientConfig.service"), causes),
+        (Some(url), None) => validate_url(url, &format!("{at}.clientConfig.url"), causes),
+        (None, Some(svc)) => validate_service(svc, &format!("{at}.clientConfig.service"), causes),
         _ => causes.push((
             format!("{at}.clientConfig"),
             "Required value: exactly one of url or service is required".to_string(),
@@ -313,109 +312,6 @@ fn review_versions(versions: &[Value], at: &str, causes: &mut Causes) {
                 REVIEW_VERSIONS.join(", ")
             ),
         ));
-    }
-}
-
-/// kube's `ValidateWebhookURL` with `https` required.
-fn webhook_url(url: &str, at: &str, causes: &mut Causes) {
-    let u = match reqwest::Url::parse(url) {
-        Ok(u) => u,
-        Err(e) => {
-            causes.push((
-                at.to_string(),
-                format!("Required value: url must be a valid URL: {e}{FORM}"),
-            ));
-            return;
-        }
-    };
-    if u.scheme() != "https" {
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: 'https' is the only allowed URL scheme{FORM}",
-                go_quote(u.scheme())
-            ),
-        ));
-    }
-    if u.host_str().unwrap_or_default().is_empty() {
-        causes.push((
-            at.to_string(),
-            format!("Invalid value: \"\": host must be specified{FORM}"),
-        ));
-    }
-    if !u.username().is_empty() || u.password().is_some() {
-        let user = match u.password() {
-            Some(p) => format!("{}:{p}", u.username()),
-            None => u.username().to_string(),
-        };
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: user information is not permitted in the URL",
-                go_quote(&user)
-            ),
-        ));
-    }
-    if let Some(f) = u.fragment().filter(|f| !f.is_empty()) {
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: fragments are not permitted in the URL",
-                go_quote(f)
-            ),
-        ));
-    }
-    if let Some(q) = u.query().filter(|q| !q.is_empty()) {
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: query parameters are not permitted in the URL",
-                go_quote(q)
-            ),
-        ));
-    }
-}
-
-/// kube's `ValidateWebhookService`.
-fn webhook_service(svc: &Value, at: &str, causes: &mut Causes) {
-    for field in ["name", "namespace"] {
-        if str_of(svc, field).is_empty() {
-            causes.push((format!("{at}.{field}"), "Required value".to_string()));
-        }
-    }
-    let port = svc.get("port").and_then(Value::as_i64).unwrap_or(443);
-    if !(1..=65535).contains(&port) {
-        causes.push((
-            format!("{at}.port"),
-            format!("Invalid value: {port}: port is not valid: must be between 1 and 65535, inclusive"),
-        ));
-    }
-    let Some(path) = svc.get("path").and_then(Value::as_str) else {
-        return;
-    };
-    if path.is_empty() || path == "/" {
-        return;
-    }
-    let field = format!("{at}.path");
-    let invalid = |why: String| (field.clone(), format!("Invalid value: {}: {why}", go_quote(path)));
-    if path == "//" {
-        causes.push(invalid("segment[0] may not be empty".into()));
-        return;
-    }
-    if !path.starts_with('/') {
-        causes.push(invalid("must start with a '/'".into()));
-    }
-    let inner = path.get(1..).unwrap_or_default();
-    let inner = inner.strip_suffix('/').unwrap_or(inner);
-    for (i, step) in inner.split('/').enumerate() {
-        if step.is_empty() {
-            causes.push(invalid(format!("segment[{i}] may not be empty")));
-        } else if let Some(e) = dns_subdomain_error(step) {
-            let why = e
-                .split_once(": ")
-                .map(|(_, rest)| rest.split_once(": ").map_or(rest, |(_, w)| w));
-            causes.push(invalid(format!("segment[{i}]: {}", why.unwrap_or_default())));
-        }
     }
 }
 

@@ -18,10 +18,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use base64::Engine;
 use reqwest::Method;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
 use support::kube::Kube;
+use support::tls_server::TlsServer;
 use support::*;
 
 /// What the webhook server saw: calls per path, the last review per path, and the HTTP
@@ -35,8 +34,7 @@ struct Seen {
 
 /// The webhook server running in the test.
 struct Hooks {
-    port: u16,
-    ca_pem: String,
+    server: TlsServer,
     seen: Arc<Mutex<Seen>>,
 }
 
@@ -56,11 +54,11 @@ impl Hooks {
     }
 
     fn ca_bundle(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+        self.server.ca_bundle()
     }
 
     fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}/{path}", self.port)
+        self.server.url(path)
     }
 }
 
@@ -122,56 +120,15 @@ async fn review(
     Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
 }
 
-/// Starts the webhook server on its own runtime (kubectl blocks the test's threads), with a
-/// certificate of a fresh CA for `127.0.0.1` and `hooks.webhooks.svc`.
+/// Starts the webhook server, with a certificate of a fresh CA for `127.0.0.1` and
+/// `hooks.webhooks.svc`.
 fn start_hooks() -> Hooks {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "webhook-test-ca");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "hooks.webhooks.svc".to_string()])
-            .unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    let certs = vec![CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()];
-    let key = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let seen = Arc::new(Mutex::new(Seen::default()));
     let app = Router::new()
         .route("/{*path}", post(review))
         .with_state(seen.clone());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            kuberaft::server::listener::serve(listener, app, Some(Arc::new(tls)), std::future::pending())
-                .await;
-        });
-    });
-    Hooks {
-        port,
-        ca_pem: ca_cert.pem(),
-        seen,
-    }
+    let server = TlsServer::start(app, &["hooks.webhooks.svc"]);
+    Hooks { server, seen }
 }
 
 /// One webhook of a configuration, for configmaps in namespaces labelled `webhooks=<scope>`.
@@ -520,7 +477,7 @@ async fn a_webhook_is_reached_through_its_service_endpoints() {
          "metadata": {"name": "hooks-1", "namespace": "webhooks", "labels": {"kubernetes.io/service-name": "hooks"}},
          "addressType": "IPv4",
          "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-         "ports": [{"name": "https", "port": hooks.port, "protocol": "TCP"}]},
+         "ports": [{"name": "https", "port": hooks.server.port, "protocol": "TCP"}]},
     ]});
     let file = k.manifest("service.json", &objects.to_string());
     k.ok("node-1", &["create", "-f", &file]);
@@ -544,4 +501,124 @@ async fn a_webhook_is_reached_through_its_service_endpoints() {
         "{err}"
     );
     assert_eq!(hooks.calls("deny"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn match_conditions_decide_which_writes_reach_a_webhook() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    for scope in ["cond", "err-fail", "err-ignore"] {
+        namespace(&k, scope, scope);
+    }
+    // Conditions that cannot work are refused when the configuration is written.
+    let conditions = json!([
+        {"name": "params", "expression": "params.x == 1"},
+        {"name": "sum", "expression": "1 + 2"},
+        {"name": "sum", "expression": " "},
+        {"name": "not a name!", "expression": "true"},
+    ]);
+    let invalid = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "invalid"},
+        "webhooks": [webhook("invalid.example.com", by_url(&hooks, "cond"), "cond", json!({"matchConditions": conditions}))],
+    });
+    let file = k.manifest("invalid.json", &invalid.to_string());
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &file]);
+    assert!(!ok);
+    for expected in [
+        r#"The ValidatingWebhookConfiguration "invalid" is invalid: "#,
+        r#"* webhooks[0].matchConditions[0].expression: Invalid value: "params.x == 1": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"#,
+        r#"* webhooks[0].matchConditions[1].expression: Invalid value: "1 + 2": must evaluate to bool"#,
+        "* webhooks[0].matchConditions[2].expression: Required value",
+        r#"* webhooks[0].matchConditions[2].name: Duplicate value: "sum""#,
+        r#"* webhooks[0].matchConditions[3].name: Invalid value: "not a name!": name part must consist of alphanumeric characters"#,
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+    let too_many: Vec<Value> = (0..65)
+        .map(|i| json!({"name": format!("c{i}"), "expression": "true"}))
+        .collect();
+    let mut many = invalid.clone();
+    many["webhooks"][0]["matchConditions"] = json!(too_many);
+    let (code, status) = k
+        .send(
+            Method::POST,
+            2,
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            Some(&many),
+        )
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"invalid\" is invalid: webhooks[0].matchConditions: Too many: 65: must have at most 64 items"
+    );
+
+    let failing = json!([{"name": "missing", "expression": "object.data.missing == 'x'"}]);
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "conditions",
+        vec![
+            webhook(
+                "cond.example.com",
+                by_url(&hooks, "cond"),
+                "cond",
+                json!({"matchConditions": [
+                    {"name": "creates", "expression": "request.operation == 'CREATE'"},
+                    {"name": "named", "expression": "object.metadata.name.startsWith('in-') && oldObject == null"},
+                ]}),
+            ),
+            webhook(
+                "err-fail.example.com",
+                by_url(&hooks, "err-fail"),
+                "err-fail",
+                json!({"matchConditions": failing}),
+            ),
+            webhook(
+                "err-ignore.example.com",
+                by_url(&hooks, "err-ignore"),
+                "err-ignore",
+                json!({"failurePolicy": "Ignore", "matchConditions": failing}),
+            ),
+        ],
+    );
+
+    // All conditions true: the webhook is called; any false: it is not.
+    let create = |node: &str, ns: &str, name: &str| {
+        k.kubectl(
+            node,
+            &["-n", ns, "create", "configmap", name, "--from-literal=a=b"],
+        )
+    };
+    let (ok, _, err) = create("node-2", "cond", "in-a");
+    assert!(ok, "{err}");
+    assert_eq!(hooks.calls("cond"), 1);
+    assert_eq!(hooks.last("cond")["request"]["name"], "in-a");
+    let (ok, _, err) = create("node-3", "cond", "out-b");
+    assert!(ok, "{err}");
+    assert_eq!(hooks.calls("cond"), 1);
+    k.ok("node-1", &["-n", "cond", "label", "configmap", "in-a", "x=y"]);
+    assert_eq!(hooks.calls("cond"), 1);
+
+    // A condition that fails to evaluate: kube's Forbidden under Fail (the webhook is not
+    // called), the write goes through without the webhook under Ignore.
+    let (ok, _, err) = create("node-1", "err-fail", "x");
+    assert!(!ok);
+    let message = r#"configmaps "x" is forbidden: expression 'object.data.missing == 'x'' resulted in error: no such key: missing"#;
+    assert!(err.contains(message), "{err}");
+    let (code, status) = k
+        .send(
+            Method::POST,
+            0,
+            "/api/v1/namespaces/err-fail/configmaps",
+            Some(&configmap("x", json!({}))),
+        )
+        .await;
+    assert_eq!((code, &status["reason"]), (403, &json!("Forbidden")), "{status}");
+    assert_eq!(status["message"], message);
+    let (ok, _, err) = create("node-2", "err-ignore", "x");
+    assert!(ok, "{err}");
+    assert_eq!(hooks.calls("err-fail") + hooks.calls("err-ignore"), 0);
 }

@@ -99,6 +99,11 @@
 //! with bound variables under a cost bound, kube's CEL libraries. *Invariant:* pure (no I/O,
 //! no state but the shared environment); used by `apiextensions` and `admission`.
 //!
+//! **`webhook`** — reaching a webhook: a `clientConfig` (`url` or `service` resolved through
+//! the cache's EndpointSlices, `caBundle`) and one HTTPS call, with clients kept for connection
+//! reuse; used by `admission` (admission webhooks) and `apiextensions` (conversion webhooks).
+//! *Invariant:* reads the watch cache only; knows no review type.
+//!
 //! **`controllers`** — leader-only reconcilers (namespace deletion, garbage collection,
 //! deleted definitions' objects, ClusterRole aggregation, each namespace's `default`
 //! ServiceAccount and `kube-root-ca.crt`, legacy ServiceAccount token Secrets, the system
@@ -151,3 +156,4 @@ pub mod registry;
 pub mod scheme;
 pub mod server;
 pub mod store;
+pub mod webhook;

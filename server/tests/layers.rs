@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 /// Modules that must never be named by the module on the left.
 #[rustfmt::skip]
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("scheme", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "server", "store"]),
-    ("machinery", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store"]),
-    ("pki", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server", "store"]),
-    ("store", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server"]),
-    ("audit", &["admission", "apiextensions", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store"]),
-    ("authentication", &["admission", "apiextensions", "audit", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
-    ("authorization", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server"]),
-    ("cel", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store"]),
+    ("scheme", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "server", "store", "webhook"]),
+    ("machinery", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
+    ("pki", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server", "store", "webhook"]),
+    ("store", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "webhook"]),
+    ("audit", &["admission", "apiextensions", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
+    ("authentication", &["admission", "apiextensions", "audit", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server", "webhook"]),
+    ("authorization", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "webhook"]),
+    ("cel", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
     ("admission", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
     ("kinds", &["audit", "cli", "controllers", "endpoints", "filters", "server"]),
     ("registry", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),
@@ -24,7 +24,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("controllers", &["audit", "cli", "endpoints", "filters", "server"]),
     ("endpoints", &["audit", "cli", "controllers", "filters", "server"]),
     ("filters", &["cli", "controllers", "server"]),
-    ("config", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "scheme", "server", "store"]),
+    ("webhook", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("config", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "scheme", "server", "store", "webhook"]),
 ];
 
 /// The only modules that may name the Raft or protobuf crates.

@@ -10,6 +10,7 @@
 
 pub mod kube;
 pub mod python;
+pub mod tls_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

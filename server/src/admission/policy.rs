@@ -601,7 +601,8 @@ const MAX_AUDIT_ANNOTATION_BYTES: usize = 10 * 1024;
 /// The audit annotation of a failed validation whose binding's actions include `Audit`.
 const VALIDATION_FAILURE: &str = "validation.policy.admission.k8s.io/validation_failure";
 
-fn eval_message(expression: &str, e: &EvalError) -> String {
+/// kube's message for an expression whose evaluation failed.
+pub(crate) fn eval_message(expression: &str, e: &EvalError) -> String {
     match e {
         EvalError::BudgetExhausted => {
             "validation failed due to running out of cost budget, no further validation rules will be run"

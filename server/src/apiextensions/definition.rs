@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use crate::machinery::timestamp::now_rfc3339;
+use crate::webhook;
 
 /// The finalizer that keeps a definition until its objects are deleted.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -243,7 +244,100 @@ pub fn validate(crd: &Value) -> Vec<(String, String)> {
             }
         }
     }
+    conversion(&spec["conversion"], &mut causes);
     causes
+}
+
+/// The ConversionReview versions kube speaks.
+const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// kube's `validateCustomResourceConversion` (its fields named as in the internal version, as
+/// kube's messages name them): a `Webhook` strategy needs a client configuration and review
+/// versions naming one kube speaks; `None` may have neither.
+fn conversion(conversion: &Value, causes: &mut Vec<(String, String)>) {
+    const AT: &str = "spec.conversion";
+    let webhook = &conversion["webhook"];
+    let client = webhook.get("clientConfig").filter(|c| c.is_object());
+    let versions = webhook["conversionReviewVersions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut cause = |field: &str, message: String| causes.push((format!("{AT}.{field}"), message));
+    match conversion["strategy"].as_str().unwrap_or("None") {
+        "Webhook" => {}
+        "None" => {
+            let forbidden = "Forbidden: should not be set when strategy is not set to Webhook";
+            if client.is_some() {
+                cause("webhookClientConfig", forbidden.into());
+            }
+            if !versions.is_empty() {
+                cause("conversionReviewVersions", forbidden.into());
+            }
+            return;
+        }
+        other => {
+            cause(
+                "strategy",
+                format!("Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""),
+            );
+            return;
+        }
+    }
+    match client {
+        None => causes.push((
+            format!("{AT}.webhookClientConfig"),
+            "Required value: required when strategy is set to Webhook".into(),
+        )),
+        Some(cc) => match (
+            cc.get("url").and_then(Value::as_str),
+            cc.get("service").filter(|s| s.is_object()),
+        ) {
+            (Some(url), None) => webhook::validate_url(url, &format!("{AT}.webhookClientConfig.url"), causes),
+            (None, Some(svc)) => {
+                webhook::validate_service(svc, &format!("{AT}.webhookClientConfig.service"), causes)
+            }
+            _ => causes.push((
+                format!("{AT}.webhookClientConfig"),
+                "Required value: exactly one of url or service is required".into(),
+            )),
+        },
+    }
+    let at = format!("{AT}.conversionReviewVersions");
+    if versions.is_empty() {
+        causes.push((at, "Required value".into()));
+        return;
+    }
+    for (i, v) in versions.iter().enumerate() {
+        let text = v.as_str().unwrap_or_default();
+        if versions[..i].contains(v) {
+            causes.push((
+                format!("{at}[{i}]"),
+                format!("Invalid value: {text:?}: duplicate version"),
+            ));
+        } else if !is_dns_label(text) {
+            causes.push((
+                format!("{at}[{i}]"),
+                format!("Invalid value: {text:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"),
+            ));
+        }
+    }
+    if !versions
+        .iter()
+        .any(|v| v.as_str().is_some_and(|v| REVIEW_VERSIONS.contains(&v)))
+    {
+        let shown: Vec<String> = versions
+            .iter()
+            .map(|v| format!("{:?}", v.as_str().unwrap_or_default()))
+            .collect();
+        causes.push((
+            at,
+            format!(
+                "Invalid value: []string{{{}}}: must include at least one of {}",
+                shown.join(", "),
+                REVIEW_VERSIONS.join(", ")
+            ),
+        ));
+    }
 }
 
 /// The causes that make an update of `old` to `new` invalid beyond [`validate`]: the scope is

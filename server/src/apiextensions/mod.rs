@@ -10,6 +10,7 @@
 //! creation is acknowledged.
 
 pub mod columns;
+pub mod conversion;
 pub mod definition;
 pub mod rules;
 pub mod strategy;
@@ -25,7 +26,7 @@ use crate::machinery::definitions::V2_REF;
 use crate::machinery::errors::ApiResult;
 use crate::machinery::field_path::field_path;
 use crate::registry::strategy::Strategy;
-use crate::scheme::custom::{CustomType, Patterns, Rules, ScalePaths};
+use crate::scheme::custom::{ConversionWebhook, CustomType, Patterns, Rules, ScalePaths};
 use crate::scheme::{Hooks, LiveRegistry, ResourceType};
 use crate::store::cacher::{Published, WatchCache};
 use crate::store::delegator::sync_most_recent;
@@ -145,6 +146,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                     scale,
                     deprecation,
                     terminating,
+                    conversion: conversion_webhook(spec),
                     selectable: v["selectableFields"]
                         .as_array()
                         .map(Vec::as_slice)
@@ -157,6 +159,15 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
             })
         })
         .collect()
+}
+
+/// The definition's conversion webhook, when its strategy is `Webhook`.
+fn conversion_webhook(spec: &Value) -> Option<ConversionWebhook> {
+    let conversion = &spec["conversion"];
+    (conversion["strategy"] == "Webhook").then(|| ConversionWebhook {
+        client_config: conversion["webhook"]["clientConfig"].clone(),
+        review_versions: strings(&conversion["webhook"]["conversionReviewVersions"]),
+    })
 }
 
 /// The sort key of a version in Kubernetes' order: GA before beta before alpha, higher

@@ -1,20 +1,43 @@
 //! The strategies of what `apiextensions` serves: custom resources (validated and defaulted by
-//! their version's structural schema, stored in the storage version, a generation for every
+//! their version's structural schema, stored in the storage version (converted by the
+//! definition's conversion webhook when it has one), a generation for every
 //! change outside `metadata` and `status`) and CustomResourceDefinitions themselves (checked
 //! to stay servable, defaulted, their status conditions derived).
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::apiextensions::{definition, structural};
+use crate::apiextensions::{conversion, definition, structural};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::registry::strategy::Strategy;
 use crate::scheme::ResourceType;
+use crate::store::Store;
 
 /// Every custom resource type (what differs between them is in the type's `custom` data).
 pub struct CustomResource;
 
 impl Strategy for CustomResource {
+    fn webhook_conversion<'a>(
+        &'a self,
+        store: &'a Store,
+        rt: &'a ResourceType,
+        objects: &'a [Value],
+        api_version: &'a str,
+        list: bool,
+    ) -> Option<BoxFuture<'a, ApiResult<Vec<Value>>>> {
+        let custom = rt.custom.as_ref()?;
+        let hook = custom.conversion.as_ref()?;
+        Some(Box::pin(conversion::convert(
+            store,
+            &custom.definition,
+            hook,
+            objects,
+            api_version,
+            list,
+        )))
+    }
+
     fn tracks_generation(&self, _rt: &ResourceType) -> bool {
         true
     }

@@ -100,13 +100,23 @@ pub const POLICY_VARIABLES: [&str; 6] = [
     "variables",
 ];
 
+/// The variables of an admission webhook's `matchConditions` (kube's, less `authorizer`).
+pub const WEBHOOK_CONDITION_VARIABLES: [&str; 3] = ["object", "oldObject", "request"];
+
+/// kube's `RuntimeCELCostBudgetMatchConditions`: what a webhook's match conditions may cost
+/// together for one request.
+pub const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
+
 /// Compiles an admission policy's expression: its variables' shapes are unknown (no static
 /// cost limit applies; the run-time bound does).
 pub fn compile_policy_expression(source: &str) -> Result<Program, CompileError> {
-    let vars: Vec<(&str, Shape)> = POLICY_VARIABLES
-        .iter()
-        .map(|v| (*v, Shape::unbounded()))
-        .collect();
+    compile_admission_expression(source, &POLICY_VARIABLES)
+}
+
+/// Compiles an admission expression whose variables are `names`, of unknown shapes (no static
+/// cost limit applies; the run-time bound does).
+pub fn compile_admission_expression(source: &str, names: &[&str]) -> Result<Program, CompileError> {
+    let vars: Vec<(&str, Shape)> = names.iter().map(|v| (*v, Shape::unbounded())).collect();
     compile(source, &vars)
 }
 
@@ -162,6 +172,22 @@ impl Program {
     /// The estimated cost, from the shapes given to [`compile`].
     pub fn cost(&self) -> u64 {
         self.cost
+    }
+
+    /// Whether the expression's result can never be a bool (a literal, a list or map, an
+    /// arithmetic operator or a conversion at the top): without a type checker, what is
+    /// refused of kube's `must evaluate to bool`.
+    pub fn never_bool(&self) -> bool {
+        use cel::common::ast::{Expr, LiteralValue};
+        const NOT_BOOL: [&str; 12] = [
+            "_+_", "_-_", "_*_", "_/_", "_%_", "-_", "size", "string", "int", "uint", "double", "bytes",
+        ];
+        match &self.program.expression().expr {
+            Expr::Literal(LiteralValue::Boolean(_)) => false,
+            Expr::Literal(_) | Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => true,
+            Expr::Call(call) => NOT_BOOL.contains(&call.func_name.as_str()),
+            _ => false,
+        }
     }
 
     /// Whether the expression reads `variable`.

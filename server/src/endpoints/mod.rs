@@ -30,10 +30,11 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::query::{parse_bool, Query};
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::options::{GetOptions, ListOptions, PatchOptions, WriteOptions};
-use crate::registry::reply::{served_cached, Reply};
+use crate::registry::reply::Reply;
 use crate::registry::update::{self, PatchType};
+use crate::registry::versions;
 use crate::registry::{create, read, Requester, ResourceRequest};
-use crate::scheme::{conversion, LiveRegistry, ResourceType};
+use crate::scheme::{LiveRegistry, ResourceType};
 use crate::store::Store;
 use body::{content_type, json_body, patch_body, read_body};
 use discovery::Document;
@@ -258,7 +259,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
             .await?
         }
     };
-    serve_version(&req.rt, &mut reply);
+    serve_version(store, &req.rt, &mut reply).await?;
     if let Some(custom) = &req.rt.custom {
         reply.warnings.extend(custom.deprecation.clone());
     }
@@ -298,21 +299,27 @@ fn authorize_unsafe_delete(req: &ResourceRequest) -> ApiResult<()> {
 }
 
 /// A reply as read through the requested version: objects stored in another version are
-/// converted (a custom resource's `apiVersion`, a built-in type's fields).
-fn serve_version(rt: &ResourceType, reply: &mut Reply) {
-    let served = conversion::served_type_fields(rt);
-    conversion::to_served(rt, &mut reply.body);
-    if let Some(obj) = &reply.cached {
-        reply.cached = Some(served_cached(served.as_deref(), rt, obj));
+/// converted (a custom resource's `apiVersion`, a built-in type's fields, or by the type's
+/// conversion webhook — one call for a list's items).
+async fn serve_version(store: &Store, rt: &ResourceType, reply: &mut Reply) -> ApiResult<()> {
+    match reply.cached.as_mut() {
+        // A get: the body is the cached object.
+        Some(obj) if versions::by_webhook(rt) => {
+            versions::cached_to_served(store, rt, std::slice::from_mut(obj), false).await?;
+            reply.body = obj.value();
+        }
+        cached => {
+            if let Some(obj) = cached {
+                versions::cached_to_served(store, rt, std::slice::from_mut(obj), false).await?;
+            }
+            versions::to_served(store, rt, std::slice::from_mut(&mut reply.body), false).await?;
+        }
     }
     if let Some(items) = &mut reply.items {
-        for item in items.iter_mut() {
-            *item = served_cached(served.as_deref(), rt, item);
-        }
+        versions::cached_to_served(store, rt, items, true).await?;
     }
     if let Some((objects, _)) = &mut reply.table_rows {
-        for obj in objects.iter_mut() {
-            conversion::to_served(rt, obj);
-        }
+        versions::to_served(store, rt, objects, true).await?;
     }
+    Ok(())
 }

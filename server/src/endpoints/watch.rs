@@ -43,6 +43,7 @@ use crate::machinery::query::Query;
 use crate::machinery::selector::{FieldSelector, LabelSelector};
 use crate::registry::options::selectors;
 use crate::registry::reply::served_cached;
+use crate::registry::versions;
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::cacher::{
@@ -371,7 +372,7 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
     };
     let begin = start(store, &plan, &filter, &enc, &req.rt).await?;
     let ctype = enc.content_type();
-    let watcher = Watcher::new(begin, filter, enc, &plan, req.rt.clone());
+    let watcher = Watcher::new(begin, filter, enc, &plan, req.rt.clone(), store);
     // The body is the watcher itself, polled by the connection's task: no task or queue of
     // its own between the cache's broadcast and the socket.
     let frames = futures::stream::unfold(watcher, |mut w| async move {
@@ -473,6 +474,9 @@ struct Watcher {
     rt: ResourceType,
     /// The type fields a custom resource is served with, when they differ from its stored ones.
     served: Option<String>,
+    /// The store, when the type's objects are converted by its conversion webhook (each event
+    /// is converted before it is sent).
+    converting: Option<Store>,
     /// Every watcher of this key prefix that shares this one's encoding sends the same bytes
     /// for a batch: JSON, no selectors, the stored type fields.
     shares_frames: bool,
@@ -497,7 +501,14 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn new(begin: Start, filter: Filter, enc: Encoding, plan: &WatchPlan, rt: ResourceType) -> Watcher {
+    fn new(
+        begin: Start,
+        filter: Filter,
+        enc: Encoding,
+        plan: &WatchPlan,
+        rt: ResourceType,
+        store: &Store,
+    ) -> Watcher {
         let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let served = crate::scheme::conversion::served_type_fields(&rt);
@@ -512,6 +523,7 @@ impl Watcher {
             filter,
             enc,
             served,
+            converting: versions::by_webhook(&rt).then(|| store.clone()),
             shares_frames,
             bookmarks: plan.bookmarks,
             deadline: Box::pin(tokio::time::sleep(plan.timeout.unwrap_or(DEFAULT_TIMEOUT))),
@@ -563,6 +575,13 @@ impl Watcher {
         // The start's objects, then its trailer.
         let mut initial = std::mem::take(&mut self.initial);
         for (kind, o) in initial.by_ref() {
+            let o = match self.converted(&o).await {
+                Ok(o) => o,
+                Err(status) => {
+                    self.fail(&status, out);
+                    return;
+                }
+            };
             self.write(kind, &o, out.open());
             self.unsent_count += 1;
             if out.len() >= CHUNK_BYTES {
@@ -605,6 +624,13 @@ impl Watcher {
                     }
                 }
                 msg = live.recv() => {
+                    if self.converting.is_some() {
+                        self.take_converted(msg, out).await;
+                        if !out.is_empty() || self.ending {
+                            return;
+                        }
+                        continue;
+                    }
                     // This batch and every batch already waiting go out together.
                     let mut next = Some(msg);
                     while let Some(msg) = next.take() {
@@ -627,6 +653,61 @@ impl Watcher {
                 }
             }
         }
+    }
+
+    /// `obj` as this watcher sends it: converted by the type's conversion webhook when it has
+    /// one (else as it is: [`Watcher::write`] serves the rest); the Status of a failed
+    /// conversion.
+    async fn converted(&self, obj: &Arc<CachedObject>) -> Result<Arc<CachedObject>, Value> {
+        let Some(store) = &self.converting else {
+            return Ok(obj.clone());
+        };
+        let mut one = [obj.clone()];
+        versions::cached_to_served(store, &self.rt, &mut one, false)
+            .await
+            .map_err(|e| e.body())?;
+        let [converted] = one;
+        Ok(converted)
+    }
+
+    /// Ends the watch with an ERROR event carrying `status`.
+    fn fail(&mut self, status: &Value, out: &mut Output) {
+        out.open()
+            .extend_from_slice(&self.enc.value_frame("ERROR", status));
+        self.ending = true;
+    }
+
+    /// Appends the frames of one published batch for a watcher whose events are converted by
+    /// the conversion webhook, one event after the other; a failed conversion ends the watch
+    /// with its error.
+    async fn take_converted(
+        &mut self,
+        msg: Result<Arc<Published>, broadcast::error::RecvError>,
+        out: &mut Output,
+    ) {
+        let published = match msg {
+            Ok(p) => p,
+            Err(e) => return self.take(Err(e), out),
+        };
+        let Published::Changes { events, revision, .. } = &*published else {
+            self.ending = true;
+            return;
+        };
+        for e in events.iter().filter(|e| e.rev > self.start) {
+            match self.filter.event(e, &self.rt) {
+                Some(Sent::Object(kind, obj)) => match self.converted(obj).await {
+                    Ok(converted) => {
+                        self.write(kind, &converted, out.open());
+                        self.unsent_count += 1;
+                        self.told = e.rev;
+                    }
+                    Err(status) => return self.fail(&status, out),
+                },
+                Some(Sent::Fatal(status)) => return self.fail(&status, out),
+                None => {}
+            }
+        }
+        self.seen = self.seen.max(*revision);
     }
 
     /// Appends the frames one published batch holds for this watcher.

@@ -74,7 +74,9 @@ pub fn name_error(rt: &ResourceType, name: &str) -> Option<String> {
     }
 }
 
-fn key_error(key: &str) -> Option<String> {
+/// kube's message for a value that is not a qualified name (`prefix/name`, as label keys and
+/// match condition names are), if it is not one.
+pub fn qualified_name_error(key: &str) -> Option<String> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -95,7 +97,7 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
         match labels.as_object() {
             Some(labels) => {
                 for (k, v) in labels {
-                    if let Some(e) = key_error(k) {
+                    if let Some(e) = qualified_name_error(k) {
                         causes.push(("metadata.labels".into(), e));
                     }
                     match v.as_str() {
@@ -120,7 +122,7 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
             Some(ann) => {
                 let mut total = 0;
                 for (k, v) in ann {
-                    if let Some(e) = key_error(k) {
+                    if let Some(e) = qualified_name_error(k) {
                         causes.push(("metadata.annotations".into(), e));
                     }
                     match v.as_str() {

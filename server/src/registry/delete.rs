@@ -3,7 +3,8 @@
 //! delete of corrupt objects.
 
 use super::read::select;
-use super::reply::{key, name_of, not_found, served, strip_type, with_rv, Reply, MAX_CAS_RETRIES};
+use super::reply::{key, name_of, not_found, strip_type, with_rv, Reply, MAX_CAS_RETRIES};
+use super::versions::served;
 use crate::admission::{self, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
@@ -433,7 +434,10 @@ pub async fn delete(store: &Store, req: &ResourceRequest, opts: &DeleteOptions) 
         }
         // The validating plugins see the delete with the object as it is, as kube-apiserver's
         // store validates a delete once it has read the object.
-        let old = served(rt, Some(cur.clone())).map(|s| s.obj).unwrap_or_default();
+        let old = served(store, rt, Some(cur.clone()))
+            .await?
+            .map(|s| s.obj)
+            .unwrap_or_default();
         let attrs = req.admission(Operation::Delete, &name, opts.dry_run, Some(&old));
         admission::chain().validate(store, &attrs, &Value::Null).await?;
         let deleting = meta_str(&cur.obj, "deletionTimestamp").is_some();

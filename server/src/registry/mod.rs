@@ -11,6 +11,7 @@ pub mod reply;
 pub mod scale;
 pub mod strategy;
 pub mod update;
+pub mod versions;
 
 use std::sync::Arc;
 

@@ -8,7 +8,6 @@ use crate::registry::ResourceRequest;
 use crate::scheme::{conversion, ResourceType};
 use crate::store::cacher::CachedObject;
 use crate::store::keys;
-use crate::store::Stored;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -108,15 +107,6 @@ pub(crate) fn strip_type(mut obj: Value) -> Value {
 pub(crate) fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj["metadata"]["resourceVersion"] = json!(rev.to_string());
     obj
-}
-
-/// A stored object as the request's version shows it (one stored in another version is
-/// converted), so that every step of a write works in the version it was sent in.
-pub(crate) fn served(rt: &ResourceType, stored: Option<Stored>) -> Option<Stored> {
-    stored.map(|mut s| {
-        conversion::to_served(rt, &mut s.obj);
-        s
-    })
 }
 
 /// A cached object as read through `rt`, given `rt`'s served type fields

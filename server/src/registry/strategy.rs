@@ -94,10 +94,18 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
-    /// The object as it is stored, when that differs from how it was written (written
-    /// through another version than its storage version).
-    fn stored_form(&self, rt: &ResourceType, obj: &Value) -> Option<Value> {
-        crate::scheme::conversion::to_stored(rt, obj)
+    /// Converts `objects` (whole objects of this type, none of them in `api_version`) to
+    /// `api_version` when the type converts between its versions through a webhook; `None`
+    /// when it does not (the scheme's own conversion applies). `list`: they are a list's items.
+    fn webhook_conversion<'a>(
+        &'a self,
+        _store: &'a Store,
+        _rt: &'a ResourceType,
+        _objects: &'a [Value],
+        _api_version: &'a str,
+        _list: bool,
+    ) -> Option<BoxFuture<'a, ApiResult<Vec<Value>>>> {
+        None
     }
 
     /// Writes `obj` at `key`, in one transaction with what `alongside` plans (the quotas it is
@@ -113,7 +121,7 @@ pub trait Strategy: Send + Sync {
         alongside: &'a dyn Alongside,
     ) -> BoxFuture<'a, ApiResult<Cas>> {
         Box::pin(async move {
-            let stored = self.stored_form(rt, obj);
+            let stored = crate::registry::versions::to_stored(store, rt, obj).await?;
             let obj = stored.as_ref().unwrap_or(obj);
             store.write_with(key, obj, rev, alongside).await
         })

@@ -1,9 +1,7 @@
 //! PUT and PATCH of the generic store (JSON, merge, strategic merge and server-side apply),
 //! each a guaranteed update: read, transform, write if unchanged, retry on a lost race.
 
-use super::reply::{
-    check_grant, key, name_of, not_found, precondition, served, with_rv, Reply, MAX_CAS_RETRIES,
-};
+use super::reply::{check_grant, key, name_of, not_found, precondition, with_rv, Reply, MAX_CAS_RETRIES};
 use crate::admission::resource_quota::Charge;
 use crate::admission::{self, Operation};
 use crate::machinery::decode::decode_body;
@@ -15,6 +13,7 @@ use crate::machinery::schema::{schemas, Node};
 use crate::machinery::strategic_merge;
 use crate::registry::options::{PatchOptions, WriteOptions};
 use crate::registry::strategy::{self, take_part};
+use crate::registry::versions::served;
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::{Alongside, Cas, Store, Stored};
@@ -36,7 +35,7 @@ pub(super) async fn guaranteed_update(
 ) -> ApiResult<Reply> {
     let rt = &req.rt;
     let key = key(req, name);
-    let mut current = served(rt, store.get(&key, true).await?);
+    let mut current = served(store, rt, store.get(&key, true).await?).await?;
     for _ in 0..MAX_CAS_RETRIES {
         match (&current, pinned) {
             (None, _) if !create_if_absent => return Err(not_found(rt, name)),
@@ -82,7 +81,7 @@ pub(super) async fn guaranteed_update(
                             return Ok(Reply::object(200, with_rv(next, cur.rv)));
                         }
                         Cas::Failed(fresh) => {
-                            current = served(rt, fresh);
+                            current = served(store, rt, fresh).await?;
                             continue;
                         }
                     }
@@ -123,7 +122,7 @@ pub(super) async fn guaranteed_update(
                 let code = if current.is_some() { 200 } else { 201 };
                 return Ok(Reply::object(code, with_rv(next, rev)));
             }
-            Cas::Failed(fresh) => current = served(rt, fresh),
+            Cas::Failed(fresh) => current = served(store, rt, fresh).await?,
         }
     }
     Err(ApiError::conflict(
@@ -441,7 +440,7 @@ pub async fn patch(
     let schema = schemas().kind(&schema_type);
     // A merge patch that sets metadata.resourceVersion is a precondition.
     let mut pinned = patch.merge_precondition()?;
-    let current = served(&rt, store.get(&key(req, &name), true).await?);
+    let current = served(store, &rt, store.get(&key(req, &name), true).await?).await?;
     if let (Some(cur), Patch::Json(_)) = (&current, &patch) {
         // A JSON patch that changes metadata.resourceVersion pins it too.
         let mut probe = cur.obj.clone();

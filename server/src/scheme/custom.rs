@@ -14,7 +14,8 @@ pub struct CustomType {
     /// The name of the definition (`<plural>.<group>`).
     pub definition: String,
     /// The version objects are stored in (every served version reads and writes them, with
-    /// only `apiVersion` converted, as the `None` conversion strategy does).
+    /// only `apiVersion` converted under the `None` conversion strategy, through
+    /// [`conversion`](Self::conversion) under `Webhook`).
     pub storage_version: String,
     /// The version's `openAPIV3Schema` as declared (defaults and value validations).
     pub declared: Value,
@@ -36,6 +37,18 @@ pub struct CustomType {
     /// `selectableFields`: the paths field selectors may compare (`spec.color`), beyond
     /// `metadata.name` and `metadata.namespace`.
     pub selectable: Vec<String>,
+    /// `conversion.strategy: Webhook`: the webhook that converts objects between versions
+    /// (`None`: only `apiVersion` is converted).
+    pub conversion: Option<ConversionWebhook>,
+}
+
+/// A definition's conversion webhook, as declared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversionWebhook {
+    /// `conversion.webhook.clientConfig`.
+    pub client_config: Value,
+    /// `conversion.webhook.conversionReviewVersions`.
+    pub review_versions: Vec<String>,
 }
 
 /// Where the scale subresource of a custom resource reads and writes its numbers.

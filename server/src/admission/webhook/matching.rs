@@ -1,36 +1,29 @@
 //! Which webhooks a write is sent to (kube's webhook `predicates`): a webhook as read from its
 //! configuration ([`Hook`]), its `rules` (operations, groups, versions, resources with their
 //! subresources, scope, and `matchPolicy`), its `namespaceSelector` (the labels of the
-//! request's namespace, or of the namespace itself when a namespace is written) and its
-//! `objectSelector` (the labels of the new or the old object).
+//! request's namespace, or of the namespace itself when a namespace is written), its
+//! `objectSelector` (the labels of the new or the old object) and its `matchConditions` (CEL
+//! expressions over `object`, `oldObject` and `request`, compiled when the configuration is
+//! read into a [`Hook`], evaluated in order: any `false` skips the webhook, an error fails the
+//! write or skips the webhook as its `failurePolicy` says — kube's `matchconditions` matcher).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
+use super::super::policy::eval_message;
 use super::super::{Attributes, Operation};
 use crate::authorization::rbac::selector_matches;
-use crate::machinery::errors::ApiResult;
+use crate::cel::{self, value, EvalError, Program, MATCH_CONDITIONS_BUDGET, WEBHOOK_CONDITION_VARIABLES};
+use crate::machinery::errors::{ApiError, ApiResult};
 use crate::store::{keys, Store};
+use crate::webhook::ClientConfig;
 
 /// kube's default `timeoutSeconds`.
 const DEFAULT_TIMEOUT: u64 = 10;
-
-/// Where a webhook is reached.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Endpoint {
-    /// `clientConfig.url`.
-    Url(String),
-    /// `clientConfig.service`.
-    Service {
-        namespace: String,
-        name: String,
-        path: String,
-        port: i64,
-    },
-}
 
 /// One rule of a webhook.
 #[derive(Debug, Clone, Default)]
@@ -42,14 +35,20 @@ struct Rule {
     scope: String,
 }
 
+/// One of a webhook's `matchConditions`, compiled.
+#[derive(Debug)]
+pub struct Condition {
+    /// Its expression, as written.
+    pub expression: String,
+    /// The program (validation refuses expressions that do not compile on write).
+    pub program: Result<Program, cel::CompileError>,
+}
+
 /// One webhook of a configuration, as the dispatcher uses it.
 #[derive(Debug, Clone)]
 pub struct Hook {
     /// Its name (unique in its configuration).
     pub name: String,
-    /// Identifies the webhook and the version of its configuration (the HTTP client is kept
-    /// per identity).
-    pub id: String,
     /// A mutating webhook (it may answer a patch).
     pub mutating: bool,
     rules: Vec<Rule>,
@@ -60,16 +59,14 @@ pub struct Hook {
     object_selector: Option<LabelSelector>,
     /// `failurePolicy: Fail` (the default): a webhook that cannot be called refuses the write.
     pub fail: bool,
-    /// `timeoutSeconds`.
-    pub timeout: Duration,
     /// `sideEffects`.
     pub side_effects: String,
     /// `reinvocationPolicy: IfNeeded`.
     pub reinvoke: bool,
-    /// Where it is reached.
-    pub endpoint: Option<Endpoint>,
-    /// `clientConfig.caBundle`, PEM.
-    pub ca_bundle: Vec<u8>,
+    /// `clientConfig` and `timeoutSeconds`.
+    pub client: ClientConfig,
+    /// `matchConditions`, compiled once with the configuration.
+    pub conditions: Arc<Vec<Condition>>,
 }
 
 /// The strings of a JSON array (others are skipped).
@@ -97,31 +94,14 @@ fn selector(v: &Value) -> Option<LabelSelector> {
 impl Hook {
     /// A webhook as written in a configuration (`id` names it and the configuration's version).
     pub fn parse(w: &Value, id: &str, mutating: bool) -> Hook {
-        let cc = &w["clientConfig"];
-        let endpoint = match (cc["url"].as_str(), cc["service"].as_object()) {
-            (Some(url), _) => Some(Endpoint::Url(url.to_string())),
-            (None, Some(svc)) => Some(Endpoint::Service {
-                namespace: svc
-                    .get("namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .into(),
-                name: svc.get("name").and_then(Value::as_str).unwrap_or_default().into(),
-                path: svc.get("path").and_then(Value::as_str).unwrap_or_default().into(),
-                port: svc.get("port").and_then(Value::as_i64).unwrap_or(443),
-            }),
-            _ => None,
-        };
-        let ca_bundle = cc["caBundle"]
-            .as_str()
-            .and_then(|b| {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD.decode(b).ok()
-            })
-            .unwrap_or_default();
+        let timeout = Duration::from_secs(
+            w["timeoutSeconds"]
+                .as_u64()
+                .filter(|t| (1..=30).contains(t))
+                .unwrap_or(DEFAULT_TIMEOUT),
+        );
         Hook {
             name: w["name"].as_str().unwrap_or_default().to_string(),
-            id: id.to_string(),
             mutating,
             rules: w["rules"]
                 .as_array()
@@ -139,16 +119,26 @@ impl Hook {
             namespace_selector: selector(&w["namespaceSelector"]),
             object_selector: selector(&w["objectSelector"]),
             fail: w["failurePolicy"].as_str() != Some("Ignore"),
-            timeout: Duration::from_secs(
-                w["timeoutSeconds"]
-                    .as_u64()
-                    .filter(|t| (1..=30).contains(t))
-                    .unwrap_or(DEFAULT_TIMEOUT),
-            ),
             side_effects: w["sideEffects"].as_str().unwrap_or_default().to_string(),
             reinvoke: mutating && w["reinvocationPolicy"].as_str() == Some("IfNeeded"),
-            endpoint,
-            ca_bundle,
+            client: ClientConfig::parse(&w["clientConfig"], id, timeout),
+            conditions: Arc::new(
+                w["matchConditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| {
+                        let expression = c["expression"].as_str().unwrap_or_default().trim().to_string();
+                        Condition {
+                            program: cel::compile_admission_expression(
+                                &expression,
+                                &WEBHOOK_CONDITION_VARIABLES,
+                            ),
+                            expression,
+                        }
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -246,7 +236,56 @@ pub fn applies(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&
         .object_selector
         .as_ref()
         .is_none_or(|s| object_matches(s, attrs, obj));
-    Ok(ns && object)
+    if !(ns && object) || hook.conditions.is_empty() {
+        return Ok(ns && object);
+    }
+    conditions_hold(hook, attrs, obj)
+}
+
+/// kube's match condition matcher: the conditions in order; the first `false` skips the webhook
+/// (even after errors); errors without a `false` fail the write with kube's Forbidden, or skip
+/// the webhook under `failurePolicy: Ignore`.
+fn conditions_hold(hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
+    let request = super::review::request(attrs, obj).1["request"].take();
+    let vars = [
+        ("object", obj.map_or(cel::Value::Null, value::from_json)),
+        ("oldObject", attrs.old.map_or(cel::Value::Null, value::from_json)),
+        ("request", value::from_json(&request)),
+    ];
+    let mut budget = MATCH_CONDITIONS_BUDGET;
+    let mut errors = Vec::new();
+    for c in hook.conditions.iter() {
+        let program = match &c.program {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(format!("compilation error: {e}"));
+                continue;
+            }
+        };
+        match program.evaluate(&vars, &mut budget) {
+            Ok(cel::Value::Bool(false)) => return Ok(false),
+            Ok(_) => {}
+            // kube stops at an exhausted budget: that is the one error.
+            Err(e @ EvalError::BudgetExhausted) => {
+                errors = vec![eval_message(&c.expression, &e)];
+                break;
+            }
+            Err(e) => errors.push(eval_message(&c.expression, &e)),
+        }
+    }
+    if errors.is_empty() {
+        return Ok(true);
+    }
+    if !hook.fail {
+        tracing::warn!(webhook = %hook.name, errors = ?errors, "match conditions failed, skipping the webhook");
+        return Ok(false);
+    }
+    let why = if errors.len() == 1 {
+        errors.remove(0)
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    Err(ApiError::forbidden(attrs.group, attrs.resource, attrs.name, &why))
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@
 //! every replica. The webhook configurations themselves (the whole `admissionregistration.k8s.io`
 //! group) are never sent to webhooks, so a broken webhook can always be removed.
 
-mod client;
 mod matching;
 mod review;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::{join_all, BoxFuture};
 use serde_json::Value;
@@ -31,18 +31,39 @@ use review::Outcome;
 /// The group whose objects no webhook sees (kube's exempt admission configuration resources).
 const EXEMPT_GROUP: &str = "admissionregistration.k8s.io";
 
+/// The webhooks read from each configuration (with their compiled match conditions), by the
+/// configuration's key, with the cached object they were read from: read again only when the
+/// cache holds another version of the configuration.
+type Parsed = HashMap<String, (Arc<CachedObject>, Vec<Arc<Hook>>)>;
+
+fn parsed() -> &'static Mutex<Parsed> {
+    static PARSED: OnceLock<Mutex<Parsed>> = OnceLock::new();
+    PARSED.get_or_init(Default::default)
+}
+
 /// The webhooks of one kind of configuration, in the order kube calls them: configurations by
 /// name, webhooks in their order (from the cache, which the chain brought up to date).
-async fn configured(store: &Store, plural: &str, mutating: bool) -> ApiResult<Vec<Hook>> {
+async fn configured(store: &Store, plural: &str, mutating: bool) -> ApiResult<Vec<Arc<Hook>>> {
     let prefix = keys::type_prefix(EXEMPT_GROUP, plural);
     let Some(snapshot) = store.cache().list(&prefix, None, None) else {
         return Ok(Vec::new());
     };
-    Ok(snapshot
-        .objects
-        .iter()
-        .flat_map(|(_, obj)| hooks_of(obj, mutating))
-        .collect())
+    let mut known = parsed().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut hooks = Vec::new();
+    for (key, obj) in &snapshot.objects {
+        let fresh = known
+            .get(key)
+            .filter(|(read, _)| Arc::ptr_eq(read, obj))
+            .map(|(_, h)| h.clone());
+        let of_config = fresh.unwrap_or_else(|| {
+            let h: Vec<Arc<Hook>> = hooks_of(obj, mutating).into_iter().map(Arc::new).collect();
+            known.insert(key.clone(), (obj.clone(), h.clone()));
+            h
+        });
+        hooks.extend(of_config);
+    }
+    known.retain(|key, _| !key.starts_with(&prefix) || snapshot.objects.iter().any(|(k, _)| k == key));
+    Ok(hooks)
 }
 
 fn hooks_of(obj: &Arc<CachedObject>, mutating: bool) -> Vec<Hook> {

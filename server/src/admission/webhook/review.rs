@@ -8,7 +8,6 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::client;
 use super::matching::{operation_name, strings, Hook};
 use crate::admission::audit_annotations::annotate;
 use crate::admission::{Attributes, Operation};
@@ -253,7 +252,7 @@ pub async fn call(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Optio
         return refused;
     }
     let (uid, body) = request(attrs, obj);
-    let review = match client::post(store, hook, &body).await {
+    let review = match crate::webhook::post(store, &hook.client, &body).await {
         Ok(r) => r,
         Err(why) => return failed(hook, format!("failed to call webhook: {why}")),
     };

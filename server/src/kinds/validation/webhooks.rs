@@ -2,8 +2,9 @@
 //! and `apiserver/pkg/util/webhook`): each webhook has a fully qualified name unique in its
 //! configuration, rules with known operations and well-formed resources, a known failure, match
 //! and reinvocation policy, `sideEffects` of `None` or `NoneOnDryRun`, a timeout of 1 to 30
-//! seconds, `admissionReviewVersions` naming `v1` or `v1beta1`, and exactly one of an `https`
-//! URL or a Service reference.
+//! seconds, `admissionReviewVersions` naming `v1` or `v1beta1`, exactly one of an `https`
+//! URL or a Service reference, and at most 64 `matchConditions` with unique qualified names and
+//! expressions that compile and may give a bool.
 
 use std::collections::BTreeSet;
 
@@ -11,8 +12,10 @@ use serde_json::Value;
 
 use super::rbac::go_strings;
 use super::{list_of, not_supported, str_of};
+use crate::cel::{self, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::go_quote;
-use crate::machinery::meta::{dns_label_error, dns_subdomain_error, Causes};
+use crate::machinery::meta::{dns_label_error, dns_subdomain_error, qualified_name_error, Causes};
+use crate::webhook::{validate_service, validate_url};
 
 const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const SCOPES: [&str; 3] = ["*", "Cluster", "Namespaced"];
@@ -21,8 +24,8 @@ const MATCH_POLICIES: [&str; 2] = ["Equivalent", "Exact"];
 const SIDE_EFFECTS: [&str; 2] = ["None", "NoneOnDryRun"];
 const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
 const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
-/// How kube ends its URL messages.
-const FORM: &str = "; desired format: https://host[/path]";
+/// kube's most `matchConditions` of a webhook.
+const MAX_MATCH_CONDITIONS: usize = 64;
 
 /// A MutatingWebhookConfiguration.
 pub fn mutating(obj: &Value, causes: &mut Causes) {
@@ -89,12 +92,56 @@ fn webhook(hook: &Value, at: &str, mutating: bool, causes: &mut Causes) {
         cc.get("url").and_then(Value::as_str),
         cc.get("service").filter(|s| s.is_object()),
     ) {
-        (Some(url), None) => webhook_url(url, &format!("{at}.clientConfig.url"), causes),
-        (None, Some(svc)) => webhook_service(svc, &format!("{at}.clientConfig.service"), causes),
+        (Some(url), None) => validate_url(url, &format!("{at}.clientConfig.url"), causes),
+        (None, Some(svc)) => validate_service(svc, &format!("{at}.clientConfig.service"), causes),
         _ => causes.push((
             format!("{at}.clientConfig"),
             "Required value: exactly one of url or service is required".to_string(),
         )),
+    }
+    match_conditions(
+        list_of(hook, "matchConditions"),
+        &format!("{at}.matchConditions"),
+        causes,
+    );
+}
+
+/// kube's `validateMatchConditions`.
+fn match_conditions(conditions: &[Value], at: &str, causes: &mut Causes) {
+    if conditions.len() > MAX_MATCH_CONDITIONS {
+        causes.push((
+            at.to_string(),
+            format!(
+                "Too many: {}: must have at most {MAX_MATCH_CONDITIONS} items",
+                conditions.len()
+            ),
+        ));
+    }
+    // Unique names are the schema's check (`matchConditions` is a list map keyed by name).
+    for (i, c) in conditions.iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        let expression = str_of(c, "expression").trim();
+        if expression.is_empty() {
+            causes.push((format!("{at}.expression"), "Required value".to_string()));
+        } else {
+            let why = match cel::compile_admission_expression(expression, &WEBHOOK_CONDITION_VARIABLES) {
+                Err(e) => Some(e.to_string()),
+                Ok(p) if p.never_bool() => Some("must evaluate to bool".to_string()),
+                Ok(_) => None,
+            };
+            if let Some(why) = why {
+                causes.push((
+                    format!("{at}.expression"),
+                    format!("Invalid value: {}: {why}", go_quote(expression)),
+                ));
+            }
+        }
+        let name = str_of(c, "name");
+        if name.is_empty() {
+            causes.push((format!("{at}.name"), "Required value".to_string()));
+        } else if let Some(e) = qualified_name_error(name) {
+            causes.push((format!("{at}.name"), e));
+        }
     }
 }
 
@@ -265,109 +312,6 @@ fn review_versions(versions: &[Value], at: &str, causes: &mut Causes) {
                 REVIEW_VERSIONS.join(", ")
             ),
         ));
-    }
-}
-
-/// kube's `ValidateWebhookURL` with `https` required.
-fn webhook_url(url: &str, at: &str, causes: &mut Causes) {
-    let u = match reqwest::Url::parse(url) {
-        Ok(u) => u,
-        Err(e) => {
-            causes.push((
-                at.to_string(),
-                format!("Required value: url must be a valid URL: {e}{FORM}"),
-            ));
-            return;
-        }
-    };
-    if u.scheme() != "https" {
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: 'https' is the only allowed URL scheme{FORM}",
-                go_quote(u.scheme())
-            ),
-        ));
-    }
-    if u.host_str().unwrap_or_default().is_empty() {
-        causes.push((
-            at.to_string(),
-            format!("Invalid value: \"\": host must be specified{FORM}"),
-        ));
-    }
-    if !u.username().is_empty() || u.password().is_some() {
-        let user = match u.password() {
-            Some(p) => format!("{}:{p}", u.username()),
-            None => u.username().to_string(),
-        };
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: user information is not permitted in the URL",
-                go_quote(&user)
-            ),
-        ));
-    }
-    if let Some(f) = u.fragment().filter(|f| !f.is_empty()) {
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: fragments are not permitted in the URL",
-                go_quote(f)
-            ),
-        ));
-    }
-    if let Some(q) = u.query().filter(|q| !q.is_empty()) {
-        causes.push((
-            at.to_string(),
-            format!(
-                "Invalid value: {}: query parameters are not permitted in the URL",
-                go_quote(q)
-            ),
-        ));
-    }
-}
-
-/// kube's `ValidateWebhookService`.
-fn webhook_service(svc: &Value, at: &str, causes: &mut Causes) {
-    for field in ["name", "namespace"] {
-        if str_of(svc, field).is_empty() {
-            causes.push((format!("{at}.{field}"), "Required value".to_string()));
-        }
-    }
-    let port = svc.get("port").and_then(Value::as_i64).unwrap_or(443);
-    if !(1..=65535).contains(&port) {
-        causes.push((
-            format!("{at}.port"),
-            format!("Invalid value: {port}: port is not valid: must be between 1 and 65535, inclusive"),
-        ));
-    }
-    let Some(path) = svc.get("path").and_then(Value::as_str) else {
-        return;
-    };
-    if path.is_empty() || path == "/" {
-        return;
-    }
-    let field = format!("{at}.path");
-    let invalid = |why: String| (field.clone(), format!("Invalid value: {}: {why}", go_quote(path)));
-    if path == "//" {
-        causes.push(invalid("segment[0] may not be empty".into()));
-        return;
-    }
-    if !path.starts_with('/') {
-        causes.push(invalid("must start with a '/'".into()));
-    }
-    let inner = path.get(1..).unwrap_or_default();
-    let inner = inner.strip_suffix('/').unwrap_or(inner);
-    for (i, step) in inner.split('/').enumerate() {
-        if step.is_empty() {
-            causes.push(invalid(format!("segment[{i}] may not be empty")));
-        } else if let Some(e) = dns_subdomain_error(step) {
-            let why = e
-                .split_once(": ")
-                .map(|(_, rest)| rest.split_once(": ").map_or(rest, |(_, w)| w));
-            causes.push(invalid(format!("segment[{i}]: {}", why.unwrap_or_default())));
-        }
     }
 }
 

@@ -1,17 +1,22 @@
-//! Reaching a webhook (kube's webhook `config` and service resolution): HTTPS with rustls,
-//! HTTP/2 when the server offers it, the server certificate verified against the webhook's
-//! `caBundle`. One HTTP client per webhook and version of its configuration (and resolved
-//! address), kept across requests so connections are reused. A `service` reference is resolved
-//! through the Service's port and its EndpointSlices (or Endpoints) in the replica's cache, and
-//! the server is verified as `<service>.<namespace>.svc`, as kube-apiserver does.
+//! Reaching a webhook (kube's webhook `config` and service resolution), shared by admission
+//! webhooks and CRD conversion webhooks: a `clientConfig` ([`ClientConfig`]) is a `url` or a
+//! `service` reference with a `caBundle`; calls are HTTPS with rustls, HTTP/2 when the server
+//! offers it, the server certificate verified against the `caBundle`. One HTTP client per
+//! webhook and version of its configuration (and resolved address), kept across requests so
+//! connections are reused. A `service` reference is resolved through the Service's port and its
+//! EndpointSlices (or Endpoints) in the replica's cache, and the server is verified as
+//! `<service>.<namespace>.svc`, as kube-apiserver does. A `clientConfig`'s `url` and
+//! `service` are checked on write with kube's messages ([`validate_url`], [`validate_service`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use super::matching::{Endpoint, Hook};
+use crate::machinery::errors::go_quote;
+use crate::machinery::meta::{dns_subdomain_error, Causes};
 use crate::store::{keys, Store};
 
 /// The most a webhook's answer may hold.
@@ -31,6 +36,175 @@ pub enum CallError {
     /// The webhook answered an error or something that is not JSON.
     #[error("{0}")]
     Answer(String),
+}
+
+/// Where a webhook is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    /// `clientConfig.url`.
+    Url(String),
+    /// `clientConfig.service`.
+    Service {
+        namespace: String,
+        name: String,
+        path: String,
+        port: i64,
+    },
+}
+
+/// A webhook's `clientConfig`, with the timeout of its calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Identifies the webhook and the version of its configuration (the HTTP client is kept
+    /// per identity).
+    pub id: String,
+    /// Where it is reached.
+    pub endpoint: Option<Endpoint>,
+    /// `caBundle`, PEM.
+    pub ca_bundle: Vec<u8>,
+    /// How long a call may take.
+    pub timeout: Duration,
+}
+
+impl ClientConfig {
+    /// A `clientConfig` as written (`id` names the webhook and its configuration's version).
+    pub fn parse(cc: &Value, id: &str, timeout: Duration) -> ClientConfig {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+        let endpoint = match (cc["url"].as_str(), cc["service"].as_object()) {
+            (Some(url), _) => Some(Endpoint::Url(url.to_string())),
+            (None, Some(svc)) => Some(Endpoint::Service {
+                namespace: text(svc.get("namespace")),
+                name: text(svc.get("name")),
+                path: text(svc.get("path")),
+                port: svc.get("port").and_then(Value::as_i64).unwrap_or(443),
+            }),
+            _ => None,
+        };
+        let ca_bundle = cc["caBundle"]
+            .as_str()
+            .and_then(|b| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b).ok()
+            })
+            .unwrap_or_default();
+        ClientConfig {
+            id: id.to_string(),
+            endpoint,
+            ca_bundle,
+            timeout,
+        }
+    }
+}
+
+/// How kube ends its URL messages.
+const FORM: &str = "; desired format: https://host[/path]";
+
+/// kube's `ValidateWebhookURL` with `https` required.
+pub fn validate_url(url: &str, at: &str, causes: &mut Causes) {
+    let u = match reqwest::Url::parse(url) {
+        Ok(u) => u,
+        Err(e) => {
+            causes.push((
+                at.to_string(),
+                format!("Required value: url must be a valid URL: {e}{FORM}"),
+            ));
+            return;
+        }
+    };
+    if u.scheme() != "https" {
+        causes.push((
+            at.to_string(),
+            format!(
+                "Invalid value: {}: 'https' is the only allowed URL scheme{FORM}",
+                go_quote(u.scheme())
+            ),
+        ));
+    }
+    if u.host_str().unwrap_or_default().is_empty() {
+        causes.push((
+            at.to_string(),
+            format!("Invalid value: \"\": host must be specified{FORM}"),
+        ));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        let user = match u.password() {
+            Some(p) => format!("{}:{p}", u.username()),
+            None => u.username().to_string(),
+        };
+        causes.push((
+            at.to_string(),
+            format!(
+                "Invalid value: {}: user information is not permitted in the URL",
+                go_quote(&user)
+            ),
+        ));
+    }
+    if let Some(f) = u.fragment().filter(|f| !f.is_empty()) {
+        causes.push((
+            at.to_string(),
+            format!(
+                "Invalid value: {}: fragments are not permitted in the URL",
+                go_quote(f)
+            ),
+        ));
+    }
+    if let Some(q) = u.query().filter(|q| !q.is_empty()) {
+        causes.push((
+            at.to_string(),
+            format!(
+                "Invalid value: {}: query parameters are not permitted in the URL",
+                go_quote(q)
+            ),
+        ));
+    }
+}
+
+/// kube's `ValidateWebhookService`.
+pub fn validate_service(svc: &Value, at: &str, causes: &mut Causes) {
+    for field in ["name", "namespace"] {
+        if svc
+            .get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .is_empty()
+        {
+            causes.push((format!("{at}.{field}"), "Required value".to_string()));
+        }
+    }
+    let port = svc.get("port").and_then(Value::as_i64).unwrap_or(443);
+    if !(1..=65535).contains(&port) {
+        causes.push((
+            format!("{at}.port"),
+            format!("Invalid value: {port}: port is not valid: must be between 1 and 65535, inclusive"),
+        ));
+    }
+    let Some(path) = svc.get("path").and_then(Value::as_str) else {
+        return;
+    };
+    if path.is_empty() || path == "/" {
+        return;
+    }
+    let field = format!("{at}.path");
+    let invalid = |why: String| (field.clone(), format!("Invalid value: {}: {why}", go_quote(path)));
+    if path == "//" {
+        causes.push(invalid("segment[0] may not be empty".into()));
+        return;
+    }
+    if !path.starts_with('/') {
+        causes.push(invalid("must start with a '/'".into()));
+    }
+    let inner = path.get(1..).unwrap_or_default();
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    for (i, step) in inner.split('/').enumerate() {
+        if step.is_empty() {
+            causes.push(invalid(format!("segment[{i}] may not be empty")));
+        } else if let Some(e) = dns_subdomain_error(step) {
+            let why = e
+                .split_once(": ")
+                .map(|(_, rest)| rest.split_once(": ").map_or(rest, |(_, w)| w));
+            causes.push(invalid(format!("segment[{i}]: {}", why.unwrap_or_default())));
+        }
+    }
 }
 
 /// A webhook's URL and, for a service, the address its host name stands for.
@@ -103,7 +277,7 @@ fn endpoint_of(store: &Store, ns: &str, name: &str, port_name: &str, target: &Va
     })
 }
 
-fn target(store: &Store, hook: &Hook) -> Result<Target, CallError> {
+fn target(store: &Store, hook: &ClientConfig) -> Result<Target, CallError> {
     match &hook.endpoint {
         Some(Endpoint::Url(url)) => Ok(Target {
             url: url.clone(),
@@ -150,7 +324,10 @@ fn clients() -> &'static Mutex<HashMap<ClientKey, reqwest::Client>> {
 }
 
 /// The client for this webhook (built once per configuration version and address).
-fn client_for(hook: &Hook, resolved: &Option<(String, SocketAddr)>) -> Result<reqwest::Client, String> {
+fn client_for(
+    hook: &ClientConfig,
+    resolved: &Option<(String, SocketAddr)>,
+) -> Result<reqwest::Client, String> {
     let key = (hook.id.clone(), resolved.clone());
     let mut cache = clients()
         .lock()
@@ -195,7 +372,7 @@ fn cause(e: &reqwest::Error) -> String {
 }
 
 /// Posts `review` to the webhook and returns its answer.
-pub async fn post(store: &Store, hook: &Hook, review: &Value) -> Result<Value, CallError> {
+pub async fn post(store: &Store, hook: &ClientConfig, review: &Value) -> Result<Value, CallError> {
     let t = target(store, hook)?;
     let sep = if t.url.contains('?') { '&' } else { '?' };
     let url = format!("{}{sep}timeout={}s", t.url, hook.timeout.as_secs());

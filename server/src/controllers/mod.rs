@@ -5,7 +5,8 @@
 //! every namespace (one mechanism for both: `per_namespace`), the legacy token Secrets of
 //! ServiceAccounts (`service_account_token`), and what kube-apiserver itself keeps: the
 //! `default/kubernetes` Service and its endpoints, pointing at the replicas
-//! (`kubernetes_service`).
+//! (`kubernetes_service`), and the local APIServices of the served group-versions
+//! (`local_apiservices`).
 //!
 //! Each runs through [`run_while_leader`], written once: its work starts when this replica
 //! becomes the leader (told by the Raft node's leader changes, not by polling) and is dropped
@@ -16,6 +17,7 @@ pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
 pub mod garbage_collector;
 pub mod kubernetes_service;
+pub mod local_apiservices;
 pub mod namespace;
 pub mod per_namespace;
 pub mod root_ca_publisher;

@@ -274,6 +274,7 @@ impl Replica {
         crate::controllers::garbage_collector::spawn(api.store.clone(), api.registry.clone());
         crate::apiextensions::follow(api.store.cache().clone(), api.registry.clone());
         crate::controllers::crd_finalizer::spawn(api.store.clone());
+        crate::controllers::local_apiservices::spawn(api.store.clone(), api.registry.clone());
         crate::controllers::run_while_leader(
             api.store.clone(),
             "rbac-bootstrap",

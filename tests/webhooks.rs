@@ -18,8 +18,6 @@ use axum::routing::post;
 use axum::{Json, Router};
 use base64::Engine;
 use reqwest::Method;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
 use support::kube::Kube;
 use support::*;
@@ -38,6 +36,8 @@ struct Hooks {
     port: u16,
     ca_pem: String,
     seen: Arc<Mutex<Seen>>,
+    /// Stops the server when the test drops it.
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Hooks {
@@ -125,21 +125,7 @@ async fn review(
 /// Starts the webhook server on its own runtime (kubectl blocks the test's threads), with a
 /// certificate of a fresh CA for `127.0.0.1` and `hooks.webhooks.svc`.
 fn start_hooks() -> Hooks {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "webhook-test-ca");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "hooks.webhooks.svc".to_string()])
-            .unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    let certs = vec![CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()];
-    let key = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
+    let (ca_pem, certs, key) = test_server_cert("webhook-test-ca", &["127.0.0.1", "hooks.webhooks.svc"]);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -152,25 +138,12 @@ fn start_hooks() -> Hooks {
     let app = Router::new()
         .route("/{*path}", post(review))
         .with_state(seen.clone());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            kuberaft::server::listener::serve(listener, app, Some(Arc::new(tls)), std::future::pending())
-                .await;
-        });
-    });
+    let (port, stop) = spawn_https(app, tls);
     Hooks {
         port,
-        ca_pem: ca_cert.pem(),
+        ca_pem,
         seen,
+        _stop: stop,
     }
 }
 

@@ -24,6 +24,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("controllers", &["audit", "cli", "endpoints", "filters", "server"]),
     ("endpoints", &["audit", "cli", "controllers", "filters", "server"]),
     ("filters", &["cli", "controllers", "server"]),
+    ("aggregator", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
     ("config", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "scheme", "server", "store"]),
 ];
 

@@ -94,6 +94,24 @@ async fn discovery(
     .into_response()
 }
 
+/// The backend's OpenAPI v3 document of its group-version.
+fn openapi_v3() -> Value {
+    json!({"openapi": "3.0.0", "info": {"title": "metrics", "version": "v1beta1"},
+           "paths": {"/apis/metrics.example.com/v1beta1/namespaces/{namespace}/widgets": {"get": {"operationId": "listWidgets"}}},
+           "components": {"schemas": {"com.example.metrics.v1beta1.Widget": {"type": "object"}}}})
+}
+
+async fn openapi(
+    State(b): State<Backend>,
+    Extension(conn): Extension<ClientConnection>,
+    headers: HeaderMap,
+) -> Response {
+    match caller(&b, &conn, &headers) {
+        Ok(_) => Json(openapi_v3()).into_response(),
+        Err(refused) => refused.into_response(),
+    }
+}
+
 fn widget(name: &str, user: &str, groups: &[String]) -> Value {
     json!({"apiVersion": GROUP_VERSION, "kind": "Widget",
            "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -172,6 +190,7 @@ fn start_backend(front_proxy_ca: &str, allowed_names: Vec<String>) -> Aggregated
     };
     let app = Router::new()
         .route("/apis/metrics.example.com/v1beta1", get(discovery))
+        .route("/openapi/v3/apis/metrics.example.com/v1beta1", get(openapi))
         .route("/apis/metrics.example.com/v1beta1/{*rest}", get(resources))
         .with_state(state);
     let (port, stop) = spawn_https(app, tls);
@@ -317,6 +336,26 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
         .split_whitespace()
         .collect();
     assert_eq!(row, ["widgets", "wd", GROUP_VERSION, "true", "Widget"]);
+
+    // Its OpenAPI v3 document is listed and served with kuberaft's own.
+    let index = eventually(Duration::from_secs(30), || async {
+        let index: Value = serde_json::from_str(&k.text(&k.url(1, "/openapi/v3")).await).unwrap();
+        match index["paths"]["apis/metrics.example.com/v1beta1"]["serverRelativeURL"].as_str() {
+            Some(url) => Ok(url.to_string()),
+            None => Err(index.to_string()),
+        }
+    })
+    .await;
+    assert!(
+        index.starts_with("/openapi/v3/apis/metrics.example.com/v1beta1?hash="),
+        "{index}"
+    );
+    let doc: Value = serde_json::from_str(&k.text(&k.url(2, &index)).await).unwrap();
+    assert_eq!(doc, openapi_v3());
+    assert!(k
+        .text(&k.url(0, "/openapi/v3"))
+        .await
+        .contains("\"apis/apps/v1\""));
 
     // The backend goes away: its group answers 503, the rest of the API is unaffected, and
     // its APIService turns unavailable with kube's reason.

@@ -1,7 +1,9 @@
 //! What aggregated APIs serve, for this replica's discovery: each available backend's
-//! `APIResourceList` (its `/apis/<group>/<version>`), fetched by the replica's own periodic
-//! refresh and kept until the next one, as kube-aggregator's discovery manager caches them.
-//! Discovery documents are then built from the cache without asking any backend.
+//! `APIResourceList` (its `/apis/<group>/<version>`) and, where it serves one, its OpenAPI v3
+//! document of that group-version, fetched by the replica's own periodic refresh and kept
+//! until the next one, as kube-aggregator's discovery manager and OpenAPI controller cache
+//! them. Discovery and `/openapi/v3` are then answered from the cache without asking any
+//! backend.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -15,6 +17,8 @@ use super::{backends, Backend};
 
 /// How often a replica refreshes what the backends serve.
 pub const REFRESH: Duration = Duration::from_secs(10);
+/// How long fetching a backend's OpenAPI document may take.
+const OPENAPI_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An aggregated group-version as discovery shows it.
 #[derive(Debug, Clone)]
@@ -23,6 +27,8 @@ pub struct Served {
     pub backend: Backend,
     /// Its `APIResourceList`.
     pub resources: Value,
+    /// Its OpenAPI v3 document (`/openapi/v3/apis/<group>/<version>`), if it serves one.
+    pub openapi_v3: Option<Value>,
 }
 
 /// The cache: by APIService name.
@@ -66,9 +72,19 @@ pub async fn refresh(aggregator: &Aggregator, cache: &Cache) {
             continue;
         }
         let verdict = availability::check(aggregator, &backend).await;
-        if let Some(resources) = verdict.discovery {
-            next.insert(backend.name.clone(), Served { backend, resources });
-        }
+        let Some(resources) = verdict.discovery else {
+            continue;
+        };
+        let path = format!("/openapi/v3/apis/{}/{}", backend.group, backend.version);
+        let openapi_v3 = aggregator.get_json(&backend, &path, OPENAPI_TIMEOUT).await.ok();
+        next.insert(
+            backend.name.clone(),
+            Served {
+                backend,
+                resources,
+                openapi_v3,
+            },
+        );
     }
     cache.replace(next);
 }

@@ -12,12 +12,14 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
 use base64::Engine;
+use futures::StreamExt;
 use kuberaft::authentication::ClientConnection;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -123,6 +125,7 @@ async fn resources(
     State(b): State<Backend>,
     Extension(conn): Extension<ClientConnection>,
     Path(rest): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let (user, groups) = match caller(&b, &conn, &headers) {
@@ -130,7 +133,14 @@ async fn resources(
         Err(refused) => return refused.into_response(),
     };
     let parts: Vec<&str> = rest.split('/').collect();
+    let watch = query.is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
     let name = match parts.as_slice() {
+        ["widgets"] | ["namespaces", _, "widgets"] if watch => {
+            // One event, then the stream stays open as a watch does.
+            let event = json!({"type": "ADDED", "object": widget("w1", &user, &groups)});
+            let first = futures::stream::once(async move { Ok::<_, std::io::Error>(format!("{event}\n")) });
+            return Body::from_stream(first.chain(futures::stream::pending())).into_response();
+        }
         ["widgets"] | ["namespaces", _, "widgets"] => {
             return Json(json!({
                 "apiVersion": GROUP_VERSION, "kind": "WidgetList", "metadata": {"resourceVersion": "1"},
@@ -336,6 +346,20 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
         .split_whitespace()
         .collect();
     assert_eq!(row, ["widgets", "wd", GROUP_VERSION, "true", "Widget"]);
+
+    // A watch streams through: its first event arrives while the backend keeps it open.
+    let url = k.url(
+        2,
+        "/apis/metrics.example.com/v1beta1/namespaces/default/widgets?watch=true",
+    );
+    let event = first_watch_event(&k.http, &url).await;
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("w1"))
+    );
 
     // Its OpenAPI v3 document is listed and served with kuberaft's own.
     let index = eventually(Duration::from_secs(30), || async {

@@ -972,21 +972,11 @@ async fn boolean_options_are_read_as_kube_reads_them() {
     let cms = k.url(0, "/api/v1/namespaces/default/configmaps");
 
     // The Python client's `watch=True` (and `allowWatchBookmarks=True`) is a watch, not a list.
-    let mut watch = k
-        .http
-        .get(format!(
-            "{cms}?watch=True&allowWatchBookmarks=True&fieldSelector=metadata.name%3Dflags"
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(watch.status(), 200);
-    let first = tokio::time::timeout(Duration::from_secs(10), watch.chunk())
-        .await
-        .expect("an event within 10 s")
-        .unwrap()
-        .expect("a chunk");
-    let event: Value = serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let event = first_watch_event(
+        &k.http,
+        &format!("{cms}?watch=True&allowWatchBookmarks=True&fieldSelector=metadata.name%3Dflags"),
+    )
+    .await;
     assert_eq!(
         (&event["type"], &event["object"]["metadata"]["name"]),
         (&json!("ADDED"), &json!("flags"))

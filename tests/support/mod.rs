@@ -139,6 +139,19 @@ pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
     pki
 }
 
+/// Opens the watch at `url` and returns its first event, which must arrive within 10 seconds
+/// (so a watch that is not streamed, but held until it ends, fails).
+pub async fn first_watch_event(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    let mut watch = http.get(url).send().await.unwrap();
+    assert_eq!(watch.status(), 200, "{url}");
+    let first = tokio::time::timeout(Duration::from_secs(10), watch.chunk())
+        .await
+        .expect("an event within 10 s")
+        .unwrap()
+        .expect("a chunk");
+    serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap()
+}
+
 /// A server certificate for a test's own HTTPS server (a webhook, an aggregated API server):
 /// a fresh CA named `ca_name` and a certificate it signs for `hosts`, as (CA PEM, rustls
 /// certificate chain, key).

@@ -215,6 +215,11 @@ impl Aggregator {
         }
         let (client, addr) = match self.client_for(backend) {
             Ok(c) => c,
+            // kube's: a transport that cannot be built (a bad `caBundle`) is this server's
+            // failure, an unresolvable Service the backend's.
+            Err(e @ ProxyError::Client(_)) => {
+                return plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+            }
             Err(e) => return plain_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
         };
         let (parts, body) = request.into_parts();

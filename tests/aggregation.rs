@@ -338,6 +338,23 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     assert!(groups.contains(&"system:masters".to_string()), "{groups:?}");
     assert!(groups.contains(&"system:authenticated".to_string()), "{groups:?}");
 
+    let group: Value = serde_json::from_str(&k.text(&k.url(1, "/apis/metrics.example.com")).await).unwrap();
+    assert_eq!(
+        group,
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": "metrics.example.com",
+               "versions": [{"groupVersion": GROUP_VERSION, "version": "v1beta1"}],
+               "preferredVersion": {"groupVersion": GROUP_VERSION, "version": "v1beta1"}})
+    );
+    let legacy: Value = serde_json::from_str(&k.text(&k.url(0, "/apis")).await).unwrap();
+    assert!(
+        legacy["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "metrics.example.com"),
+        "{legacy}"
+    );
+
     let resources = k.ok("node-2", &["api-resources", "--api-group", "metrics.example.com"]);
     let row: Vec<&str> = resources
         .lines()

@@ -232,6 +232,18 @@ pub fn group(registry: &Registry, name: &str) -> Option<ApiGroup> {
         .map(|(g, vs)| group_doc(g, &vs, true))
 }
 
+/// `/apis/{group}` of an aggregated group: its available versions in priority order (the
+/// first preferred), as kube-aggregator's group handler answers it; `None` when no available
+/// APIService serves the group.
+pub fn remote_group(remote: &[Served], name: &str) -> Option<ApiGroup> {
+    let versions: Vec<&str> = remote
+        .iter()
+        .filter(|s| s.backend.group == name)
+        .map(|s| s.backend.version.as_str())
+        .collect();
+    (!versions.is_empty()).then(|| group_doc(name, &versions, true))
+}
+
 /// One type's entry: the resource itself, with its storage version's hash.
 fn api_resource(t: &ResourceType) -> ApiResource {
     ApiResource {

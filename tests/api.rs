@@ -74,7 +74,8 @@ async fn kubectl_creates_on_one_replica_and_reads_from_another() {
     );
     let out = k.ok("node-2", &["get", "cm", "-A", "-l", "tier=web", "-o", "name"]);
     assert_eq!(out.trim(), "configmap/app");
-    // Every other ConfigMap is the CA bundle each namespace gets.
+    // Every other ConfigMap is the CA bundle each namespace gets, and the trust aggregated API
+    // servers read in kube-system.
     let out = k.ok(
         "node-2",
         &["get", "cm", "-A", "-l", "tier!=web", "-o", NAMESPACED_NAMES],
@@ -82,7 +83,8 @@ async fn kubectl_creates_on_one_replica_and_reads_from_another() {
     assert_eq!(
         out,
         "default/kube-root-ca.crt\ndemo/kube-root-ca.crt\nkube-node-lease/kube-root-ca.crt\n\
-         kube-public/kube-root-ca.crt\nkube-system/kube-root-ca.crt\n"
+         kube-public/kube-root-ca.crt\nkube-system/extension-apiserver-authentication\n\
+         kube-system/kube-root-ca.crt\n"
     );
     let out = k.ok(
         "node-1",
@@ -183,7 +185,7 @@ async fn finalizers_hold_an_object_and_namespace_deletion_cascades() {
     assert_eq!(
         k.ok("node-2", &["get", "cm", "-A", "-o", NAMESPACED_NAMES]),
         "default/kube-root-ca.crt\nkube-node-lease/kube-root-ca.crt\nkube-public/kube-root-ca.crt\n\
-         kube-system/kube-root-ca.crt\n"
+         kube-system/extension-apiserver-authentication\nkube-system/kube-root-ca.crt\n"
     );
 }
 

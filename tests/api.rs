@@ -74,7 +74,8 @@ async fn kubectl_creates_on_one_replica_and_reads_from_another() {
     );
     let out = k.ok("node-2", &["get", "cm", "-A", "-l", "tier=web", "-o", "name"]);
     assert_eq!(out.trim(), "configmap/app");
-    // Every other ConfigMap is the CA bundle each namespace gets.
+    // Every other ConfigMap is the CA bundle each namespace gets, and the trust aggregated API
+    // servers read in kube-system.
     let out = k.ok(
         "node-2",
         &["get", "cm", "-A", "-l", "tier!=web", "-o", NAMESPACED_NAMES],
@@ -82,7 +83,8 @@ async fn kubectl_creates_on_one_replica_and_reads_from_another() {
     assert_eq!(
         out,
         "default/kube-root-ca.crt\ndemo/kube-root-ca.crt\nkube-node-lease/kube-root-ca.crt\n\
-         kube-public/kube-root-ca.crt\nkube-system/kube-root-ca.crt\n"
+         kube-public/kube-root-ca.crt\nkube-system/extension-apiserver-authentication\n\
+         kube-system/kube-root-ca.crt\n"
     );
     let out = k.ok(
         "node-1",
@@ -183,7 +185,7 @@ async fn finalizers_hold_an_object_and_namespace_deletion_cascades() {
     assert_eq!(
         k.ok("node-2", &["get", "cm", "-A", "-o", NAMESPACED_NAMES]),
         "default/kube-root-ca.crt\nkube-node-lease/kube-root-ca.crt\nkube-public/kube-root-ca.crt\n\
-         kube-system/kube-root-ca.crt\n"
+         kube-system/extension-apiserver-authentication\nkube-system/kube-root-ca.crt\n"
     );
 }
 
@@ -972,21 +974,11 @@ async fn boolean_options_are_read_as_kube_reads_them() {
     let cms = k.url(0, "/api/v1/namespaces/default/configmaps");
 
     // The Python client's `watch=True` (and `allowWatchBookmarks=True`) is a watch, not a list.
-    let mut watch = k
-        .http
-        .get(format!(
-            "{cms}?watch=True&allowWatchBookmarks=True&fieldSelector=metadata.name%3Dflags"
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(watch.status(), 200);
-    let first = tokio::time::timeout(Duration::from_secs(10), watch.chunk())
-        .await
-        .expect("an event within 10 s")
-        .unwrap()
-        .expect("a chunk");
-    let event: Value = serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let event = first_watch_event(
+        &k.http,
+        &format!("{cms}?watch=True&allowWatchBookmarks=True&fieldSelector=metadata.name%3Dflags"),
+    )
+    .await;
     assert_eq!(
         (&event["type"], &event["object"]["metadata"]["name"]),
         (&json!("ADDED"), &json!("flags"))

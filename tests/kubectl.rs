@@ -1156,11 +1156,7 @@ const KUBE_1_35_RESOURCES: &[(&str, &[&str])] = &[
 
 /// What kuberaft does not serve yet, each with its reason in the README ("Differences from
 /// kube-apiserver").
-const NOT_SERVED_YET: &[(&str, &str)] = &[
-    ("v1", "bindings"),
-    ("v1", "componentstatuses"),
-    ("apiregistration.k8s.io/v1", "apiservices"),
-];
+const NOT_SERVED_YET: &[(&str, &str)] = &[("v1", "bindings"), ("v1", "componentstatuses")];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_resources_of_kube_apiserver_are_served_and_work_with_kubectl() {

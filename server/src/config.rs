@@ -201,6 +201,16 @@ pub struct SecurityConfig {
     /// keys (kube-apiserver's `--encryption-provider-config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption_config: Option<PathBuf>,
+    /// The front-proxy CA (kube-apiserver's `--requestheader-client-ca-file`): published to
+    /// aggregated API servers, which verify the proxy's client certificate with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub front_proxy_ca: Option<PathBuf>,
+    /// The client certificate the aggregation proxy presents (`--proxy-client-cert-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_client_certificate: Option<PathBuf>,
+    /// Its key (`--proxy-client-key-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_client_key: Option<PathBuf>,
 }
 
 impl SecurityConfig {
@@ -216,6 +226,9 @@ impl SecurityConfig {
             service_account_key: self.service_account_key.as_ref().map(abs),
             token_file: self.token_file.as_ref().map(abs),
             encryption_config: self.encryption_config.as_ref().map(abs),
+            front_proxy_ca: self.front_proxy_ca.as_ref().map(abs),
+            proxy_client_certificate: self.proxy_client_certificate.as_ref().map(abs),
+            proxy_client_key: self.proxy_client_key.as_ref().map(abs),
         }
     }
 }

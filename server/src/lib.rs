@@ -132,6 +132,12 @@
 //! `v2`, as data). A type's behaviour is attached to it as opaque `Hooks` by the layer that
 //! serves it. *Invariant:* imports nothing of the crate.
 //!
+//! **`aggregator`** — the aggregation layer (kube-aggregator): the APIServices that hand a
+//! group-version to a Service, the proxy that forwards their requests with the caller's
+//! front-proxy identity, their availability check, and the discovery documents cached from
+//! them. *Invariant:* reads the watch cache, never writes (the leader's controllers write
+//! APIService status); knows no registry, filter or endpoint.
+//!
 //! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the
 //! tests and the chaos harness to write configs.
 //!
@@ -139,6 +145,7 @@
 //! a kind and a filter; `tests/layers.rs` checks the rules on the source.
 
 pub mod admission;
+pub mod aggregator;
 pub mod apiextensions;
 pub mod audit;
 pub mod authentication;

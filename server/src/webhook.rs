@@ -3,13 +3,13 @@
 //! `service` reference with a `caBundle`; calls are HTTPS with rustls, HTTP/2 when the server
 //! offers it, the server certificate verified against the `caBundle`. One HTTP client per
 //! webhook and version of its configuration (and resolved address), kept across requests so
-//! connections are reused. A `service` reference is resolved through the Service's port and its
-//! EndpointSlices (or Endpoints) in the replica's cache, and the server is verified as
-//! `<service>.<namespace>.svc`, as kube-apiserver does. A `clientConfig`'s `url` and
+//! connections are reused. A `service` reference is resolved by `store::services` (the
+//! Service's port and its EndpointSlices or Endpoints in the replica's cache), and the server
+//! is verified as `<service>.<namespace>.svc`, as kube-apiserver does. A `clientConfig`'s `url` and
 //! `service` are checked on write with kube's messages ([`validate_url`], [`validate_service`]).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_subdomain_error, Causes};
-use crate::store::{keys, Store};
+use crate::store::{services, Store};
 
 /// The most a webhook's answer may hold.
 const MAX_RESPONSE: usize = 3 << 20;
@@ -213,70 +213,6 @@ struct Target {
     resolved: Option<(String, SocketAddr)>,
 }
 
-fn by_ref<'a>(obj: &'a Value, field: &str) -> std::slice::Iter<'a, Value> {
-    obj[field]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-}
-
-/// The Service's target port for `port`: (its port name, the target port number or name).
-fn service_port(svc: &Value, port: i64) -> Option<(String, Value)> {
-    by_ref(&svc["spec"], "ports")
-        .find(|p| p["port"].as_i64() == Some(port))
-        .map(|p| {
-            let name = p["name"].as_str().unwrap_or_default().to_string();
-            let target = match &p["targetPort"] {
-                Value::Null => serde_json::json!(port),
-                t => t.clone(),
-            };
-            (name, target)
-        })
-}
-
-/// The first ready address of the Service's EndpointSlices, or else of its Endpoints, with the
-/// port named as the Service's port (or its numeric target port).
-fn endpoint_of(store: &Store, ns: &str, name: &str, port_name: &str, target: &Value) -> Option<SocketAddr> {
-    let port_of = |ports: &Value| {
-        by_ref(ports, "ports")
-            .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
-            .and_then(|p| p["port"].as_u64())
-            .or_else(|| target.as_u64())
-            .and_then(|p| u16::try_from(p).ok())
-    };
-    let slices = store.cache().list(
-        &format!("{}{ns}/", keys::type_prefix("discovery.k8s.io", "endpointslices")),
-        None,
-        None,
-    );
-    for (_, slice) in slices.map(|s| s.objects).unwrap_or_default() {
-        let slice = slice.value();
-        if slice["metadata"]["labels"]["kubernetes.io/service-name"].as_str() != Some(name) {
-            continue;
-        }
-        let Some(port) = port_of(&slice) else { continue };
-        let ready = by_ref(&slice, "endpoints").filter(|e| e["conditions"]["ready"].as_bool() != Some(false));
-        if let Some(ip) = ready
-            .flat_map(|e| by_ref(e, "addresses"))
-            .find_map(|a| a.as_str()?.parse::<IpAddr>().ok())
-        {
-            return Some(SocketAddr::new(ip, port));
-        }
-    }
-    let endpoints = store
-        .cache()
-        .get(&keys::object("", "endpoints", Some(ns), name))
-        .ok()
-        .flatten()?
-        .value();
-    by_ref(&endpoints, "subsets").find_map(|subset| {
-        let port = port_of(subset)?;
-        let ip = by_ref(subset, "addresses").find_map(|a| a["ip"].as_str()?.parse::<IpAddr>().ok())?;
-        Some(SocketAddr::new(ip, port))
-    })
-}
-
 fn target(store: &Store, hook: &ClientConfig) -> Result<Target, CallError> {
     match &hook.endpoint {
         Some(Endpoint::Url(url)) => Ok(Target {
@@ -289,21 +225,8 @@ fn target(store: &Store, hook: &ClientConfig) -> Result<Target, CallError> {
             path,
             port,
         }) => {
-            let svc = store
-                .cache()
-                .get(&keys::object("", "services", Some(namespace), name))
-                .ok()
-                .flatten()
-                .ok_or_else(|| CallError::Unresolved(format!("service \"{name}\" not found")))?
-                .value();
-            let (port_name, target_port) = service_port(&svc, *port).ok_or_else(|| {
-                CallError::Unresolved(format!(
-                    "service {namespace}/{name}:{port} is not a port of the service"
-                ))
-            })?;
-            let addr = endpoint_of(store, namespace, name, &port_name, &target_port).ok_or_else(|| {
-                CallError::Unresolved(format!("no endpoints available for service \"{name}\""))
-            })?;
+            let addr = services::resolve(store.cache(), namespace, name, *port)
+                .map_err(|e| CallError::Unresolved(e.to_string()))?;
             let host = format!("{name}.{namespace}.svc");
             Ok(Target {
                 url: format!("https://{host}:{}{path}", addr.port()),

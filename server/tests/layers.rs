@@ -24,8 +24,9 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("controllers", &["audit", "cli", "endpoints", "filters", "server"]),
     ("endpoints", &["audit", "cli", "controllers", "filters", "server"]),
     ("filters", &["cli", "controllers", "server"]),
-    ("webhook", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
-    ("config", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "scheme", "server", "store", "webhook"]),
+    ("webhook", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("aggregator", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("config", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "scheme", "server", "store", "webhook"]),
 ];
 
 /// The only modules that may name the Raft or protobuf crates.

@@ -130,6 +130,8 @@ pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
     let pki = Layout::new(dir);
     pki.ensure_ca("test-ca").expect("a CA");
     pki.ensure_sa_key().expect("a service-account key");
+    pki.ensure_front_proxy()
+        .expect("the front-proxy CA and client certificate");
     for id in 1..=nodes {
         pki.ensure_replica(&format!("node-{id}"), &["127.0.0.1".into()], false)
             .expect("replica certificates");
@@ -142,6 +144,81 @@ pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
             .expect("write the encryption config");
     }
     pki
+}
+
+/// Opens the watch at `url` and returns its first event, which must arrive within 10 seconds
+/// (so a watch that is not streamed, but held until it ends, fails).
+pub async fn first_watch_event(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    let mut watch = http.get(url).send().await.unwrap();
+    assert_eq!(watch.status(), 200, "{url}");
+    let first = tokio::time::timeout(Duration::from_secs(10), watch.chunk())
+        .await
+        .expect("an event within 10 s")
+        .unwrap()
+        .expect("a chunk");
+    serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap()
+}
+
+/// A server certificate for a test's own HTTPS server (a webhook, an aggregated API server):
+/// a fresh CA named `ca_name` and a certificate it signs for `hosts`, as (CA PEM, rustls
+/// certificate chain, key).
+pub fn test_server_cert(
+    ca_name: &str,
+    hosts: &[&str],
+) -> (
+    String,
+    Vec<rustls_pki_types::CertificateDer<'static>>,
+    rustls_pki_types::PrivateKeyDer<'static>,
+) {
+    use rustls_pki_types::pem::PemObject;
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, ca_name);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+    let cert = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let certs = vec![rustls_pki_types::CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()];
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
+    (ca_cert.pem(), certs, key)
+}
+
+/// Serves `app` over HTTPS with `tls` on a free loopback port, on a runtime of its own (kubectl
+/// blocks the test's threads): its port, and a sender whose drop stops the server, closing the
+/// listener and every open connection.
+pub fn spawn_https(app: axum::Router, tls: rustls::ServerConfig) -> (u16, tokio::sync::oneshot::Sender<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let serve = kuberaft::server::listener::serve(
+                listener,
+                app,
+                Some(std::sync::Arc::new(tls)),
+                std::future::pending(),
+            );
+            tokio::select! {
+                () = serve => {}
+                _ = stopped => {}
+            }
+        });
+    });
+    (port, stop)
 }
 
 /// Where replica `id` of a cluster in `dir` writes its audit log (with `Options::audit_policy`).

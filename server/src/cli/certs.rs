@@ -117,6 +117,10 @@ pub fn run(cmd: CertsCmd) -> anyhow::Result<()> {
             said(pki.ensure_ca(&name)?, &pki.ca_cert().display().to_string());
             said(pki.ensure_sa_key()?, &pki.sa_key().display().to_string());
             said(
+                pki.ensure_front_proxy()?,
+                &pki.front_proxy_client().0.display().to_string(),
+            );
+            said(
                 ensure_encryption_config(&pki)?,
                 &pki.encryption_config().display().to_string(),
             );

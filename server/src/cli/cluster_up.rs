@@ -69,6 +69,7 @@ fn ensure_pki(dir: &Path, nodes: u64) -> anyhow::Result<Layout> {
     let pki = Layout::new(dir.join("pki"));
     pki.ensure_ca("kuberaft-ca")?;
     pki.ensure_sa_key()?;
+    pki.ensure_front_proxy()?;
     certs::ensure_encryption_config(&pki)?;
     for i in 1..=nodes {
         pki.ensure_replica(&format!("node-{i}"), &["127.0.0.1".to_string()], false)?;

@@ -25,9 +25,6 @@ use serde_json::{json, Value};
 
 use crate::config::ServiceRanges;
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::field_validation::Decoded;
-use crate::registry::options::WriteOptions;
-use crate::registry::{create, update};
 use crate::scheme::{LiveRegistry, Registry};
 use crate::store::{keys, Store};
 
@@ -35,8 +32,6 @@ use crate::store::{keys, Store};
 pub const NAME: &str = "kubernetes";
 /// Their namespace.
 pub const NAMESPACE: &str = "default";
-/// Whose writes these are, in `managedFields`.
-const FIELD_MANAGER: &str = "kube-apiserver";
 /// The name of the Service's and endpoints' port.
 const PORT_NAME: &str = "https";
 /// The Service's port.
@@ -151,74 +146,6 @@ fn endpoint_slice(subsets: &[(u16, Vec<Ipv4Addr>)]) -> Value {
     slice
 }
 
-/// Creates `desired` when absent; when present and its `reconciled` fields (top-level fields,
-/// or `labels` for the metadata's) differ from `desired`'s, updates them. A write that lost a race is no failure: the
-/// change that won brings another pass.
-async fn ensure(
-    store: &Store,
-    registry: &Registry,
-    (group, plural): (&str, &str),
-    desired: Value,
-    reconciled: &[&str],
-) -> ApiResult<()> {
-    let opts = WriteOptions::by(FIELD_MANAGER);
-    let namespace = desired["metadata"]["namespace"].as_str();
-    let key = keys::object(group, plural, namespace, NAME);
-    let current = store
-        .cache()
-        .get(&key)
-        .map_err(|why| ApiError::internal(format!("{key} is unreadable: {why}")))?
-        .map(|c| c.value());
-    let outcome = match current {
-        None => {
-            let req = super::request(registry, (group, plural), namespace, None)?;
-            let body = Decoded {
-                value: desired,
-                duplicates: Vec::new(),
-            };
-            create::create(store, &req, &opts, body).await.map(drop)
-        }
-        Some(current) => {
-            let labels_differ = reconciled.contains(&"labels")
-                && current["metadata"]["labels"] != desired["metadata"]["labels"];
-            let differs = labels_differ
-                || reconciled
-                    .iter()
-                    .filter(|f| **f != "labels")
-                    .any(|f| current[*f] != desired[*f]);
-            if !differs {
-                return Ok(());
-            }
-            let mut next = current.clone();
-            for f in reconciled {
-                if *f == "labels" {
-                    next["metadata"]["labels"] = desired["metadata"]["labels"].clone();
-                } else if desired[*f].is_null() {
-                    if let Some(o) = next.as_object_mut() {
-                        o.remove(*f);
-                    }
-                } else {
-                    next[*f] = desired[*f].clone();
-                }
-            }
-            let req = super::request(registry, (group, plural), namespace, Some(NAME))?;
-            let body = Decoded {
-                value: next,
-                duplicates: Vec::new(),
-            };
-            update::update(store, &req, &opts, body).await.map(drop)
-        }
-    };
-    match outcome {
-        Ok(()) => {
-            tracing::info!(resource = plural, "kubernetes service: {plural} written");
-            Ok(())
-        }
-        Err(e) if matches!(e.code, 404 | 409) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 /// One pass: the system namespaces, the ServiceCIDR, the Service, the Endpoints, the
 /// EndpointSlice.
 async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -> ApiResult<()> {
@@ -229,7 +156,7 @@ async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -
             "no replica has an IPv4 API address".to_string(),
         ));
     };
-    ensure(
+    super::ensure(
         store,
         registry,
         ("networking.k8s.io", "servicecidrs"),
@@ -237,7 +164,7 @@ async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -
         &["spec"],
     )
     .await?;
-    ensure(
+    super::ensure(
         store,
         registry,
         ("", "services"),
@@ -245,7 +172,7 @@ async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -
         &[],
     )
     .await?;
-    ensure(
+    super::ensure(
         store,
         registry,
         ("", "endpoints"),
@@ -253,7 +180,7 @@ async fn reconcile(store: &Store, registry: &Registry, ranges: &ServiceRanges) -
         &["labels", "subsets"],
     )
     .await?;
-    ensure(
+    super::ensure(
         store,
         registry,
         ("discovery.k8s.io", "endpointslices"),

@@ -6,17 +6,23 @@
 //! ServiceAccounts (`service_account_token`), the usage of ResourceQuotas (`resource_quota`),
 //! and what kube-apiserver itself keeps: the
 //! `default/kubernetes` Service and its endpoints, pointing at the replicas
-//! (`kubernetes_service`).
+//! (`kubernetes_service`), the local APIServices of the served group-versions
+//! (`local_apiservices`), the availability of aggregated ones (`apiservice_availability`) and
+//! the `extension-apiserver-authentication` ConfigMap aggregated servers trust callers by
+//! (`extension_auth`).
 //!
 //! Each runs through [`run_while_leader`], written once: its work starts when this replica
 //! becomes the leader (told by the Raft node's leader changes, not by polling) and is dropped
 //! the moment it stops leading. The controllers keep no state of their own, so a new leader
 //! continues where the old one stopped.
 
+pub mod apiservice_availability;
 pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
+pub mod extension_auth;
 pub mod garbage_collector;
 pub mod kubernetes_service;
+pub mod local_apiservices;
 pub mod namespace;
 pub mod per_namespace;
 pub mod resource_quota;
@@ -31,17 +37,24 @@ use futures::{Stream, StreamExt};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
+use serde_json::Value;
+
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::registry::ResourceRequest;
+use crate::machinery::field_validation::Decoded;
+use crate::registry::options::WriteOptions;
+use crate::registry::{create, update, ResourceRequest};
 use crate::scheme::Registry;
 use crate::store::cacher::Published;
-use crate::store::Store;
+use crate::store::{keys, Store};
 
 /// How long a level-triggered controller waits for a relevant change before it looks again
 /// anyway.
 pub const RESYNC: Duration = Duration::from_secs(30);
 /// The first wait after a failed pass (doubled while passes keep failing, up to [`RESYNC`]).
 pub const RETRY: Duration = Duration::from_secs(1);
+
+/// Whose writes the objects kube-apiserver itself keeps are, in `managedFields`.
+const FIELD_MANAGER: &str = "kube-apiserver";
 
 /// A controller's request for a core-group resource in `namespace` (one object when `name`
 /// is given, the collection otherwise), with no requester: controllers act as the system.
@@ -73,6 +86,78 @@ pub fn request(
         watch_path: false,
         requester: None,
     })
+}
+
+/// Creates the object `desired` (written as `kube-apiserver`) when absent; when present and its `reconciled` fields (top-level fields,
+/// or `labels` for the metadata's) differ from `desired`'s, updates them. A write that lost a race is no failure: the
+/// change that won brings another pass.
+pub async fn ensure(
+    store: &Store,
+    registry: &Registry,
+    (group, plural): (&str, &str),
+    desired: Value,
+    reconciled: &[&str],
+) -> ApiResult<()> {
+    let opts = WriteOptions::by(FIELD_MANAGER);
+    let namespace = desired["metadata"]["namespace"].as_str();
+    let name = desired["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let key = keys::object(group, plural, namespace, &name);
+    let current = store
+        .cache()
+        .get(&key)
+        .map_err(|why| ApiError::internal(format!("{key} is unreadable: {why}")))?
+        .map(|c| c.value());
+    let outcome = match current {
+        None => {
+            let req = request(registry, (group, plural), namespace, None)?;
+            let body = Decoded {
+                value: desired,
+                duplicates: Vec::new(),
+            };
+            create::create(store, &req, &opts, body).await.map(drop)
+        }
+        Some(current) => {
+            let labels_differ = reconciled.contains(&"labels")
+                && current["metadata"]["labels"] != desired["metadata"]["labels"];
+            let differs = labels_differ
+                || reconciled
+                    .iter()
+                    .filter(|f| **f != "labels")
+                    .any(|f| current[*f] != desired[*f]);
+            if !differs {
+                return Ok(());
+            }
+            let mut next = current.clone();
+            for f in reconciled {
+                if *f == "labels" {
+                    next["metadata"]["labels"] = desired["metadata"]["labels"].clone();
+                } else if desired[*f].is_null() {
+                    if let Some(o) = next.as_object_mut() {
+                        o.remove(*f);
+                    }
+                } else {
+                    next[*f] = desired[*f].clone();
+                }
+            }
+            let req = request(registry, (group, plural), namespace, Some(&name))?;
+            let body = Decoded {
+                value: next,
+                duplicates: Vec::new(),
+            };
+            update::update(store, &req, &opts, body).await.map(drop)
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            tracing::info!(resource = plural, name, "{plural} {name} written");
+            Ok(())
+        }
+        Err(e) if matches!(e.code, 404 | 409) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The loop of a level-triggered controller: runs `pass` at once, then after every batch of

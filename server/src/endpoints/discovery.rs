@@ -7,7 +7,9 @@
 //! bytes; a `serde_json::Value` would sort the keys.
 
 use serde::Serialize;
+use serde_json::Value;
 
+use crate::aggregator::discovery::Served;
 use crate::scheme::{Registry, ResourceType};
 
 /// The Kubernetes version kuberaft's API and types follow.
@@ -191,13 +193,30 @@ fn group_doc(group: &str, versions: &[&str], typed: bool) -> ApiGroup {
     }
 }
 
-/// `/apis`.
-pub fn groups(registry: &Registry) -> ApiGroupList {
+/// The named groups with their versions: the served ones, then the aggregated ones (in
+/// `remote`'s order, which is kube's by priority) that no served group shadows.
+fn all_groups<'a>(registry: &'a Registry, remote: &'a [Served]) -> Vec<(&'a str, Vec<&'a str>)> {
+    let mut out = registry.groups();
+    let local = out.len();
+    for s in remote {
+        let (group, version) = (s.backend.group.as_str(), s.backend.version.as_str());
+        if out[..local].iter().any(|(g, _)| *g == group) {
+            continue;
+        }
+        match out[local..].iter_mut().find(|(g, _)| *g == group) {
+            Some((_, versions)) => versions.push(version),
+            None => out.push((group, vec![version])),
+        }
+    }
+    out
+}
+
+/// `/apis`: the served groups and the available aggregated ones.
+pub fn groups(registry: &Registry, remote: &[Served]) -> ApiGroupList {
     ApiGroupList {
         kind: "APIGroupList",
         api_version: "v1",
-        groups: registry
-            .groups()
+        groups: all_groups(registry, remote)
             .iter()
             .map(|(g, vs)| group_doc(g, vs, false))
             .collect(),
@@ -211,6 +230,18 @@ pub fn group(registry: &Registry, name: &str) -> Option<ApiGroup> {
         .into_iter()
         .find(|(g, _)| *g == name)
         .map(|(g, vs)| group_doc(g, &vs, true))
+}
+
+/// `/apis/{group}` of an aggregated group: its available versions in priority order (the
+/// first preferred), as kube-aggregator's group handler answers it; `None` when no available
+/// APIService serves the group.
+pub fn remote_group(remote: &[Served], name: &str) -> Option<ApiGroup> {
+    let versions: Vec<&str> = remote
+        .iter()
+        .filter(|s| s.backend.group == name)
+        .map(|s| s.backend.version.as_str())
+        .collect();
+    (!versions.is_empty()).then(|| group_doc(name, &versions, true))
 }
 
 /// One type's entry: the resource itself, with its storage version's hash.
@@ -324,7 +355,7 @@ struct ResourceDiscovery {
     response_kind: Gvk,
     scope: &'static str,
     singular_resource: String,
-    verbs: Vec<&'static str>,
+    verbs: Vec<String>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     short_names: Vec<String>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -337,9 +368,9 @@ struct ResourceDiscovery {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SubresourceDiscovery {
-    subresource: &'static str,
+    subresource: String,
     response_kind: Gvk,
-    verbs: Vec<&'static str>,
+    verbs: Vec<String>,
 }
 
 /// `metav1.GroupVersionKind`.
@@ -369,7 +400,7 @@ fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Versio
             response_kind: gvk(&t.group, &t.version, &t.kind),
             scope: if t.namespaced { "Namespaced" } else { "Cluster" },
             singular_resource: t.singular.clone(),
-            verbs: t.verbs().to_vec(),
+            verbs: t.verbs().iter().map(|v| v.to_string()).collect(),
             short_names: t.short_names.to_vec(),
             categories: t.categories.to_vec(),
             subresources: t
@@ -378,9 +409,9 @@ fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Versio
                 .map(|sub| {
                     let (group, version, kind) = sub.kind;
                     SubresourceDiscovery {
-                        subresource: sub.name,
+                        subresource: sub.name.to_string(),
                         response_kind: gvk(group, version, kind),
-                        verbs: sub.verbs.to_vec(),
+                        verbs: sub.verbs.iter().map(|v| v.to_string()).collect(),
                     }
                 })
                 .collect(),
@@ -393,13 +424,78 @@ fn aggregated_version(registry: &Registry, group: &str, version: &str) -> Versio
     }
 }
 
+/// Strings of a JSON list (none when it is not one).
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// An aggregated group-version's `APIResourceList` in the aggregated form, as kube's
+/// discovery manager converts a backend's legacy document.
+fn remote_version(served: &Served) -> VersionDiscovery {
+    let (group, version) = (&served.backend.group, &served.backend.version);
+    let list: &[Value] = served.resources["resources"]
+        .as_array()
+        .map_or(&[], Vec::as_slice);
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let kind_of = |r: &Value| {
+        let or = |field: &str, default: &str| match r[field].as_str() {
+            Some(s) if !s.is_empty() => s.to_string(),
+            _ => default.to_string(),
+        };
+        gvk(&or("group", group), &or("version", version), &text(&r["kind"]))
+    };
+    let mut resources: Vec<ResourceDiscovery> = list
+        .iter()
+        .filter(|r| r["name"].as_str().is_some_and(|n| !n.contains('/')))
+        .map(|r| {
+            let name = text(&r["name"]);
+            let prefix = format!("{name}/");
+            ResourceDiscovery {
+                response_kind: kind_of(r),
+                scope: if r["namespaced"].as_bool().unwrap_or(false) {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                },
+                singular_resource: text(&r["singularName"]),
+                verbs: strings(&r["verbs"]),
+                short_names: strings(&r["shortNames"]),
+                categories: strings(&r["categories"]),
+                subresources: list
+                    .iter()
+                    .filter_map(|sub| {
+                        let sub_name = sub["name"].as_str()?.strip_prefix(&prefix)?;
+                        Some(SubresourceDiscovery {
+                            subresource: sub_name.to_string(),
+                            response_kind: kind_of(sub),
+                            verbs: strings(&sub["verbs"]),
+                        })
+                    })
+                    .collect(),
+                resource: name,
+            }
+        })
+        .collect();
+    resources.sort_by(|a, b| a.resource.cmp(&b.resource));
+    VersionDiscovery {
+        version: version.clone(),
+        resources,
+        freshness: "Current",
+    }
+}
+
 /// `/api` (`core`) or `/apis` as an `APIGroupDiscoveryList` of `version` (`v2` or `v2beta1`):
-/// every group, version and resource in one document, which is what kubectl asks for first.
-pub fn aggregated(registry: &Registry, core: bool, version: &str) -> GroupDiscoveryList {
+/// every group, version and resource in one document, which is what kubectl asks for first;
+/// under `/apis` also the available aggregated group-versions (`remote`).
+pub fn aggregated(registry: &Registry, remote: &[Served], core: bool, version: &str) -> GroupDiscoveryList {
     let groups: Vec<(&str, Vec<&str>)> = if core {
         vec![("", vec!["v1"])]
     } else {
-        registry.groups()
+        all_groups(registry, remote)
     };
     let items = groups
         .into_iter()
@@ -410,7 +506,16 @@ pub fn aggregated(registry: &Registry, core: bool, version: &str) -> GroupDiscov
             },
             versions: versions
                 .into_iter()
-                .map(|v| aggregated_version(registry, group, v))
+                .map(|v| {
+                    match remote
+                        .iter()
+                        .find(|s| (s.backend.group.as_str(), s.backend.version.as_str()) == (group, v))
+                        .filter(|_| registry.in_group_version(group, v).next().is_none())
+                    {
+                        Some(served) => remote_version(served),
+                        None => aggregated_version(registry, group, v),
+                    }
+                })
                 .collect(),
         })
         .collect();
@@ -443,7 +548,7 @@ mod tests {
     #[test]
     fn aggregated_discovery_lists_every_served_resource_once() {
         let r = Registry::new();
-        let core = serde_json::to_value(aggregated(&r, true, "v2")).unwrap();
+        let core = serde_json::to_value(aggregated(&r, &[], true, "v2")).unwrap();
         assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
         let core_items = core["items"].as_array().expect("items");
         assert_eq!(core_items.len(), 1);
@@ -467,7 +572,7 @@ mod tests {
             ["binding", "ephemeralcontainers", "eviction", "status"]
         );
 
-        let groups = serde_json::to_value(aggregated(&r, false, "v2beta1")).unwrap();
+        let groups = serde_json::to_value(aggregated(&r, &[], false, "v2beta1")).unwrap();
         let items = groups["items"].as_array().expect("items");
         assert_eq!(items.len(), r.groups().len());
         let apps = items

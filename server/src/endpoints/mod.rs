@@ -21,6 +21,8 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 
 use crate::admission;
+use crate::aggregator::discovery as aggregated;
+use crate::aggregator::proxy::Aggregator;
 use crate::apiextensions;
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::{Attributes, Authorizer, ResourceAttributes};
@@ -55,6 +57,10 @@ pub struct Api {
     pub authenticator: Arc<Authenticator>,
     /// What a user may do (the access reviews ask it).
     pub authorizer: Authorizer,
+    /// The aggregation proxy (APIServices with a Service).
+    pub aggregator: Arc<Aggregator>,
+    /// What the aggregated APIs serve, for discovery.
+    pub aggregated: aggregated::Cache,
 }
 
 fn is_pretty(q: &Query) -> bool {
@@ -156,17 +162,18 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                 tracing::debug!(error = %e.message, "discovery from the types known locally");
             }
             let registry = api.registry.current();
+            let remote = api.aggregated.served();
             let doc = match (discovery_target, format) {
                 (Target::CoreVersions, Format::AggregatedDiscovery(v)) => {
-                    Document::Aggregated(discovery::aggregated(&registry, true, v))
+                    Document::Aggregated(discovery::aggregated(&registry, &remote, true, v))
                 }
                 (Target::Groups, Format::AggregatedDiscovery(v)) => {
-                    Document::Aggregated(discovery::aggregated(&registry, false, v))
+                    Document::Aggregated(discovery::aggregated(&registry, &remote, false, v))
                 }
                 (Target::CoreVersions, _) => {
                     Document::Versions(discovery::core_versions(&host_of(&parts.headers)))
                 }
-                (Target::Groups, _) => Document::Groups(discovery::groups(&registry)),
+                (Target::Groups, _) => Document::Groups(discovery::groups(&registry, &remote)),
                 (Target::Group(g), _) => {
                     Document::Group(discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?)
                 }

@@ -3,6 +3,7 @@
 //! by the filters inside it (`audit::authenticated`, `audit::impersonated`,
 //! `audit::authorized`).
 
+pub mod aggregator;
 pub mod audit;
 pub mod audit_id;
 pub mod authentication;

@@ -728,6 +728,9 @@ const STORAGE_CLASS: &[Rule] = &[
     at("", Set("volumeBindingMode", Str("Immediate"))),
 ];
 
+/// An APIService's backend is reached on port 443 unless it names another.
+const API_SERVICE: &[Rule] = &[at("spec.service", Set("port", Int(443)))];
+
 const PRIORITY_CLASS: &[Rule] = &[at("", Set("preemptionPolicy", Str("PreemptLowerPriority")))];
 
 fn hpa_metrics(spec: &mut Map<String, Value>) {
@@ -813,6 +816,7 @@ const TYPES: &[(&str, &str, &[Rule])] = &[
     ("networking.k8s.io", "NetworkPolicy", NETWORK_POLICY),
     ("storage.k8s.io", "StorageClass", STORAGE_CLASS),
     ("scheduling.k8s.io", "PriorityClass", PRIORITY_CLASS),
+    ("apiregistration.k8s.io", "APIService", API_SERVICE),
     (
         "autoscaling",
         "HorizontalPodAutoscaler",

@@ -1258,6 +1258,32 @@ fn priority_class_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
     ]
 }
 
+/// An APIService: `Local` or the backend Service's `namespace/name`, and its `Available`
+/// condition (`True`, or the status with its reason: `False (MissingEndpoints)`).
+fn api_service_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let service = &o["spec"]["service"];
+    let service = if service.is_object() {
+        format!("{}/{}", text(&service["namespace"]), text(&service["name"]))
+    } else {
+        "Local".to_string()
+    };
+    let available = o["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+        .map_or_else(
+            || "Unknown".to_string(),
+            |c| {
+                let (status, reason) = (text(&c["status"]), text(&c["reason"]));
+                if status == "True" || reason.is_empty() {
+                    status
+                } else {
+                    format!("{status} ({reason})")
+                }
+            },
+        );
+    vec![name(o), json!(service), json!(available), age(o, ctx)]
+}
+
 fn scale_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
     vec![
         name(o),
@@ -1794,6 +1820,17 @@ static PRINTERS: &[Printer] = &[
             col("PreemptionPolicy", "string", "Whether pods of the class may preempt others."),
         ],
         priority_class_cells,
+    ),
+    printer(
+        "apiregistration.k8s.io",
+        "APIService",
+        &[
+            NAME,
+            col("Service", "string", "The reference to the service that hosts this API endpoint."),
+            col("Available", "string", "Whether this service is available."),
+            AGE,
+        ],
+        api_service_cells,
     ),
     printer(
         "discovery.k8s.io",

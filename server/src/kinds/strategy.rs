@@ -151,6 +151,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin::new("resource.k8s.io", "ResourceClaim").status(|| json!({})),
     Builtin::new("networking.k8s.io", "NetworkPolicy").generation(),
     Builtin::new("discovery.k8s.io", "EndpointSlice").generation(),
+    Builtin::new("apiregistration.k8s.io", "APIService").status(|| json!({})),
 ];
 
 impl Strategy for Builtin {

@@ -86,6 +86,7 @@ fn kind_schemas() -> Vec<KindSchema> {
         resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
     vec![
         kind::<core::Namespace>(),
         kind::<core::ConfigMap>(),
@@ -101,6 +102,7 @@ fn kind_schemas() -> Vec<KindSchema> {
         kind::<core::LimitRange>(),
         kind::<core::ResourceQuota>(),
         kind::<core::ReplicationController>(),
+        kind::<apiregistration::APIService>(),
         kind::<apps::Deployment>(),
         kind::<apps::ReplicaSet>(),
         kind::<apps::StatefulSet>(),

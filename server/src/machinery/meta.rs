@@ -65,9 +65,24 @@ pub fn dns_subdomain_error(value: &str) -> Option<String> {
     })
 }
 
+/// kube's `IsValidPathSegmentName` messages for a name that only has to fit in a URL path
+/// segment, if it does not.
+pub fn path_segment_error(value: &str) -> Option<String> {
+    let why = match value {
+        "." => "may not be '.'",
+        ".." => "may not be '..'",
+        _ if value.contains('/') => "may not contain '/'",
+        _ if value.contains('%') => "may not contain '%'",
+        _ => return None,
+    };
+    Some(format!("Invalid value: {}: {why}", go_quote(value)))
+}
+
 /// Validates an object name for `rt`; returns kube-apiserver's message on failure.
 pub fn name_error(rt: &ResourceType, name: &str) -> Option<String> {
-    if rt.name_is_label() {
+    if rt.name_is_path_segment() {
+        path_segment_error(name)
+    } else if rt.name_is_label() {
         dns_label_error(name)
     } else {
         dns_subdomain_error(name)

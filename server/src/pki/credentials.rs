@@ -27,6 +27,19 @@ pub struct Credentials {
     pub serving: Facts,
     /// When the peer certificate expires.
     pub peer: Facts,
+    /// The front proxy's CA and client certificate, when the config names them.
+    pub front_proxy: Option<FrontProxy>,
+}
+
+/// What the aggregation proxy identifies itself with to aggregated API servers.
+#[derive(Debug, Clone)]
+pub struct FrontProxy {
+    /// The front-proxy CA, PEM (published for the backends to verify the proxy).
+    pub ca_pem: String,
+    /// The proxy's client certificate, PEM.
+    pub cert_pem: String,
+    /// Its key, PEM.
+    pub key_pem: String,
 }
 
 fn name(p: &Path) -> String {
@@ -49,6 +62,24 @@ impl Credentials {
         };
         let (api_cert, api_key, serving) = pair(&security.serving_certificate, &security.serving_key)?;
         let (peer_cert, peer_key, peer) = pair(&security.peer_certificate, &security.peer_key)?;
+        let front_proxy = match (
+            &security.front_proxy_ca,
+            &security.proxy_client_certificate,
+            &security.proxy_client_key,
+        ) {
+            (Some(ca), Some(cert), Some(key)) => {
+                let ca_pem = check::read(ca)?;
+                let ca_der = check::parse_pem_cert(&ca_pem, &name(ca))?;
+                let (cert_pem, key_pem) = (check::read(cert)?, check::read(key)?);
+                check::pair(&cert_pem, &key_pem, &ca_der, &name(cert), &name(key))?;
+                Some(FrontProxy {
+                    ca_pem,
+                    cert_pem,
+                    key_pem,
+                })
+            }
+            _ => None,
+        };
         Ok(Credentials {
             api: ApiTls::new(&ca_pem, &api_cert, &api_key)?,
             peer_server: tls::peer_server(&ca_pem, &peer_cert, &peer_key),
@@ -57,6 +88,7 @@ impl Credentials {
             ca: ca_facts,
             serving,
             peer,
+            front_proxy,
         })
     }
 }

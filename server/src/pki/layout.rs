@@ -9,6 +9,8 @@
 //! replicas/NAME/api.crt api.key         NAME's serving certificate (the API port)
 //! replicas/NAME/peer.crt peer.key       NAME's peer certificate (mutual TLS between replicas)
 //! users/USER.crt USER.key               a user's client certificate
+//! front-proxy-ca.crt front-proxy-ca.key the front-proxy CA (kube's requestheader client CA)
+//! front-proxy-client.crt .key           the aggregation proxy's client certificate
 //! ```
 
 use std::io::Write;
@@ -17,6 +19,9 @@ use std::path::{Path, PathBuf};
 use super::issue::{self, Authority, Pair};
 use super::{check, PkiError};
 use crate::config::SecurityConfig;
+
+/// The common name of the aggregation proxy's client certificate.
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// A PKI directory.
 #[derive(Debug, Clone)]
@@ -79,6 +84,39 @@ impl Layout {
         self.dir.join("encryption-config.yaml")
     }
 
+    /// The front-proxy CA: it signs the certificate the aggregation proxy presents to
+    /// aggregated API servers, which trust the identity headers of a caller it verifies.
+    pub fn front_proxy_ca(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join("front-proxy-ca.crt"),
+            self.dir.join("front-proxy-ca.key"),
+        )
+    }
+
+    /// The aggregation proxy's client certificate and key.
+    pub fn front_proxy_client(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join("front-proxy-client.crt"),
+            self.dir.join("front-proxy-client.key"),
+        )
+    }
+
+    /// Makes the front-proxy CA and the proxy's client certificate (`CN=front-proxy-client`,
+    /// the name kube's published `requestheader-allowed-names` allows) unless they exist.
+    pub fn ensure_front_proxy(&self) -> Result<Outcome, PkiError> {
+        let (ca_cert, ca_key) = self.front_proxy_ca();
+        let (cert, key) = self.front_proxy_client();
+        if [&ca_cert, &ca_key, &cert, &key].iter().all(|p| p.exists()) {
+            return Ok(Outcome::Kept);
+        }
+        if !(ca_cert.exists() && ca_key.exists()) {
+            write_pair(&ca_cert, &ca_key, &issue::ca("front-proxy-ca")?)?;
+        }
+        let ca = Authority::from_pem(&check::read(&ca_cert)?, &check::read(&ca_key)?)?;
+        write_pair(&cert, &key, &ca.client(FRONT_PROXY_CLIENT, &[])?)?;
+        Ok(Outcome::Made)
+    }
+
     /// The files of replica `name`.
     pub fn replica(&self, name: &str) -> ReplicaFiles {
         let d = self.dir.join("replicas").join(name);
@@ -104,6 +142,9 @@ impl Layout {
             service_account_key: Some(self.sa_key()),
             token_file: None,
             encryption_config: Some(self.encryption_config()),
+            front_proxy_ca: Some(self.front_proxy_ca().0),
+            proxy_client_certificate: Some(self.front_proxy_client().0),
+            proxy_client_key: Some(self.front_proxy_client().1),
         }
     }
 

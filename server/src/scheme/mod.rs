@@ -203,6 +203,13 @@ impl ResourceType {
         Some(base64::engine::general_purpose::STANDARD.encode(&digest[..8]))
     }
 
+    /// Whether names of this type need only fit in a URL path segment (rather than be
+    /// DNS-1123 subdomains): APIServices, whose local entries are named `v1.` and
+    /// `v1.apps`; their own validation then asks for `<version>.<group>`.
+    pub fn name_is_path_segment(&self) -> bool {
+        (&*self.group, &*self.plural) == ("apiregistration.k8s.io", "apiservices")
+    }
+
     /// Whether names of this type must be DNS-1123 labels (rather than subdomains).
     pub fn name_is_label(&self) -> bool {
         matches!(
@@ -381,6 +388,7 @@ pub fn builtin() -> Vec<ResourceType> {
         resource::v1 as resource, scheduling::v1 as scheduling, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
     let x = |short_names, categories, status, scale| Extra {
         short_names,
         categories,
@@ -402,6 +410,8 @@ pub fn builtin() -> Vec<ResourceType> {
         entry::<core::LimitRange>(x(&["limits"], &[], false, false)),
         entry::<core::ResourceQuota>(x(&["quota"], &[], true, false)),
         entry::<core::ReplicationController>(x(&["rc"], ALL, true, true)),
+        // Before apps: kube-apiserver lists apiregistration.k8s.io first in `/apis`.
+        entry::<apiregistration::APIService>(x(&[], EXTENSIONS, true, false)),
         entry::<apps::Deployment>(x(&["deploy"], ALL, true, true)),
         entry::<apps::ReplicaSet>(x(&["rs"], ALL, true, true)),
         entry::<apps::StatefulSet>(x(&["sts"], ALL, true, true)),
@@ -668,7 +678,7 @@ mod tests {
         assert_eq!(deploy.group_version(), "apps/v1");
         assert!(deploy.has_scale && deploy.has_status);
         assert!(r.lookup("apps", "v1", "configmaps").is_none());
-        assert_eq!(builtin().len(), 63);
+        assert_eq!(builtin().len(), 64);
         assert_eq!(builtin().iter().filter(|t| t.review).count(), 6);
         let ssar = r
             .lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")

@@ -16,6 +16,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::aggregator::proxy::Aggregator;
 use crate::audit::Auditor;
 use crate::authentication::{Authenticator, Authenticators, ServiceAccountTokens, TokenFile};
 use crate::authorization::Authorizer;
@@ -262,7 +263,18 @@ impl Replica {
             security.encryption.clone(),
         );
         let cache = store.cache().clone();
+        let front_proxy = security.credentials.as_ref().and_then(|c| c.front_proxy.clone());
+        let aggregator = Arc::new(Aggregator::new(
+            cache.clone(),
+            front_proxy
+                .as_ref()
+                .map(|f| format!("{}{}", f.cert_pem, f.key_pem)),
+        ));
+        let aggregated = crate::aggregator::discovery::Cache::default();
+        crate::aggregator::discovery::spawn(aggregator.clone(), aggregated.clone());
         let api = Api {
+            aggregator: aggregator.clone(),
+            aggregated,
             registry: Arc::new(LiveRegistry::new(crate::kinds::strategy::registry(&ranges))),
             authorizer: Authorizer::start(store.cache().clone()),
             store,
@@ -275,6 +287,20 @@ impl Replica {
         crate::apiextensions::follow(api.store.cache().clone(), api.registry.clone());
         crate::controllers::crd_finalizer::spawn(api.store.clone());
         crate::controllers::resource_quota::spawn(api.store.clone());
+        crate::controllers::local_apiservices::spawn(api.store.clone(), api.registry.clone());
+        crate::controllers::apiservice_availability::spawn(
+            api.store.clone(),
+            api.registry.clone(),
+            aggregator,
+        );
+        if let (Some(credentials), Some(front_proxy)) = (&security.credentials, &front_proxy) {
+            crate::controllers::extension_auth::spawn(
+                api.store.clone(),
+                api.registry.clone(),
+                credentials.ca_pem.clone(),
+                front_proxy.ca_pem.clone(),
+            );
+        }
         crate::controllers::run_while_leader(
             api.store.clone(),
             "rbac-bootstrap",

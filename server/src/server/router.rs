@@ -18,7 +18,7 @@ use crate::authentication::service_account;
 use crate::authorization::Authorizer;
 use crate::endpoints::{self, discovery, openapi, Api};
 use crate::filters::{
-    audit, audit_id, authentication, authorization, compression, impersonation, max_in_flight,
+    aggregator, audit, audit_id, authentication, authorization, compression, impersonation, max_in_flight,
     metrics as request_metrics, request_info,
 };
 use crate::machinery::errors::ApiError;
@@ -119,6 +119,9 @@ fn with_filters(
             api.authorizer.clone(),
             authorization::filter,
         ))
+        // 8b. Aggregation: a group-version an APIService hands to a Service is proxied to
+        //     it, authenticated and authorized as everything else.
+        .layer(middleware::from_fn_with_state(api.clone(), aggregator::filter))
         // 9. Request metrics: what the endpoints serve, in kube-apiserver's request series
         //    (after authorization: kube records what its handlers answer, not refusals).
         .layer(middleware::from_fn(request_metrics::filter));

@@ -10,6 +10,7 @@ pub mod delegator;
 pub mod encryption;
 pub mod keys;
 pub mod plans;
+pub mod services;
 
 use std::future::Future;
 use std::sync::Arc;

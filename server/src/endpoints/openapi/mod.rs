@@ -258,8 +258,26 @@ pub async fn v2(headers: HeaderMap) -> Response {
     }
 }
 
-/// The documents of the custom resource group-versions served now, keyed like the index.
+/// The documents of the custom resource group-versions served now and of the available
+/// aggregated ones that serve one (a served group-version shadows an aggregated one), keyed
+/// like the index.
 fn custom_documents(api: &Api) -> BTreeMap<String, Doc> {
+    let mut docs = custom_resource_documents(api);
+    for served in api.aggregated.served() {
+        let key = group_version_key(&served.backend.group, &served.backend.version);
+        let Some(doc) = &served.openapi_v3 else { continue };
+        if docs.contains_key(&key) {
+            continue;
+        }
+        if let Ok(body) = serde_json::to_vec(doc) {
+            docs.insert(key, Doc::new(body));
+        }
+    }
+    docs
+}
+
+/// The documents of the custom resource group-versions served now, keyed like the index.
+fn custom_resource_documents(api: &Api) -> BTreeMap<String, Doc> {
     let registry = api.registry.current();
     let mut by_gv: BTreeMap<String, Vec<&ResourceType>> = BTreeMap::new();
     for rt in registry.all().filter(|t| t.custom.is_some()) {

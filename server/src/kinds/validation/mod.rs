@@ -8,6 +8,7 @@
 //! and what it checks on an update against the stored object.
 
 mod admission_policy;
+mod apiregistration;
 mod config;
 mod pod;
 mod rbac;
@@ -35,6 +36,12 @@ struct Rules {
 }
 
 const RULES: &[Rules] = &[
+    Rules {
+        group: "apiregistration.k8s.io",
+        kind: "APIService",
+        object: apiregistration::api_service,
+        update: None,
+    },
     Rules {
         group: "",
         kind: "Pod",

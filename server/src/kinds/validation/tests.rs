@@ -305,3 +305,49 @@ fn claims_and_leases_follow_kube() {
         ["spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"]
     );
 }
+
+#[test]
+fn an_api_service_is_named_version_dot_group_and_checked_as_kube_aggregator_does() {
+    let svc = |name: &str, spec: Value| json!({"metadata": {"name": name}, "spec": spec});
+    let remote = json!({"group": "metrics.example.com", "version": "v1beta1",
+                        "groupPriorityMinimum": 100, "versionPriority": 15,
+                        "service": {"namespace": "ns", "name": "m"}, "caBundle": "AAAA"});
+    let group = "apiregistration.k8s.io";
+    assert!(create(
+        group,
+        "apiservices",
+        svc("v1beta1.metrics.example.com", remote.clone())
+    )
+    .is_empty());
+    let local = json!({"version": "v1", "groupPriorityMinimum": 18000, "versionPriority": 1});
+    assert!(create(group, "apiservices", svc("v1.", local)).is_empty());
+    assert_eq!(
+        create(
+            group,
+            "apiservices",
+            svc("metrics", json!({"group": "Bad", "version": "1x", "groupPriorityMinimum": 20001,
+                                  "versionPriority": 0, "caBundle": "AAAA", "insecureSkipTLSVerify": true}))
+        ),
+        [
+            "metadata.name: Invalid value: \"metrics\": must be `spec.version+\".\"+spec.group`: \"1x.Bad\"",
+            "spec.group: Invalid value: \"Bad\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            "spec.version: Invalid value: \"1x\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            "spec.groupPriorityMinimum: Invalid value: 20001: must be positive and less than 20000",
+            "spec.versionPriority: Invalid value: 0: must be positive and less than 1000",
+            "spec.caBundle: Invalid value: \"3 bytes\": local APIServices may not have a caBundle",
+            "spec.insecureSkipTLSVerify: Invalid value: true: local APIServices may not have insecureSkipTLSVerify",
+        ]
+    );
+    let mut both = remote;
+    both["insecureSkipTLSVerify"] = json!(true);
+    both["service"] = json!({"port": 70000});
+    assert_eq!(
+        create(group, "apiservices", svc("v1beta1.metrics.example.com", both)),
+        [
+            "spec.service.namespace: Required value",
+            "spec.service.name: Required value",
+            "spec.service.port: Invalid value: 70000: port is not valid: must be between 1 and 65535, inclusive",
+            "spec.insecureSkipTLSVerify: Invalid value: true: may not be true if caBundle is present",
+        ]
+    );
+}

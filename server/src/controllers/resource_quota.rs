@@ -14,6 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -47,8 +48,14 @@ fn wanted_status(store: &Store, quota: &Value, now: i64) -> Option<Value> {
     (!same).then(|| json!({"hard": resources::to_json(&hard), "used": resources::to_json(&used)}))
 }
 
+/// How long a pass waits for more changes before it counts: under a stream of writes into a
+/// namespace with a quota, the controller counts a few times a second, not after every write
+/// (the writes charge the quota themselves).
+const SETTLE: Duration = Duration::from_millis(200);
+
 /// One pass over every quota.
 async fn pass(store: &Store, watched: &Watched) -> ApiResult<()> {
+    tokio::time::sleep(SETTLE).await;
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let prefix = keys::type_prefix("", "resourcequotas");
     let quotas = store

@@ -19,7 +19,6 @@ use crate::config::ServiceRanges;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, new_uid, Causes};
 use crate::machinery::timestamp::now_rfc3339;
-use crate::store::delegator::sync_most_recent;
 use crate::store::keys;
 use crate::store::{object_changed, Alongside, Cas, Store, Stored, Written};
 
@@ -414,7 +413,7 @@ pub async fn write(
     alongside: &dyn Alongside,
 ) -> ApiResult<Cas> {
     let base = svc.clone();
-    for _ in 0..MAX_ATTEMPTS {
+    for attempt in 0..MAX_ATTEMPTS {
         *svc = base.clone();
         let claims = plan(store, ranges, key, svc).await?;
         let mut charged = alongside.plan(store, svc).await?;
@@ -442,7 +441,7 @@ pub async fn write(
         }
         if !charged.guarded.is_empty() {
             drop(charged);
-            sync_most_recent(store.cache()).await?;
+            store.replan_after(attempt).await?;
         }
     }
     Err(ApiError::conflict(

@@ -403,7 +403,7 @@ impl Store {
         rev: Option<i64>,
         alongside: &dyn Alongside,
     ) -> ApiResult<Cas> {
-        for _ in 0..ALONGSIDE_ATTEMPTS {
+        for attempt in 0..ALONGSIDE_ATTEMPTS {
             let mut plan = alongside.plan(self, obj).await?;
             if plan.guarded.is_empty() {
                 return match rev {
@@ -429,7 +429,7 @@ impl Store {
                         return Ok(Cas::Failed(self.get(key, true).await?));
                     }
                     drop(plan);
-                    delegator::sync_most_recent(&self.cache).await?;
+                    self.replan_after(attempt).await?;
                 }
             }
         }
@@ -439,6 +439,19 @@ impl Store {
             key.rsplit('/').next().unwrap_or(key),
             "too many concurrent writes to what this write is charged to; try again",
         ))
+    }
+
+    /// Before an alongside plan is made again (its attempt `attempt` lost to another write):
+    /// a random pause that grows with the attempts, so that replicas competing for the same
+    /// keys stop colliding in lockstep, then a read barrier, so that the new plan sees the
+    /// write that won.
+    pub async fn replan_after(&self, attempt: usize) -> ApiResult<()> {
+        let most = u64::try_from(attempt.min(8)).unwrap_or(8) + 1;
+        tokio::time::sleep(std::time::Duration::from_micros(rand::random_range(
+            0..most * 1000,
+        )))
+        .await;
+        delegator::sync_most_recent(&self.cache).await.map(drop)
     }
 
     /// Every record under `prefix` at one revision, as stored, after a read barrier (so it is

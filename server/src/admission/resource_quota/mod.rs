@@ -266,6 +266,17 @@ pub fn recount(cache: &WatchCache, quota: &Value, now: i64) -> Resources {
             .list(&prefix, None, None)
             .map(|s| s.objects)
             .unwrap_or_default();
+        if usage::counts_only_itself(&group, &plural) {
+            // No need to read the objects: each counts one, and only pods have scopes.
+            let n = if usage::scopes(quota).is_empty() {
+                objects.len()
+            } else {
+                0
+            };
+            let n = i128::try_from(n).unwrap_or(i128::MAX);
+            used.extend(names.iter().map(|name| ((*name).clone(), Amount::count(n))));
+            continue;
+        }
         for (_, cached) in objects {
             let obj = cached.value();
             if !usage::in_scope(quota, &group, &plural, &obj) {

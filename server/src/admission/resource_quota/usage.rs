@@ -120,6 +120,12 @@ pub fn counted_resource(name: &str) -> Option<(String, String)> {
         .map(|plural| (String::new(), plural.to_string()))
 }
 
+/// Whether what an object of `group/plural` counts is the same for every object (one of
+/// it): all but pods, Services and claims, whose usage depends on their content.
+pub fn counts_only_itself(group: &str, plural: &str) -> bool {
+    !(group.is_empty() && matches!(plural, "pods" | "services" | "persistentvolumeclaims"))
+}
+
 /// A resource outside Kubernetes' own (`example.com/gpu`), which quotas name as
 /// `requests.example.com/gpu`.
 fn is_extended(name: &str) -> bool {

@@ -1490,7 +1490,7 @@ async fn stalled_create(
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (cert, key) = cluster.user_pem(user, &[]);
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -1519,6 +1519,16 @@ async fn stalled_create(
     );
     tls.write_all(head.as_bytes()).await.unwrap();
     tls.flush().await.unwrap();
+    // Reading drives the client's side of the TLS session (without it the request was seen to
+    // sit unsent); nothing may come back, since the server is waiting for the body.
+    let mut buf = [0u8; 512];
+    match tokio::time::timeout(Duration::from_millis(500), tls.read(&mut buf)).await {
+        Err(_) => {}
+        Ok(read) => panic!(
+            "the server answered a request whose body never came: {read:?} {}",
+            String::from_utf8_lossy(&buf)
+        ),
+    }
     tls
 }
 
@@ -1562,8 +1572,10 @@ async fn writes_beyond_the_in_flight_limit_are_refused_with_429() {
         stalled_create(&k.cluster, 0, "alice").await,
         stalled_create(&k.cluster, 0, "alice").await,
     ];
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
     let refused = eventually(Duration::from_secs(10), || async {
-        let r = create(0, "refused").await;
+        let n = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let r = create(0, &format!("refused-{n}")).await;
         if r.status() == 429 {
             Ok(r)
         } else {

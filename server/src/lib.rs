@@ -34,7 +34,8 @@
 //! configured; the filters inside it record into its per-request record), authentication
 //! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`; what
 //! nothing serves is kept as `Unserved`, answered `404`/`405` by the endpoint once authorized),
-//! authorization (`403`). In-flight limits go here.
+//! in-flight limits (`max_in_flight`: a seat per executing request, else kube's `429`),
+//! authorization (`403`), the aggregation proxy (`aggregator`, for APIServices with a Service).
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
 //!
@@ -54,7 +55,9 @@
 //! (`NamespaceLifecycle`, `LimitRanger`, `ServiceAccount`, `Priority`, `DefaultTolerationSeconds`,
 //! `DefaultStorageClass`, the mutating webhooks), then validating ones (`LimitRanger`,
 //! `ServiceAccount`, `PodSecurity`, `ValidatingAdmissionPolicy`, the validating webhooks;
-//! warnings through `admission::warnings`), in kube-apiserver's order, run by the registry where
+//! warnings through `admission::warnings`, audit annotations through
+//! `admission::audit_annotations`), then `ResourceQuota`, whose charge (`resource_quota::Charge`)
+//! is a `store::Alongside` stored in the object's own transaction, in kube-apiserver's order, run by the registry where
 //! kube-apiserver runs its admission chain (a delete passes the mutating ones before the object
 //! is read, the validating ones with it as the old object). The chain brings the watch cache up
 //! to date with one read barrier per write, so configurations acknowledged anywhere apply at
@@ -112,7 +115,9 @@
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
 //! cache (`cacher`), the decision to serve a read from the cache or the store by its
-//! resourceVersion (`delegator`), the typed read plans (`plans`), and encryption at rest
+//! resourceVersion (`delegator`), the typed read plans (`plans`), a Service reference resolved
+//! to an endpoint (`services`, for webhooks and the aggregation proxy), writes that carry other
+//! guarded keys in their transaction (`Alongside`, a quota's charge), and encryption at rest
 //! (`encryption`: values sealed where they are encoded for a write, opened where they are
 //! decoded, so nothing above the store ever sees ciphertext and apply never encrypts).
 //! *Invariant:* the only module that imports `kuberaft_raft` and `kuberaft_proto`.

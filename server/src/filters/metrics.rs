@@ -195,7 +195,7 @@ impl Labels {
             subresource: subresource.to_string(),
             scope,
             component: APISERVER,
-            long_running: watch || connect,
+            long_running: long_running(req, verb, method, query),
             // kube sizes what its `GET` and `LIST` routes answer, a `?watch=true` among them,
             // but not its `/watch/` routes nor connect streams.
             sized: *method == Method::GET && !req.watch_path && !connect,
@@ -257,11 +257,18 @@ fn dry_run(query: Option<&str>) -> String {
 /// Whether a request is long-running (a watch or a connect stream), as kube's
 /// `LongRunningRequestCheck` decides: what the in-flight limits do not count.
 pub fn is_long_running(request: &Request) -> bool {
-    request
-        .extensions()
-        .get::<RequestInfo>()
-        .and_then(|info| Labels::of(info, request.method(), request.uri().query(), request.headers()))
-        .is_some_and(|l| l.long_running)
+    match request.extensions().get::<RequestInfo>() {
+        Some(RequestInfo::Resource { request: req, verb }) => {
+            long_running(req, *verb, request.method(), request.uri().query())
+        }
+        _ => false,
+    }
+}
+
+/// Whether a request for `req` is a watch or a connect stream.
+fn long_running(req: &ResourceRequest, verb: Verb, method: &Method, query: Option<&str>) -> bool {
+    let connect = LONG_RUNNING_SUBRESOURCES.contains(&req.subresource.as_deref().unwrap_or(""));
+    connect || verb == Verb::Watch || (*method == Method::GET && watch_requested(query) == Some(true))
 }
 
 /// Records a request the server refused in self-defence before any endpoint saw it (the

@@ -57,7 +57,7 @@ impl Alongside for Charge<'_> {
                 return Ok(Plan::default());
             };
             if !usage::handles(a.group, a.resource, a.operation, a.subresource)
-                || quotas_in(store.cache(), namespace).is_empty()
+                || !has_quotas(store.cache(), namespace)
             {
                 return Ok(Plan::default());
             }
@@ -120,9 +120,21 @@ impl Quota {
     }
 }
 
+/// Where the quotas of `namespace` are stored.
+fn quota_prefix(namespace: &str) -> String {
+    format!("{}{namespace}/", keys::type_prefix("", "resourcequotas"))
+}
+
+/// Whether `namespace` has a quota in this replica's cache (without decoding any).
+fn has_quotas(cache: &WatchCache, namespace: &str) -> bool {
+    cache
+        .list(&quota_prefix(namespace), None, None)
+        .is_some_and(|s| !s.objects.is_empty())
+}
+
 /// The quotas of `namespace` in this replica's cache.
 fn quotas_in(cache: &WatchCache, namespace: &str) -> Vec<Quota> {
-    let prefix = format!("{}{namespace}/", keys::type_prefix("", "resourcequotas"));
+    let prefix = quota_prefix(namespace);
     cache
         .list(&prefix, None, None)
         .map(|s| s.objects)

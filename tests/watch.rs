@@ -1,8 +1,8 @@
 //! The watch cache's resourceVersion contract on a real three-replica cluster: every row of the
 //! spec's get/list/watch tables over plain HTTP, paging, 410/504/422/400 answers with their
 //! Status bodies, watches resumed on another replica, bookmarks, streaming lists, selector
-//! transitions, slow watchers, watches multiplexed over HTTP/2, and the real kubectl (`get -w`,
-//! `--chunk-size`, selectors).
+//! transitions, slow watchers, watches multiplexed over HTTP/2, kubelets' watches indexed by
+//! node, and the real kubectl (`get -w`, `--chunk-size`, selectors).
 
 mod support;
 
@@ -973,7 +973,7 @@ async fn a_slow_watcher_is_closed_and_resumes_without_loss() {
     create_ns(&k, "slow").await;
     let start = create_cm(&k, 0, "slow", "seed", json!({}), json!({})).await;
     let base = "/api/v1/namespaces/slow/configmaps";
-    let mut slow = Watch::open(&k, 1, &format!("{base}?watch=1&resourceVersion={start}")).await;
+    let slow = Watch::open(&k, 1, &format!("{base}?watch=1&resourceVersion={start}")).await;
     // Big objects, and nobody reading: the socket, the frame queue and then the watcher's
     // buffer fill up.
     let big = "x".repeat(256 * 1024);
@@ -981,7 +981,37 @@ async fn a_slow_watcher_is_closed_and_resumes_without_loss() {
     for i in 0..120 {
         revs.push(create_cm(&k, 0, "slow", &format!("big-{i}"), json!({}), json!({"v": big})).await);
     }
-    // The watcher was cut off: its stream ends (cleanly) before the last event.
+    closed_then_resumed(
+        &k,
+        slow,
+        |last| format!("{base}?watch=1&resourceVersion={last}"),
+        &revs,
+    )
+    .await;
+
+    // The same for a kubelet's watch, which takes its node's events from a queue of its own.
+    let pods = "/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dslow-node";
+    let from = current(&k, "/api/v1/namespaces/slow/pods").await;
+    let slow = Watch::open(&k, 1, &format!("{pods}&resourceVersion={from}")).await;
+    let big = "x".repeat(200 * 1024);
+    let mut revs = Vec::new();
+    for i in 0..120 {
+        let pod = json!({"metadata": {"name": format!("big-{i}"), "annotations": {"v": big}},
+            "spec": {"nodeName": "slow-node", "containers": [{"name": "c", "image": "i"}]}});
+        let (code, body) = k
+            .send(Method::POST, 0, "/api/v1/namespaces/slow/pods", Some(&pod))
+            .await;
+        assert_eq!(code, 201, "{body}");
+        revs.push(rv_of(&body));
+    }
+    closed_then_resumed(&k, slow, |last| format!("{pods}&resourceVersion={last}"), &revs).await;
+}
+
+/// Reads a watch nobody read while `revs` were written, which the server cut off: its stream
+/// ends (cleanly) before the last event; resumed on another replica from the last
+/// resourceVersion received (`resume` is the watch from there), it sends the rest, no gap,
+/// no duplicate.
+async fn closed_then_resumed(k: &Kube, mut slow: Watch, resume: impl Fn(i64) -> String, revs: &[i64]) {
     let mut got = Vec::new();
     loop {
         match slow.next(T).await {
@@ -996,11 +1026,10 @@ async fn a_slow_watcher_is_closed_and_resumes_without_loss() {
         got.len(),
         revs.len()
     );
-    // Resume from the last resourceVersion received: the rest, no gap, no duplicate.
     let last = rv_of(&got.last().unwrap()["object"]);
-    let mut w = Watch::open(&k, 2, &format!("{base}?watch=1&resourceVersion={last}")).await;
+    let mut w = Watch::open(k, 2, &resume(last)).await;
     got.extend(w.events(revs.len() - got.len()).await);
-    check_stream(&got, &revs);
+    check_stream(&got, revs);
 }
 
 /// Spawns `kubectl` with the test kubeconfig, its stdout captured.
@@ -1507,6 +1536,245 @@ async fn watches_multiplexed_over_one_http2_connection_each_get_their_events() {
         assert!(
             matches!(w.next(Duration::from_millis(300)).await, Next::Quiet),
             "an event nobody wrote"
+        );
+    }
+}
+
+/// Creates a pod through replica `via`, on `node` (pending without one); its resourceVersion.
+async fn create_pod(k: &Kube, via: usize, ns: &str, name: &str, node: Option<&str>) -> i64 {
+    let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
+    let (code, body) = k
+        .send(
+            Method::POST,
+            via,
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            Some(&json!({"metadata": {"name": name}, "spec": spec})),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    rv_of(&body)
+}
+
+/// Binds a pending pod to `node` as a scheduler does; the pod's resourceVersion after it.
+async fn bind_pod(k: &Kube, via: usize, ns: &str, name: &str, node: &str) -> i64 {
+    let pod = format!("/api/v1/namespaces/{ns}/pods/{name}");
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    let (code, body) = k
+        .send(Method::POST, via, &format!("{pod}/binding"), Some(&binding))
+        .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, bound) = get(k, via, &pod).await;
+    assert_eq!((code, bound["spec"]["nodeName"].as_str()), (200, Some(node)));
+    rv_of(&bound)
+}
+
+/// Labels a pod (a merge patch); its new resourceVersion.
+async fn label_pod(k: &Kube, via: usize, ns: &str, name: &str) -> i64 {
+    let r = k
+        .http
+        .patch(k.url(via, &format!("/api/v1/namespaces/{ns}/pods/{name}")))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(json!({"metadata": {"labels": {"seen": "yes"}}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    rv_of(&r.json().await.unwrap())
+}
+
+/// What one watcher must receive, pod by pod: each pod's events in order, with the
+/// resourceVersion the write was acknowledged at when the write said it.
+type Expected = std::collections::BTreeMap<String, Vec<(&'static str, Option<i64>)>>;
+
+/// Checks a watcher's events: in revision order, and per pod exactly the expected ones.
+fn check_pods(who: &str, got: &[Value], expected: &Expected) {
+    let revs: Vec<i64> = got.iter().map(|e| rv_of(&e["object"])).collect();
+    assert!(
+        revs.windows(2).all(|w| w[0] < w[1]),
+        "{who}: out of order: {:?}",
+        summary(got)
+    );
+    let mut by_pod: std::collections::BTreeMap<String, Vec<(&'static str, Option<i64>)>> = Default::default();
+    for (e, rev) in got.iter().zip(&revs) {
+        let name = e["object"]["metadata"]["name"].as_str().unwrap().to_string();
+        let kind = match e["type"].as_str().unwrap() {
+            "ADDED" => "ADDED",
+            "MODIFIED" => "MODIFIED",
+            "DELETED" => "DELETED",
+            other => panic!("{who}: a {other} event: {e}"),
+        };
+        let expected_rev = expected
+            .get(&name)
+            .and_then(|evs| evs.get(by_pod.get(&name).map_or(0, Vec::len)))
+            .and_then(|(_, r)| *r);
+        // Compared where the write said its revision; else any (the order is checked above).
+        by_pod
+            .entry(name)
+            .or_default()
+            .push((kind, expected_rev.map(|_| *rev)));
+    }
+    assert_eq!(&by_pod, expected, "{who}: {:?}", summary(got));
+}
+
+/// 200 kubelets' watches (`spec.nodeName=<node>`, indexed by node) on a three-replica cluster,
+/// a scheduler's watch of pending pods (`spec.nodeName=`, indexed under the empty value), a
+/// node's watch that starts with a streaming list, one with bookmarks on a node that never
+/// gets a pod, and a watch of every pod (not indexed), while pods are created on nodes and
+/// pending, bound to nodes (moving from the pending watch to their node's: DELETED for one,
+/// ADDED for the other), labelled and deleted, concurrently through every replica. Each
+/// watcher gets exactly its events, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_selector_watchers_indexed_by_node_each_get_exactly_their_events() {
+    use futures::StreamExt;
+    const NODES: usize = 200;
+    const PODS: usize = 400;
+    let k = Kube::start().await;
+    let ns = "kubelets";
+    create_ns(&k, ns).await;
+    let base = format!("/api/v1/namespaces/{ns}/pods");
+    let node = |i: usize| format!("node-{i}");
+    // Pod j: pending then bound (j % 5 == 0), on a node nobody watches (j % 10 == 9), else on
+    // one of the watched nodes.
+    let placed = |j: usize| match j {
+        _ if j.is_multiple_of(5) => None,
+        _ if j % 10 == 9 => Some("unwatched".to_string()),
+        _ => Some(node(j * 7 % NODES)),
+    };
+    let bound_to = |j: usize| placed(j).unwrap_or_else(|| node(j % NODES));
+    let early = create_pod(&k, 0, ns, "early", Some(&node(5))).await;
+
+    let from = current(&k, &base).await;
+    let q = format!("watch=1&resourceVersion={from}");
+    let selected = |value: &str| format!("/api/v1/pods?{q}&fieldSelector=spec.nodeName%3D{value}");
+    let mut kubelets = Vec::new();
+    for i in 0..NODES {
+        kubelets.push(Watch::open(&k, i % 3, &selected(&node(i))).await);
+    }
+    let mut pending = Watch::open(&k, 1, &selected("")).await;
+    let mut every = Watch::open(&k, 2, &format!("{base}?{q}")).await;
+    let mut quiet = Watch::open(&k, 0, &format!("{}&allowWatchBookmarks=true", selected("idle"))).await;
+    let mut streamed = Watch::open(
+        &k,
+        2,
+        &format!(
+            "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={from}&allowWatchBookmarks=true&fieldSelector=spec.nodeName%3D{}",
+            node(5)
+        ),
+    )
+    .await;
+
+    let name = |j: usize| format!("pod-{j}");
+    let run = |writes: Vec<usize>, what: u8| {
+        let k = &k;
+        futures::stream::iter(writes.into_iter().map(move |j| async move {
+            let (via, pod) = (j % 3, name(j));
+            let rev = match what {
+                0 => create_pod(k, via, ns, &pod, placed(j).as_deref()).await,
+                1 => bind_pod(k, via, ns, &pod, &bound_to(j)).await,
+                _ => label_pod(k, via, ns, &pod).await,
+            };
+            (j, rev)
+        }))
+        .buffer_unordered(16)
+        .collect::<std::collections::BTreeMap<usize, i64>>()
+    };
+    let created = run((0..PODS).collect(), 0).await;
+    let bound = run((0..PODS).filter(|j| placed(*j).is_none()).collect(), 1).await;
+    let labelled = run((0..PODS).collect(), 2).await;
+    futures::stream::iter((0..PODS).map(|j| {
+        let path = format!("{base}/{}?gracePeriodSeconds=0", name(j));
+        let k = &k;
+        async move {
+            let (code, body) = k.send(Method::DELETE, j % 3, &path, None).await;
+            assert_eq!(code, 200, "{body}");
+        }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+
+    // What each watcher must get, by the value it is indexed under.
+    let mut by_node: std::collections::BTreeMap<String, Expected> = Default::default();
+    let mut for_pending = Expected::new();
+    let mut for_every = Expected::new();
+    for j in 0..PODS {
+        let (c, l) = (Some(created[&j]), Some(labelled[&j]));
+        let on_node = match bound.get(&j) {
+            Some(b) => {
+                for_pending.insert(name(j), vec![("ADDED", c), ("DELETED", Some(*b))]);
+                for_every.insert(
+                    name(j),
+                    vec![
+                        ("ADDED", c),
+                        ("MODIFIED", Some(*b)),
+                        ("MODIFIED", l),
+                        ("DELETED", None),
+                    ],
+                );
+                vec![("ADDED", Some(*b)), ("MODIFIED", l), ("DELETED", None)]
+            }
+            None => {
+                for_every.insert(name(j), vec![("ADDED", c), ("MODIFIED", l), ("DELETED", None)]);
+                vec![("ADDED", c), ("MODIFIED", l), ("DELETED", None)]
+            }
+        };
+        by_node.entry(bound_to(j)).or_default().insert(name(j), on_node);
+    }
+    assert!(by_node.len() > NODES / 2 && !for_pending.is_empty());
+    let count = |e: &Expected| e.values().map(Vec::len).sum::<usize>();
+    let none = Expected::new();
+    for (i, w) in kubelets.iter_mut().enumerate() {
+        let expected = by_node.get(&node(i)).unwrap_or(&none);
+        check_pods(&node(i), &w.events(count(expected)).await, expected);
+    }
+    check_pods(
+        "pending",
+        &pending.events(count(&for_pending)).await,
+        &for_pending,
+    );
+    check_pods("every pod", &every.events(count(&for_every)).await, &for_every);
+
+    // The streaming list of node-5's pods, then that node's events like its kubelet's.
+    let first = streamed.event().await;
+    assert_eq!(
+        (first["type"].as_str(), rv_of(&first["object"])),
+        (Some("ADDED"), early)
+    );
+    let end = streamed.event().await;
+    assert_eq!(end["type"], "BOOKMARK");
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let expected = by_node.get(&node(5)).unwrap_or(&none);
+    check_pods("streamed", &streamed.events(count(expected)).await, expected);
+
+    // A watcher that got no event at all still learns (by bookmarks) how far the cache is.
+    let last = current(&k, &base).await;
+    loop {
+        let e = quiet.event().await;
+        assert_eq!(e["type"], "BOOKMARK", "an event for a node without pods: {e}");
+        if rv_of(&e["object"]) >= last {
+            break;
+        }
+    }
+
+    // Nothing else came to anyone.
+    let extra = futures::future::join_all(
+        kubelets
+            .iter_mut()
+            .chain([&mut pending, &mut every])
+            .map(|w| w.next(Duration::from_millis(500))),
+    )
+    .await;
+    for (i, next) in extra.into_iter().enumerate() {
+        assert!(
+            matches!(next, Next::Quiet),
+            "watcher {i}: an event nobody wrote: {next:?}"
         );
     }
 }

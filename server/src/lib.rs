@@ -114,9 +114,10 @@
 //! registry's verbs.
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
-//! cache (`cacher`), the decision to serve a read from the cache or the store by its
-//! resourceVersion (`delegator`), the typed read plans (`plans`), a Service reference resolved
-//! to an endpoint (`services`, for webhooks and the aggregation proxy), writes that carry other
+//! cache (`cacher`) and its watchers indexed by a field's value (`dispatch`), the decision to
+//! serve a read from the cache or the store by its resourceVersion (`delegator`), the typed
+//! read plans (`plans`), a Service reference resolved to an endpoint (`services`, for webhooks
+//! and the aggregation proxy), writes that carry other
 //! guarded keys in their transaction (`Alongside`, a quota's charge), and encryption at rest
 //! (`encryption`: values sealed where they are encoded for a write, opened where they are
 //! decoded, so nothing above the store ever sees ciphertext and apply never encrypts).

@@ -13,8 +13,10 @@
 //!   `kubectl get -w`), Kubernetes protobuf (length-delimited `WatchEvent`s) and CBOR (a CBOR
 //!   sequence of `WatchEvent`s, `application/cbor-seq`).
 //! * A watcher is its response body: the connection's task polls it, and it polls the cache's
-//!   broadcast. Frames go out as soon as their batch of revisions is published, every batch
-//!   already waiting in the same chunk. An object's encoding is computed once and shared by
+//!   broadcast, or its own queue when its field selector pins its type's indexed field
+//!   (`spec.nodeName=…`: only the batches that hold that node's pods wake it, see
+//!   `store::dispatch`). Frames go out as soon as their batch of revisions is published, every
+//!   batch already waiting in the same chunk. An object's encoding is computed once and shared by
 //!   every watcher, and a batch's JSON or CBOR frames once per key prefix, sent as they are by every
 //!   watcher of that prefix without selectors (no copy per watcher). A watcher that falls
 //!   more than the buffer behind is closed cleanly and its client resumes from its last
@@ -50,6 +52,7 @@ use crate::store::cacher::{
     CacheEvent, CachedObject, Change, Published, SharedBatch, SharedEncodings, Unavailable,
 };
 use crate::store::delegator::{corrupt_objects, sync_most_recent, WAIT_FOR_REVISION};
+use crate::store::dispatch::Live;
 use crate::store::keys;
 use crate::store::plans::{watch_plan, WatchPlan, WatchStartAt};
 use crate::store::Store;
@@ -260,7 +263,7 @@ struct Start {
     objects: Vec<(&'static str, Arc<CachedObject>)>,
     trailer: Option<Bytes>,
     revision: i64,
-    live: Option<broadcast::Receiver<Arc<Published>>>,
+    live: Option<Live>,
 }
 
 async fn start(
@@ -286,7 +289,7 @@ async fn start(
         WatchStartAt::Any => {}
     }
     if plan.initial_events {
-        let (snap, live) = cache.list_and_watch(&filter.prefix);
+        let (snap, live) = cache.list_and_watch_selected(&filter.prefix, &filter.fields);
         if !snap.corrupt.is_empty() {
             return Err(corrupt_objects(rt, snap.corrupt));
         }
@@ -310,7 +313,7 @@ async fn start(
         WatchStartAt::After(rev) => rev,
         _ => cache.revision(),
     };
-    match cache.watch_from(from).await {
+    match cache.watch_from(from, &filter.prefix, &filter.fields).await {
         Ok(w) => {
             let mut objects = Vec::new();
             for sent in w.backlog.iter().filter_map(|e| filter.event(e, rt)) {
@@ -468,7 +471,7 @@ impl Output {
 struct Watcher {
     initial: std::vec::IntoIter<(&'static str, Arc<CachedObject>)>,
     trailer: Option<Bytes>,
-    live: Option<broadcast::Receiver<Arc<Published>>>,
+    live: Option<Live>,
     filter: Filter,
     enc: Encoding,
     rt: ResourceType,
@@ -609,7 +612,7 @@ impl Watcher {
 
     /// Waits for live events (or a bookmark) and appends their frames; returns with nothing
     /// appended only when the watch ends.
-    async fn next_live(&mut self, live: &mut broadcast::Receiver<Arc<Published>>, out: &mut Output) {
+    async fn next_live(&mut self, live: &mut Live, out: &mut Output) {
         loop {
             tokio::select! {
                 _ = &mut self.deadline => {
@@ -617,6 +620,20 @@ impl Watcher {
                     return;
                 }
                 _ = self.ticker.tick(), if self.bookmarks => {
+                    // A watcher sent only its own events has seen everything up to the cache's
+                    // revision once it has taken what waits for it.
+                    if let Some(now) = live.progress() {
+                        match live.try_recv() {
+                            Err(broadcast::error::TryRecvError::Empty) => self.seen = self.seen.max(now),
+                            waiting => {
+                                self.take_waiting(waiting.map_err(recv_error), live, out).await;
+                                if !out.is_empty() || self.ending {
+                                    return;
+                                }
+                                continue;
+                            }
+                        }
+                    }
                     if self.seen > self.told {
                         out.open().extend_from_slice(&self.enc.value_frame("BOOKMARK", &bookmark(&self.rt, self.seen, false)));
                         self.told = self.seen;
@@ -624,34 +641,36 @@ impl Watcher {
                     }
                 }
                 msg = live.recv() => {
-                    if self.converting.is_some() {
-                        self.take_converted(msg, out).await;
-                        if !out.is_empty() || self.ending {
-                            return;
-                        }
-                        continue;
-                    }
-                    // This batch and every batch already waiting go out together.
-                    let mut next = Some(msg);
-                    while let Some(msg) = next.take() {
-                        self.take(msg, out);
-                        if self.ending || out.len() >= CHUNK_BYTES {
-                            break;
-                        }
-                        next = match live.try_recv() {
-                            Err(broadcast::error::TryRecvError::Empty) => None,
-                            Ok(p) => Some(Ok(p)),
-                            Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                                Some(Err(broadcast::error::RecvError::Lagged(n)))
-                            }
-                            Err(broadcast::error::TryRecvError::Closed) => Some(Err(broadcast::error::RecvError::Closed)),
-                        };
-                    }
+                    self.take_waiting(msg, live, out).await;
                     if !out.is_empty() || self.ending {
                         return;
                     }
                 }
             }
+        }
+    }
+
+    /// Appends the frames of `msg` and, up to about [`CHUNK_BYTES`], of every batch already
+    /// waiting after it (one at a time when events are converted).
+    async fn take_waiting(
+        &mut self,
+        msg: Result<Arc<Published>, broadcast::error::RecvError>,
+        live: &mut Live,
+        out: &mut Output,
+    ) {
+        if self.converting.is_some() {
+            return self.take_converted(msg, out).await;
+        }
+        let mut next = Some(msg);
+        while let Some(msg) = next.take() {
+            self.take(msg, out);
+            if self.ending || out.len() >= CHUNK_BYTES {
+                break;
+            }
+            next = match live.try_recv() {
+                Err(broadcast::error::TryRecvError::Empty) => None,
+                waiting => Some(waiting.map_err(recv_error)),
+            };
         }
     }
 
@@ -813,6 +832,16 @@ impl Watcher {
             }
         }
         encoded
+    }
+}
+
+/// What a failed `try_recv` (other than an empty queue) means for a watcher.
+fn recv_error(e: broadcast::error::TryRecvError) -> broadcast::error::RecvError {
+    match e {
+        broadcast::error::TryRecvError::Lagged(n) => broadcast::error::RecvError::Lagged(n),
+        broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed => {
+            broadcast::error::RecvError::Closed
+        }
     }
 }
 

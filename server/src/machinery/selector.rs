@@ -198,6 +198,15 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// The value the selector requires the field at `path` to equal (`path=value`), if it
+    /// pins it: an object it matches has exactly that value there.
+    pub fn pinned(&self, path: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|r| r.equal && r.path == path)
+            .map(|r| r.value.as_str())
+    }
+
     /// Whether the object satisfies the selector; an absent field reads as `""`.
     pub fn matches(&self, obj: &(impl Selectable + ?Sized)) -> bool {
         self.0.iter().all(|r| (obj.field(&r.path) == r.value) == r.equal)

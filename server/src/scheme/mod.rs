@@ -504,6 +504,20 @@ pub fn field_selectors(group: &str, plural: &str) -> &'static [(&'static str, &'
     }
 }
 
+/// The field the watch cache indexes each type's watchers by, as kube-apiserver's registry
+/// declares a trigger function per type (pods: `spec.nodeName`, so that each kubelet's watch
+/// is woken only by its own node's pods): `(group, plural, JSON path)`, the path one of the
+/// type's [`field_selectors`].
+const WATCH_INDEXES: &[(&str, &str, &str)] = &[("", "pods", "spec.nodeName")];
+
+/// The JSON path the watchers of a built-in type (by group and plural) are indexed by, if any.
+pub fn watch_index(group: &str, plural: &str) -> Option<&'static str> {
+    WATCH_INDEXES
+        .iter()
+        .find(|(g, p, _)| *g == group && *p == plural)
+        .map(|(_, _, path)| *path)
+}
+
 /// The set of types, looked up by group, version and plural.
 #[derive(Debug, Clone)]
 pub struct Registry {

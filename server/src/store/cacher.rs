@@ -10,6 +10,11 @@
 //! between the two; it applies each revision once, in order, and then publishes it to the
 //! watchers under the same lock, so a watcher that subscribes while holding the lock sees
 //! exactly the revisions after the state it copied.
+//!
+//! Watchers whose field selector pins their type's indexed field (pods: `spec.nodeName`) are
+//! not woken by every batch: the feeder queues each event only for the watchers registered
+//! under the field's old and new values (`store::dispatch`). Every other watcher, and every
+//! other reader, takes each batch from one broadcast.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -24,9 +29,10 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
 use crate::machinery::go_json;
-use crate::machinery::selector::{field_text, selectable_paths, Selectable};
+use crate::machinery::selector::{field_text, selectable_paths, FieldSelector, Selectable};
 use crate::scheme::field_selectors;
 use crate::store::decode_value;
+use crate::store::dispatch::{Live, WatcherIndex};
 use crate::store::encryption::Encryption;
 use crate::store::keys::{type_of_key, INTERNAL_PREFIX, ROOT};
 
@@ -382,7 +388,7 @@ pub struct WatchStart {
     /// The cache revision the backlog reaches.
     pub revision: i64,
     /// Live batches after `revision`.
-    pub live: broadcast::Receiver<Arc<Published>>,
+    pub live: Live,
 }
 
 /// A consistent view of a key range at one revision.
@@ -402,6 +408,10 @@ pub struct WatchCache {
     node: Arc<RaftNode>,
     revision: watch::Receiver<Option<i64>>,
     publish: broadcast::Sender<Arc<Published>>,
+    /// The watchers that are sent only the events of their indexed field's value.
+    index: WatcherIndex,
+    /// How many batches a watcher may fall behind before it is closed.
+    watcher_buffer: usize,
     /// The latest published batches, whose shared encodings are kept.
     latest: Arc<Mutex<VecDeque<Arc<Published>>>>,
     /// How stored values are decrypted.
@@ -550,6 +560,8 @@ impl WatchCache {
             node,
             revision,
             publish: broadcast::channel(watcher_buffer).0,
+            index: WatcherIndex::default(),
+            watcher_buffer,
             latest: Arc::default(),
             encryption,
         };
@@ -638,9 +650,24 @@ impl WatchCache {
         applied.max(self.read().compacted)
     }
 
-    /// Starts a watch after revision `from`: the events since then (from the window, or the
-    /// store's history when they are older) and a subscription to everything after them.
-    pub async fn watch_from(&self, from: i64) -> Result<WatchStart, Unavailable> {
+    /// The subscription of a watcher of `prefix` with the field selector `fields`: to the
+    /// events of its value when the selector pins its type's indexed field, else to every
+    /// batch. Taken while the state is held, so it continues exactly after what was read.
+    fn subscribe(&self, prefix: &str, fields: &FieldSelector) -> Live {
+        self.index
+            .register(prefix, fields, self.watcher_buffer, &self.revision)
+            .map_or_else(|| Live::All(self.publish.subscribe()), Live::Indexed)
+    }
+
+    /// Starts a watch of `prefix` (whose field selector is `fields`) after revision `from`:
+    /// the events since then (from the window, or the store's history when they are older)
+    /// and a subscription to everything after them.
+    pub async fn watch_from(
+        &self,
+        from: i64,
+        prefix: &str,
+        fields: &FieldSelector,
+    ) -> Result<WatchStart, Unavailable> {
         let mut backlog: Vec<Arc<CacheEvent>> = Vec::new();
         let mut after = from;
         loop {
@@ -655,7 +682,7 @@ impl WatchCache {
                     return Ok(WatchStart {
                         backlog,
                         revision: s.revision.max(after),
-                        live: self.publish.subscribe(),
+                        live: self.subscribe(prefix, fields),
                     });
                 }
                 s.window_start
@@ -675,8 +702,19 @@ impl WatchCache {
         }
     }
 
-    /// Copies the objects under `prefix` and subscribes to the changes after them, atomically.
+    /// Copies the objects under `prefix` and subscribes to every batch after them, atomically.
     pub fn list_and_watch(&self, prefix: &str) -> (Snapshot, broadcast::Receiver<Arc<Published>>) {
+        self.list_then(prefix, || self.publish.subscribe())
+    }
+
+    /// Copies the objects under `prefix` and subscribes a watcher with the field selector
+    /// `fields` to the changes after them, atomically.
+    pub fn list_and_watch_selected(&self, prefix: &str, fields: &FieldSelector) -> (Snapshot, Live) {
+        self.list_then(prefix, || self.subscribe(prefix, fields))
+    }
+
+    /// Copies the objects under `prefix` and, while they cannot change, `subscribe`s.
+    fn list_then<L>(&self, prefix: &str, subscribe: impl FnOnce() -> L) -> (Snapshot, L) {
         let s = self.read();
         let objects = s
             .objects
@@ -684,7 +722,7 @@ impl WatchCache {
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let live = self.publish.subscribe();
+        let live = subscribe();
         (
             Snapshot {
                 objects,
@@ -816,6 +854,7 @@ fn apply(
     let revision = s.revision;
     if revision > before {
         record_batch(&s, &events, revision);
+        cache.index.dispatch(&events, revision);
         let batch = Arc::new(Published::Changes {
             events,
             revision,
@@ -852,6 +891,7 @@ async fn reload(cache: &WatchCache, rev_tx: &watch::Sender<Option<i64>>) {
                     fresh.publish_count(part);
                 }
                 *s = fresh;
+                cache.index.reset();
                 drop(s);
                 let _ = cache.publish.send(Arc::new(Published::Reset));
                 rev_tx.send_replace(Some(revision));

@@ -7,6 +7,7 @@
 
 pub mod cacher;
 pub mod delegator;
+pub mod dispatch;
 pub mod encryption;
 pub mod keys;
 pub mod plans;

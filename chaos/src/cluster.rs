@@ -511,7 +511,12 @@ async fn leader_by_metrics(addrs: &[String], marker: &str, tls: Option<&Tls>) ->
 pub struct KuberaftCluster {
     // Declared before `dir`: fields drop in order, so the cluster stops before data is removed.
     process: Process,
+    /// Replicas started again by [`KuberaftCluster::start_replica`] (by index), outside
+    /// `cluster up`, which only starts them once.
+    restarted: Vec<Option<Process>>,
     dir: ScratchDir,
+    /// The `kuberaft` binary.
+    bin: PathBuf,
     /// Peer addresses (`host:port`, where the `Kv` service runs), one per node.
     pub addrs: Vec<String>,
     /// Kubernetes API addresses (`host:port`), one per node.
@@ -531,6 +536,74 @@ impl KuberaftCluster {
     /// The process id of `kuberaft cluster up`, whose children are the replicas.
     pub fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// The directory of `cluster up` (node configs and logs, `pki/`).
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().join("cluster")
+    }
+
+    /// The process id of replica `i` (0-based), if it runs.
+    pub fn replica_pid(&mut self, i: usize) -> Option<u32> {
+        if let Some(p) = self.restarted.get_mut(i).and_then(Option::as_mut) {
+            return p.is_running().then(|| p.pid());
+        }
+        crate::cpu::child_with_arg(self.process.pid(), &format!("/node-{}.yaml", i + 1))
+    }
+
+    /// Stops replica `i` (0-based) as an operator would (SIGTERM, SIGKILL after a grace period)
+    /// and waits until it has exited.
+    pub async fn stop_replica(&mut self, i: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + KUBERAFT_GRACE;
+        if let Some(p) = self.restarted.get_mut(i).and_then(Option::as_mut) {
+            p.signal(libc::SIGTERM, false);
+            while p.is_running() {
+                if Instant::now() >= deadline {
+                    p.kill_now();
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            return Ok(());
+        }
+        let pid = self
+            .replica_pid(i)
+            .with_context(|| format!("replica {} is not running", i + 1))?;
+        let target = libc::pid_t::try_from(pid).context("a process id out of range")?;
+        // SAFETY: kill(2) has no memory-safety preconditions; `target` is a child of our own
+        // `cluster up`, which reaps it only after it exited.
+        unsafe { libc::kill(target, libc::SIGTERM) };
+        let mut killed = false;
+        while crate::cpu::is_alive(pid) {
+            if !killed && Instant::now() >= deadline {
+                // SAFETY: as above.
+                unsafe { libc::kill(target, libc::SIGKILL) };
+                killed = true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Starts replica `i` (0-based) again on its data and config, after
+    /// [`KuberaftCluster::stop_replica`]; its output goes on in its log.
+    pub fn start_replica(&mut self, i: usize) -> anyhow::Result<()> {
+        let dir = self.dir();
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(dir.join(format!("node-{}.yaml", i + 1)));
+        if !self.secure {
+            cmd.arg("--insecure");
+        }
+        let log = dir.join(format!("node-{}.log", i + 1));
+        let process = Process::spawn(format!("kuberaft replica {}", i + 1), cmd, log)?;
+        let slot = self
+            .restarted
+            .get_mut(i)
+            .with_context(|| format!("there is no replica {}", i + 1))?;
+        *slot = Some(process);
+        Ok(())
     }
 
     /// Runs `kuberaft cluster up` (with `--insecure` unless `secure`) and waits until every
@@ -554,6 +627,8 @@ impl KuberaftCluster {
             secure,
             tls: None,
             process,
+            restarted: (0..REPLICAS).map(|_| None).collect(),
+            bin: bin.to_path_buf(),
             addrs: (0..REPLICAS)
                 .map(|i| format!("127.0.0.1:{}", ports.kuberaft_peer() + i))
                 .collect(),
@@ -615,7 +690,14 @@ impl KuberaftCluster {
 
 impl Drop for KuberaftCluster {
     fn drop(&mut self) {
+        // Replicas started again stop alongside `cluster up`'s, with the same grace.
+        for p in self.restarted.iter().flatten() {
+            p.signal(libc::SIGTERM, false);
+        }
         stop_all(std::slice::from_mut(&mut self.process), KUBERAFT_GRACE);
+        for p in self.restarted.iter_mut().flatten() {
+            stop_all(std::slice::from_mut(p), KUBERAFT_GRACE);
+        }
     }
 }
 

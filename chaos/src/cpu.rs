@@ -1,6 +1,6 @@
-//! CPU time of processes, read from `/proc`: what a benchmark cell cost the servers (a whole
-//! process tree: `kuberaft cluster up` and its replicas) and the load generator itself, so
-//! that a latency figure comes with the CPU budget it was reached in.
+//! CPU time and memory of processes, read from `/proc`: what a benchmark cell cost the servers
+//! (a whole process tree: `kuberaft cluster up` and its replicas, or one replica) and the load
+//! generator itself, so that a latency figure comes with the CPU budget it was reached in.
 
 use std::collections::HashMap;
 
@@ -57,6 +57,52 @@ pub fn tree_seconds(roots: &[u32]) -> f64 {
     ticks as f64 / ticks_per_second()
 }
 
+/// The resident memory of process `pid` in bytes (`/proc/<pid>/statm`), `None` once it is gone.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
+}
+
+/// The live (not zombie) child of `parent` one of whose command-line arguments ends with
+/// `suffix`, e.g. the replica that `kuberaft cluster up` started with `node-2.yaml`.
+pub fn child_with_arg(parent: u32, suffix: &str) -> Option<u32> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Some(stat) = std::fs::read_to_string(entry.path().join("stat")).ok() else {
+            continue;
+        };
+        if parse_stat(&stat).map(|(ppid, _)| ppid) != Some(parent) || is_zombie(&stat) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if cmdline
+            .split(|b| *b == 0)
+            .any(|arg| arg.ends_with(suffix.as_bytes()))
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Whether a `/proc/<pid>/stat` line is a zombie's (exited, not yet reaped).
+fn is_zombie(stat: &str) -> bool {
+    stat.rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+}
+
+/// Whether `pid` names a live process (neither gone nor a zombie).
+pub fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !is_zombie(&stat))
+}
+
 /// CPU seconds (user + system) used so far by this process (all its threads, not the
 /// processes it started).
 pub fn own_seconds() -> f64 {
@@ -88,5 +134,27 @@ mod tests {
         }
         let spent = tree_seconds(&[std::process::id()]) - before;
         assert!(spent >= 0.1, "300 ms of spinning counted as {spent} s");
+    }
+
+    #[test]
+    fn a_child_is_found_by_its_argument_and_has_memory() {
+        let mut child = std::process::Command::new("sleep").arg("30.123").spawn().unwrap();
+        let me = std::process::id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let found = loop {
+            if let Some(pid) = child_with_arg(me, ".123") {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "the child was not found");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(found, child.id());
+        assert!(child_with_arg(me, ".456").is_none());
+        assert!(is_alive(found));
+        assert!(rss_bytes(found).is_some_and(|b| b > 0));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_alive(found));
+        assert!(rss_bytes(found).is_none());
     }
 }

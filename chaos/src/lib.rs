@@ -10,7 +10,8 @@
 //! watch delivery latency with many watchers (with the CPU it cost, `cpu`), against etcd and
 //! the fan-out `floor`; `backupbench` measures what online backups cost the replica that takes
 //! them; `codecbench` measures the API's wire encodings (JSON, protobuf, CBOR) in process;
-//! `admissionbench` measures what webhooks, policies and quotas cost a create.
+//! `admissionbench` measures what webhooks, policies and quotas cost a create; `clusterbench`
+//! simulates a large cluster's steady state (nodes, leases, pods, kubelets, informers).
 
 pub mod admissionbench;
 pub mod api;
@@ -19,6 +20,7 @@ pub mod chart;
 pub mod checkers;
 pub mod client;
 pub mod cluster;
+pub mod clusterbench;
 pub mod codecbench;
 pub mod cpu;
 pub mod failover;

@@ -49,6 +49,11 @@ enum Command {
     /// Measure ConfigMap creates through the API with nothing configured, with one validating
     /// webhook, with one ValidatingAdmissionPolicy and with a ResourceQuota, side by side.
     Admission(AdmissionArgs),
+    /// Simulate a large cluster's steady state (nodes renewing leases, pod status patches and
+    /// churn, a kubelet watch per node, informers, optionally full-list clients) and measure
+    /// latencies, watch delivery, CPU, memory and a follower's restart.
+    #[command(long_about = CLUSTER_ABOUT)]
+    Cluster(kuberaft_chaos::clusterbench::ClusterArgs),
     /// The fan-out floor server that `watch --floor` starts (not for direct use).
     #[command(hide = true)]
     FloorServer {
@@ -76,6 +81,33 @@ counts events a watcher never received within 10 s after the last write.
 Example:
   kuberaft-bench watch --watchers 1,100,1000 --rates 100,1000 --duration-secs 5 --runs 3
   kuberaft-bench watch --watchers 1000 --per-connection 1,100 --rates 1000 --runs 3";
+
+/// Long help of `kuberaft-bench cluster`.
+const CLUSTER_ABOUT: &str = "\
+Simulate a large cluster's steady state against a local secure 3-replica kuberaft cluster.
+
+Setup (as the admin, --setup-concurrency in flight): --nodes Nodes, a Lease per Node in
+kube-node-lease, --pods Pods (3-4 KiB of JSON each with their status) spread over the nodes
+and --namespaces namespaces; the rates are reported.
+
+Steady state (--duration-secs, open loop, as a user outside system:masters so the in-flight
+limits apply): every node renews its Lease each --lease-period-secs (PUT with the
+resourceVersion it last saw) and patches its status each --node-status-period-secs; pod
+status patches at --pod-status-patches-per-sec (each carrying its send time); pod deletes,
+each followed by a create, at --pod-churn-per-sec; one kubelet watch per node
+(fieldSelector=spec.nodeName=<node>, --watches-per-connection over HTTP/2, spread over the
+replicas); --informers list all pods and nodes in pages of 500 and watch them, started a
+quarter into the steady state; --list-clients list all pods unpaginated, again and again.
+
+Then a follower is stopped (SIGTERM) and started again while the load goes on against the
+others, and timed until /readyz is 200 and it has the leader's revision.
+
+Prints per operation p50/p99 and failures by status code (429 apart), kubelet watch delivery
+(patch sent -> event received), per replica CPU and RSS, memory per object against its JSON
+size, the restart, and issue 19's targets next to the measured values.
+
+Example (issue 19's cluster; the overload case adds --list-clients 200):
+  kuberaft-bench cluster --duration-secs 120 --json cluster.json";
 
 /// Options of `kuberaft-bench codecs`.
 #[derive(Debug, Clone, clap::Args)]
@@ -127,20 +159,11 @@ struct AdmissionArgs {
 
 /// Runs `kuberaft-bench admission` and prints its table.
 async fn run_admission_bench(args: AdmissionArgs) -> anyhow::Result<()> {
-    let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
-    if !bin.is_file() {
-        bail!(
-            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
-            bin.display()
-        );
-    }
     let setups = dedup_keep_order(&args.setups);
     if setups.is_empty() {
         bail!("--setups must not be empty");
     }
-    let ports = Ports::new(args.base_port)?;
-    ports.check_free(System::Kuberaft)?;
-    let cluster = KuberaftCluster::start(&bin, ports, false, true).await?;
+    let cluster = start_secure_cluster(args.kuberaft_bin.as_ref(), args.base_port, false).await?;
     let clients = connect_http(&cluster.api_addrs, cluster.tls.as_ref(), args.http).await?;
     let bench = kuberaft_chaos::admissionbench::AdmissionBench {
         setups,
@@ -166,6 +189,16 @@ async fn run_admission_bench(args: AdmissionArgs) -> anyhow::Result<()> {
         .await
         .context("stopping the cluster failed")?;
     Ok(())
+}
+
+/// Runs `kuberaft-bench cluster` and prints its report.
+async fn run_cluster_bench(args: kuberaft_chaos::clusterbench::ClusterArgs) -> anyhow::Result<()> {
+    let mut cluster = start_secure_cluster(args.kuberaft_bin.as_ref(), args.base_port, false).await?;
+    let result = kuberaft_chaos::clusterbench::print(&mut cluster, &args).await;
+    tokio::task::spawn_blocking(move || drop(cluster))
+        .await
+        .context("stopping the cluster failed")?;
+    result
 }
 
 /// Options of `kuberaft-bench watch`.
@@ -224,6 +257,25 @@ fn kuberaft_bin(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Starts a secure kuberaft cluster of the binary given (else the one next to this
+/// executable) on the ports from `base_port`, after checking both.
+async fn start_secure_cluster(
+    given: Option<&PathBuf>,
+    base_port: u16,
+    keep_dir: bool,
+) -> anyhow::Result<KuberaftCluster> {
+    let bin = kuberaft_bin(given)?;
+    if !bin.is_file() {
+        bail!(
+            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
+            bin.display()
+        );
+    }
+    let ports = Ports::new(base_port)?;
+    ports.check_free(System::Kuberaft)?;
+    KuberaftCluster::start(&bin, ports, keep_dir, true).await
+}
+
 /// Options of `kuberaft-bench backup`.
 #[derive(Debug, clap::Args)]
 struct BackupArgs {
@@ -263,16 +315,7 @@ struct BackupArgs {
 
 /// Runs `kuberaft-bench backup` and prints its table.
 async fn run_backup_bench(args: BackupArgs) -> anyhow::Result<()> {
-    let bin = kuberaft_bin(args.kuberaft_bin.as_ref())?;
-    if !bin.is_file() {
-        bail!(
-            "kuberaft binary {} not found; build it or pass --kuberaft-bin",
-            bin.display()
-        );
-    }
-    let ports = Ports::new(args.base_port)?;
-    ports.check_free(System::Kuberaft)?;
-    let cluster = KuberaftCluster::start(&bin, ports, args.keep_dir, true).await?;
+    let cluster = start_secure_cluster(args.kuberaft_bin.as_ref(), args.base_port, args.keep_dir).await?;
     let clients = connect_all(System::Kuberaft, &cluster.addrs, cluster.tls.as_ref()).await?;
     let bench = kuberaft_chaos::backupbench::BackupBench {
         ops: dedup_keep_order(&args.ops),
@@ -819,6 +862,7 @@ async fn main() -> anyhow::Result<()> {
             Command::Watch(args) => run_watch_bench(args).await,
             Command::Backup(args) => run_backup_bench(args).await,
             Command::Admission(args) => run_admission_bench(args).await,
+            Command::Cluster(args) => run_cluster_bench(args).await,
             Command::Codecs(args) => {
                 kuberaft_chaos::codecbench::run(args.pods, args.runs as usize).map(|table| print!("{table}"))
             }

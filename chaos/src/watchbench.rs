@@ -135,10 +135,31 @@ fn seq_of(line: &[u8]) -> Option<usize> {
     number_after(line, &NAME)
 }
 
+/// Calls `line` with every line completed by `chunk`, with `partial` holding the incomplete
+/// line the previous chunk ended in; keeps the new incomplete rest there. Linear in the bytes
+/// received, and only a line split between chunks is copied: a load generator shares the host
+/// with the servers, so its own cost per event is kept low.
+pub fn for_each_line(partial: &mut Vec<u8>, chunk: &[u8], mut line: impl FnMut(&[u8])) {
+    let mut from = 0;
+    if !partial.is_empty() {
+        let Some(end) = memchr::memchr(b'\n', chunk) else {
+            partial.extend_from_slice(chunk);
+            return;
+        };
+        partial.extend_from_slice(&chunk[..end]);
+        line(partial);
+        partial.clear();
+        from = end + 1;
+    }
+    while let Some(end) = memchr::memchr(b'\n', &chunk[from..]) {
+        line(&chunk[from..from + end]);
+        from += end + 1;
+    }
+    partial.extend_from_slice(&chunk[from..]);
+}
+
 /// Records the write number of every event line completed by `chunk` (arrived at `now`), with
-/// `partial` holding the incomplete line the previous chunk ended in; keeps the new incomplete
-/// rest there. Linear in the bytes received, and only a line split between chunks is copied:
-/// the load generator shares the host with the servers, so its own cost per event is kept low.
+/// `partial` holding the incomplete line the previous chunk ended in (see [`for_each_line`]).
 fn take_lines(
     partial: &mut Vec<u8>,
     chunk: &[u8],
@@ -146,28 +167,12 @@ fn take_lines(
     arrivals: &mut Vec<(usize, Instant)>,
 ) -> u64 {
     let mut taken = 0;
-    let mut record = |line: &[u8]| {
+    for_each_line(partial, chunk, |line| {
         if let Some(seq) = seq_of(line) {
             arrivals.push((seq, now));
             taken += 1;
         }
-    };
-    let mut from = 0;
-    if !partial.is_empty() {
-        let Some(end) = memchr::memchr(b'\n', chunk) else {
-            partial.extend_from_slice(chunk);
-            return 0;
-        };
-        partial.extend_from_slice(&chunk[..end]);
-        record(partial);
-        partial.clear();
-        from = end + 1;
-    }
-    while let Some(end) = memchr::memchr(b'\n', &chunk[from..]) {
-        record(&chunk[from..from + end]);
-        from += end + 1;
-    }
-    partial.extend_from_slice(&chunk[from..]);
+    });
     taken
 }
 

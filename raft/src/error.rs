@@ -52,6 +52,24 @@ pub enum NodeError {
     BlockingRead(#[from] tokio::task::JoinError),
 }
 
+impl NodeError {
+    /// The same error for another caller (the waiters of one batch share its failure). Errors
+    /// that carry a source that cannot be copied keep their message and become internal.
+    pub fn duplicate(&self) -> NodeError {
+        match self {
+            NodeError::Rejected(m) => NodeError::Rejected(m.clone()),
+            NodeError::NoLeader => NodeError::NoLeader,
+            NodeError::Unavailable(m) => NodeError::Unavailable(m.clone()),
+            NodeError::Timeout(d, what) => NodeError::Timeout(*d, what),
+            NodeError::ShuttingDown => NodeError::ShuttingDown,
+            NodeError::Refused(m) => NodeError::Refused(m.clone()),
+            NodeError::NoSpace(m) => NodeError::NoSpace(m.clone()),
+            NodeError::Remote(status) => NodeError::Remote(status.clone()),
+            other => NodeError::Raft(other.to_string()),
+        }
+    }
+}
+
 impl From<NodeError> for tonic::Status {
     fn from(e: NodeError) -> Self {
         use tonic::Code;

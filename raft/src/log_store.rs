@@ -143,10 +143,15 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             .map(|e| Ok((e.log_id.index, encode("log entry", &e)?)))
             .collect::<Result<Vec<_>, crate::codec::CodecError>>()
             .map_err(|e| StorageIOError::write_logs(&e))?;
+        let started = std::time::Instant::now();
         self.log
             .append(
                 encoded,
-                Box::new(move |r| callback.log_io_completed(r.map_err(std::io::Error::other))),
+                Box::new(move |r| {
+                    metrics::histogram!("kuberaft_raft_log_durable_seconds")
+                        .record(started.elapsed().as_secs_f64());
+                    callback.log_io_completed(r.map_err(std::io::Error::other))
+                }),
             )
             .map_err(|e| StorageIOError::write_logs(&e).into())
     }

@@ -12,7 +12,9 @@ use std::time::Duration;
 use kuberaft_proto::kv_client::KvClient;
 use kuberaft_proto::peer_client::PeerClient;
 use kuberaft_proto::{RaftPayload, CLUSTER_HEADER};
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -145,19 +147,41 @@ pub struct PeerConnection {
 type RpcResult<T, E> = Result<T, RPCError<u64, Member, E>>;
 
 impl PeerConnection {
-    async fn call<Req, Resp, E>(&self, kind: RpcKind, req: &Req, option: &RPCOption) -> RpcResult<Resp, E>
+    /// Sends `req`; `entries` is the number of log entries it carries, so that a message over
+    /// [`MAX_PEER_MESSAGE`] is refused before it is sent with a hint of how many would fit
+    /// (openraft then sends fewer at a time).
+    async fn call<Req, Resp, E>(
+        &self,
+        kind: RpcKind,
+        req: &Req,
+        entries: usize,
+        option: &RPCOption,
+    ) -> RpcResult<Resp, E>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
         let data = encode("raft rpc", req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if data.len() > MAX_PEER_MESSAGE && entries > 1 {
+            let fit = (entries as u64).saturating_mul(MAX_PEER_MESSAGE as u64) / data.len() as u64;
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(
+                fit.max(1),
+            )));
+        }
         let mut client = self
             .peers
             .client(&self.addr)
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         let request = self.peers.request(RaftPayload { data }, option.hard_ttl());
+        let started = std::time::Instant::now();
         let reply = match kind {
+            RpcKind::Append if entries > 0 => {
+                let reply = client.append_entries(request).await;
+                metrics::histogram!("kuberaft_raft_append_rpc_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                reply
+            }
             RpcKind::Append => client.append_entries(request).await,
             RpcKind::Vote => client.vote(request).await,
             RpcKind::Snapshot => client.install_snapshot(request).await,
@@ -190,7 +214,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<u64>, RaftError<u64>> {
-        self.call(RpcKind::Append, &rpc, &option).await
+        self.call(RpcKind::Append, &rpc, rpc.entries.len(), &option).await
     }
 
     async fn install_snapshot(
@@ -198,7 +222,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
-        self.call(RpcKind::Snapshot, &rpc, &option).await
+        self.call(RpcKind::Snapshot, &rpc, 0, &option).await
     }
 
     async fn vote(
@@ -206,6 +230,6 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<u64>, RaftError<u64>> {
-        self.call(RpcKind::Vote, &rpc, &option).await
+        self.call(RpcKind::Vote, &rpc, 0, &option).await
     }
 }

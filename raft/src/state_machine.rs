@@ -149,7 +149,8 @@ fn snapshot_file_name(id: &str) -> String {
 }
 
 /// Applies one command inside a batch. Client errors become a deterministic `rejected`
-/// result; storage failures abort the whole apply.
+/// result; storage failures abort the whole apply. The transactions of a [`pb::TxnBatch`] are
+/// applied one after the other, each with its own result, as if each had its own entry.
 fn apply_command(
     batch: &mut kuberaft_storage::ApplyBatch<'_>,
     cmd: &pb::Command,
@@ -163,19 +164,37 @@ fn apply_command(
                 revision: batch.revision(),
             })
         }),
+        Some(pb::command::Command::Batch(b)) => {
+            let results = b
+                .txns
+                .iter()
+                .map(|t| rejected_or(batch.txn(t).map(R::Txn)))
+                .map(|r| r.map(|result| pb::CommandResult { result: Some(result) }))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok(R::Batch(pb::BatchResults { results }))
+        }
         None => Err(StoreError::InvalidRequest("empty command".into())),
     };
-    let result = match result {
-        Ok(r) => r,
+    Ok(pb::CommandResult {
+        result: Some(rejected_or(result)?),
+    })
+}
+
+/// A command's result, with the errors that are the command's fault (the same on every
+/// replica) turned into a `rejected` result; any other error fails the apply.
+fn rejected_or(
+    result: Result<pb::command_result::Result, StoreError>,
+) -> Result<pb::command_result::Result, StoreError> {
+    match result {
+        Ok(r) => Ok(r),
         Err(
             e @ (StoreError::InvalidKey(_)
             | StoreError::InvalidRequest(_)
             | StoreError::TooLarge { .. }
             | StoreError::FutureRevision { .. }),
-        ) => R::Rejected(e.to_string()),
-        Err(e) => return Err(e),
-    };
-    Ok(pb::CommandResult { result: Some(result) })
+        ) => Ok(pb::command_result::Result::Rejected(e.to_string())),
+        Err(e) => Err(e),
+    }
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
@@ -190,6 +209,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let started = std::time::Instant::now();
         let mut batch = self.mvcc.begin().map_err(|e| io_err(&e))?;
         let mut results = Vec::new();
         let mut last_index = None;
@@ -215,6 +235,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             last_index = Some(entry.log_id.index);
         }
         let applied = batch.commit().map_err(|e| io_err(&e))?;
+        metrics::histogram!("kuberaft_raft_apply_seconds").record(started.elapsed().as_secs_f64());
         let (revision, compacted) = (applied.revision, applied.compacted);
         if !applied.revisions.is_empty() {
             metrics::counter!("kuberaft_applied_revisions_total").increment(applied.revisions.len() as u64);

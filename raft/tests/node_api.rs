@@ -118,3 +118,73 @@ async fn leadership_and_store_reads_through_the_node() {
     let closed = tokio::time::timeout(WAIT, async { while leader.changed().await.is_ok() {} }).await;
     assert!(closed.is_ok(), "the leader watch stayed open after shutdown");
 }
+
+/// A create-if-absent of `key`: puts `value` only if the key does not exist.
+fn create(key: &str, value: &str) -> pb::Command {
+    let Some(pb::command::Command::Txn(mut txn)) = put(key, value).command else {
+        unreachable!("put builds a transaction")
+    };
+    txn.compares = vec![pb::Compare {
+        key: key.into(),
+        target: Some(pb::compare::Target::Exists(false)),
+    }];
+    pb::Command {
+        command: Some(pb::command::Command::Txn(txn)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_transactions_share_log_entries_but_keep_their_own_revision_and_result() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (node, _fatal) = RaftNode::start(config(dir.path())).await.expect("start");
+    tokio::time::timeout(WAIT, node.leader_changes().wait_for(|l| *l == Some(1)))
+        .await
+        .expect("a leader within the wait")
+        .expect("leader watch open");
+    let first_index = node.status(false).await.expect("status").last_log_index;
+
+    // 300 puts of distinct keys and 30 racing creates of one key, all at once.
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let n = node.clone();
+        tasks.push(tokio::spawn(
+            async move { n.write(put(&format!("k{i}"), "v")).await },
+        ));
+    }
+    for i in 0..30 {
+        let n = node.clone();
+        tasks.push(tokio::spawn(async move {
+            n.write(create("once", &format!("{i}"))).await
+        }));
+    }
+    let mut revisions = Vec::new();
+    let mut created = 0;
+    for (i, task) in tasks.into_iter().enumerate() {
+        let result = task.await.expect("task").expect("write");
+        let Some(pb::command_result::Result::Txn(t)) = result.result else {
+            panic!("write {i} got {result:?}");
+        };
+        if i < 300 {
+            assert!(t.succeeded, "put {i} did not succeed");
+            revisions.push(t.revision);
+        } else if t.succeeded {
+            created += 1;
+            revisions.push(t.revision);
+        } else {
+            // A losing create sees the winner's value, committed before it in the log.
+            assert_eq!(t.compared.len(), 1, "create {i}: {t:?}");
+        }
+    }
+    assert_eq!(created, 1, "exactly one of the racing creates wins");
+    // One revision per successful transaction: 301 distinct, consecutive revisions.
+    revisions.sort_unstable();
+    assert_eq!(revisions, (1..=301).collect::<Vec<i64>>());
+    assert_eq!(node.revisions().await.expect("revisions").0, 301);
+    // ...in far fewer log entries than transactions.
+    let entries = node.status(false).await.expect("status").last_log_index - first_index;
+    assert!(
+        entries < 150,
+        "330 concurrent transactions took {entries} log entries"
+    );
+    node.shutdown().await;
+}

@@ -193,12 +193,14 @@ impl LogStore {
 
 fn flush_loop(db: Db, rx: mpsc::Receiver<DurableCallback>) {
     let fsync_seconds = metrics::histogram!("kuberaft_storage_fsync_duration_seconds");
+    let batched = metrics::histogram!("kuberaft_storage_fsync_appends");
     while let Ok(first) = rx.recv() {
         let mut waiting = vec![first];
         waiting.extend(rx.try_iter());
         let started = Instant::now();
         let result = db.db.flush_wal(true);
         fsync_seconds.record(started.elapsed().as_secs_f64());
+        batched.record(waiting.len() as f64);
         for cb in waiting {
             cb(result.clone().map_err(StorageError::from));
         }

@@ -6,6 +6,8 @@
 //! * `write`: [`RaftNode::write`] proposes a command on the leader, or forwards it to the
 //!   leader from a follower, then waits until this replica has applied it (read-your-writes per
 //!   replica);
+//! * `proposals`: transactions written through this replica while its earlier proposals are in
+//!   flight are batched into one log entry;
 //! * `read`: [`RaftNode::read_barrier`] gives linearizable reads on any replica (the leader
 //!   confirms its leadership with a quorum and names a log index; this replica waits until it
 //!   applied that far), and async reads of the MVCC store ([`RaftNode::range`],
@@ -23,6 +25,7 @@
 pub mod backup;
 mod compaction;
 pub mod membership;
+mod proposals;
 mod read;
 mod space;
 mod status;
@@ -139,6 +142,8 @@ pub struct RaftNode {
     transferring: AtomicBool,
     /// The database size last measured (see `space`).
     db_size: std::sync::atomic::AtomicU64,
+    /// Transactions waiting to be proposed in a batch (see `proposals`).
+    proposals: proposals::Proposals,
 }
 
 /// Once caught up, a replica stays ready while it is at most this many committed entries
@@ -225,23 +230,32 @@ impl RaftNode {
         }
         membership::watch_removal(&raft, config.id, config.cluster_name.clone(), fatal_tx.clone());
         let leader = watch_leader(&raft);
-        let node = Arc::new(RaftNode {
-            id: config.id,
-            raft,
-            config,
-            db,
-            mvcc,
-            log,
-            progress,
-            events,
-            peers,
-            leader,
-            caught_up: AtomicBool::new(false),
-            read_batch: ReadIndexBatcher::default(),
-            membership_lock: tokio::sync::Mutex::new(()),
-            transferring: AtomicBool::new(false),
-            db_size: std::sync::atomic::AtomicU64::new(0),
+        let mut batching = None;
+        let node = Arc::new_cyclic(|weak| {
+            let (proposals, batch_loop) = proposals::Proposals::start(weak.clone());
+            batching = Some(batch_loop);
+            RaftNode {
+                id: config.id,
+                raft,
+                config,
+                db,
+                mvcc,
+                log,
+                progress,
+                events,
+                peers,
+                leader,
+                caught_up: AtomicBool::new(false),
+                read_batch: ReadIndexBatcher::default(),
+                membership_lock: tokio::sync::Mutex::new(()),
+                transferring: AtomicBool::new(false),
+                db_size: std::sync::atomic::AtomicU64::new(0),
+                proposals,
+            }
         });
+        if let Some(batch_loop) = batching {
+            tokio::spawn(batch_loop);
+        }
         tokio::spawn(compaction::compaction_loop(Arc::downgrade(&node)));
         tokio::spawn(space::space_loop(Arc::downgrade(&node)));
         if let (false, Some(seed)) = (initialized, &node.config.join) {

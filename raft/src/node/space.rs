@@ -58,15 +58,21 @@ pub(super) async fn space_loop(node: Weak<RaftNode>) {
     }
 }
 
-/// Whether `cmd` writes a value (deletes and compaction free space and always go through).
-fn adds_data(cmd: &pb::Command) -> bool {
-    let Some(pb::command::Command::Txn(t)) = &cmd.command else {
-        return false;
-    };
-    t.success
+/// Whether `txn` writes a value (deletes always go through).
+pub(super) fn adds_data(txn: &pb::TxnRequest) -> bool {
+    txn.success
         .iter()
-        .chain(&t.failure)
+        .chain(&txn.failure)
         .any(|op| matches!(op.op, Some(pb::op::Op::Put(_))))
+}
+
+/// Whether `cmd` writes a value (compaction frees space and always goes through).
+fn command_adds_data(cmd: &pb::Command) -> bool {
+    match &cmd.command {
+        Some(pb::command::Command::Txn(t)) => adds_data(t),
+        Some(pb::command::Command::Batch(b)) => b.txns.iter().any(adds_data),
+        Some(pb::command::Command::Compact(_)) | None => false,
+    }
 }
 
 impl RaftNode {
@@ -96,7 +102,7 @@ impl RaftNode {
 
     /// Why `cmd` may not be proposed now: the space alarm is up and it writes a value.
     pub(super) fn refuses_for_space(&self, cmd: &pb::Command) -> Option<String> {
-        self.space_alarm().filter(|_| adds_data(cmd))
+        self.space_alarm().filter(|_| command_adds_data(cmd))
     }
 
     /// The space alarm, when it is up: the database size against the quota.

@@ -1,6 +1,7 @@
 //! Writes: a command is proposed on the leader — directly when this replica leads, otherwise
 //! forwarded to the leader over the peer transport — and the caller waits until this replica
-//! has applied it, so a replica reads its own writes.
+//! has applied it, so a replica reads its own writes. Transactions go through the replica's
+//! proposal batching (`proposals`) first.
 
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,10 @@ impl RaftNode {
         &self,
         cmd: pb::Command,
     ) -> Result<Option<(pb::CommandResult, u64)>, NodeError> {
-        if let Some(pb::command::Command::Txn(t)) = &cmd.command {
-            validate_txn(t)?;
+        match &cmd.command {
+            Some(pb::command::Command::Txn(t)) => validate_txn(t)?,
+            Some(pb::command::Command::Batch(b)) => b.txns.iter().try_for_each(validate_txn)?,
+            Some(pb::command::Command::Compact(_)) | None => {}
         }
         if self.transferring.load(std::sync::atomic::Ordering::SeqCst) {
             // Handing leadership over: the caller waits for the new leader.
@@ -39,22 +42,76 @@ impl RaftNode {
     }
 
     /// Replicates `cmd` through the leader (forwarding from a follower) and waits until this
-    /// replica has applied it. A command is retried only when it was certainly not proposed.
+    /// replica has applied it. A transaction is validated here and then proposed in a batch
+    /// with the others waiting on this replica; other commands are proposed on their own.
     pub async fn write(&self, cmd: pb::Command) -> Result<pb::CommandResult, NodeError> {
-        if let Some(pb::command::Command::Txn(t)) = &cmd.command {
-            validate_txn(t)?;
+        match cmd.command {
+            Some(pb::command::Command::Txn(t)) => {
+                validate_txn(&t)?;
+                self.proposals.submit(t).await
+            }
+            command => Ok(self.write_command(pb::Command { command }).await?.0),
         }
+    }
+
+    /// Proposes a command a follower forwarded: its transactions join this leader's batching,
+    /// next to each other; other commands are proposed as they are. Returns the result and the
+    /// log index it was applied at; `Ok(None)` means "not the leader; nothing was proposed".
+    pub async fn propose_forwarded(
+        &self,
+        cmd: pb::Command,
+    ) -> Result<Option<(pb::CommandResult, u64)>, NodeError> {
+        let (txns, lone) = match cmd.command {
+            Some(pb::command::Command::Txn(t)) => (vec![t], true),
+            Some(pb::command::Command::Batch(b)) => (b.txns, false),
+            command => return self.propose_local(pb::Command { command }).await,
+        };
+        txns.iter().try_for_each(validate_txn)?;
+        if !self.is_leader() || self.transferring.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let (mut results, index) = self.proposals.submit_group(txns).await?;
+        let result = match (lone, results.pop()) {
+            (true, Some(result)) if results.is_empty() => result,
+            (true, _) => {
+                return Err(NodeError::Raft(
+                    "a forwarded transaction got no single result".into(),
+                ))
+            }
+            (false, last) => {
+                results.extend(last);
+                pb::CommandResult {
+                    result: Some(pb::command_result::Result::Batch(pb::BatchResults { results })),
+                }
+            }
+        };
+        Ok(Some((result, index)))
+    }
+
+    /// Proposes `cmd` through the leader and waits until this replica has applied it; returns
+    /// the result and the log index it was applied at. A command is retried only when it was
+    /// certainly not proposed.
+    pub(super) async fn write_command(
+        &self,
+        cmd: pb::Command,
+    ) -> Result<(pb::CommandResult, u64), NodeError> {
         let deadline = Instant::now() + self.config.request_timeout;
         loop {
             let (leader, member) = self.wait_leader(deadline).await?;
-            let outcome = if leader == self.id {
-                self.propose_local(cmd.clone()).await?
+            let started = Instant::now();
+            let (outcome, path) = if leader == self.id {
+                (self.propose_local(cmd.clone()).await?, "local")
             } else {
-                self.forward(&member, cmd.clone(), deadline).await?
+                (self.forward(&member, cmd.clone(), deadline).await?, "forwarded")
             };
             if let Some((result, index)) = outcome {
+                let committed = Instant::now();
+                metrics::histogram!("kuberaft_raft_proposal_seconds", "path" => path)
+                    .record((committed - started).as_secs_f64());
                 self.wait_applied(index, deadline).await?;
-                return Ok(result);
+                metrics::histogram!("kuberaft_raft_apply_wait_seconds", "path" => path)
+                    .record(committed.elapsed().as_secs_f64());
+                return Ok((result, index));
             }
             if Instant::now() >= deadline {
                 return Err(NodeError::Timeout(

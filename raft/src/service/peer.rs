@@ -1,8 +1,9 @@
 //! The `Peer` gRPC service: what other replicas of the cluster call. openraft's RPCs
 //! (AppendEntries, Vote, InstallSnapshot) arrive as postcard bytes in `RaftPayload` and go to
-//! the local Raft; `Forward` proposes a follower's write on this replica (if it leads) and
-//! `ReadIndex` confirms leadership for a follower's linearizable read; `Campaign` starts an
-//! election when the leader hands leadership to this replica. The cluster-name check
+//! the local Raft; `Forward` proposes a follower's writes on this replica if it leads (they join
+//! its proposal batching) and `ReadIndex` confirms leadership for a follower's linearizable
+//! read; `Campaign` starts an election when the leader hands leadership to this replica. The
+//! cluster-name check
 //! happens before, in the interceptor `serve` installs; a vote from a replica this one's
 //! committed membership no longer has is refused with the reason, which stops that replica.
 
@@ -46,9 +47,16 @@ impl Peer for PeerService {
         &self,
         req: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
+        let started = std::time::Instant::now();
         let rpc: AppendEntriesRequest<TypeConfig> =
             decode("append", &req.into_inner().data).map_err(bad_payload)?;
-        reply(&self.node.raft.append_entries(rpc).await)
+        let entries = rpc.entries.len();
+        let answer = reply(&self.node.raft.append_entries(rpc).await);
+        if entries > 0 {
+            metrics::histogram!("kuberaft_raft_follower_append_seconds")
+                .record(started.elapsed().as_secs_f64());
+        }
+        answer
     }
 
     async fn vote(&self, req: Request<pb::RaftPayload>) -> Result<Response<pb::RaftPayload>, Status> {
@@ -105,7 +113,7 @@ impl Peer for PeerService {
             .into_inner()
             .command
             .ok_or_else(|| Status::invalid_argument("forward without a command"))?;
-        match self.node.propose_local(cmd).await? {
+        match self.node.propose_forwarded(cmd).await? {
             Some((result, index)) => Ok(Response::new(pb::ForwardResponse {
                 result: Some(result),
                 index,

@@ -22,6 +22,12 @@ const REQUEST_BUCKETS: [f64; 23] = [
     20.0, 30.0, 45.0, 60.0,
 ];
 
+/// Buckets for how many things one operation carried (transactions per proposal, appends per
+/// fsync): powers of two up to 4096.
+const COUNT_BUCKETS: [f64; 13] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
+];
+
 /// kube-apiserver's buckets (bytes) for `apiserver_response_sizes`: 1 KB to 1 GB by tens.
 const RESPONSE_SIZE_BUCKETS: [f64; 7] = [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 
@@ -59,11 +65,13 @@ const HELP: [(&str, &str); 22] = [
 
 /// Installs the global Prometheus recorder and returns the handle `/metrics` renders.
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let overrides: [(&str, &[f64]); 4] = [
+    let overrides: [(&str, &[f64]); 6] = [
         ("apiserver_request_duration_seconds", &REQUEST_BUCKETS),
         ("kuberaft_store_request_duration_seconds", &REQUEST_BUCKETS),
         ("apiserver_response_sizes", &RESPONSE_SIZE_BUCKETS),
         ("apiserver_watch_events_sizes", &WATCH_EVENT_SIZE_BUCKETS),
+        ("kuberaft_raft_proposal_batch_size", &COUNT_BUCKETS),
+        ("kuberaft_storage_fsync_appends", &COUNT_BUCKETS),
     ];
     let mut builder =
         PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS)?;

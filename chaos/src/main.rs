@@ -506,7 +506,8 @@ runs, then kuberaft, --runs times; medians over the runs are reported. Only one 
 load at any time.
 
 Prints a markdown table (for docs/benchmarks.md) with ops/s, p50 and p99 latency per system and
-the kuberaft/etcd ratios of throughput and p99 latency; --json also writes every run.
+the kuberaft/etcd ratios of throughput and p99 latency, then a table of the CPU milliseconds per
+operation each system spent (all its processes, warm-up included); --json also writes every run.
 
 Example:
   kuberaft-bench kv --concurrency 1,16,64,256 --duration-secs 10 --runs 3 --json kv.json";
@@ -689,6 +690,8 @@ struct Target {
     system: System,
     clients: Vec<Client>,
     preloaded: bool,
+    /// The processes whose CPU time (theirs and their children's) the system spends.
+    processes: Vec<u32>,
 }
 
 /// Runs `kuberaft-bench kv` or `kuberaft-bench api`.
@@ -747,6 +750,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
             system: System::Etcd,
             clients: choose(clients, args.replicas, c.leader().await)?,
             preloaded: false,
+            processes: c.pids(),
         });
     }
     if let Some(c) = &kuberaft {
@@ -758,6 +762,7 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
             system: System::Kuberaft,
             clients: choose(clients, args.replicas, c.leader().await)?,
             preloaded: false,
+            processes: vec![c.pid()],
         });
     }
 
@@ -783,9 +788,15 @@ async fn run_bench(mode: Mode, mut args: KvArgs) -> anyhow::Result<()> {
                         tag: format!("{op}-c{concurrency}-r{run}"),
                         preload_keys: args.preload_keys,
                     };
-                    let stats = workload::run_cell(&target.clients, &spec)
+                    let cpu_before = kuberaft_chaos::cpu::tree_seconds(&target.processes);
+                    let mut stats = workload::run_cell(&target.clients, &spec)
                         .await
                         .with_context(|| format!("{} {op} with {concurrency} clients", target.system))?;
+                    // The CPU of the whole cell (warm-up included) over the operations done in
+                    // it, counted at the measured rate.
+                    let cpu = kuberaft_chaos::cpu::tree_seconds(&target.processes) - cpu_before;
+                    let done = stats.ops_per_sec * (spec.warmup + spec.duration).as_secs_f64();
+                    stats.cpu_ms_per_op = (done > 0.0).then(|| cpu * 1000.0 / done);
                     eprintln!(
                         "{:<8} {:<16} clients {:>4} run {}/{}: {:>9} ops/s  p50 {:>6} ms  p99 {:>6} ms  errors {}",
                         target.system.name(),

@@ -84,6 +84,8 @@ pub struct Summary {
     pub p50_ms: Option<f64>,
     /// Median of the runs' 99th-percentile latencies, in milliseconds.
     pub p99_ms: Option<f64>,
+    /// Median of the runs' CPU milliseconds per successful operation (all replicas).
+    pub cpu_ms_per_op: Option<f64>,
     /// Successful operations over all runs.
     pub ops: u64,
     /// Failed operations over all runs.
@@ -103,6 +105,7 @@ pub fn summarize(runs: &[RunStats]) -> Summary {
         ops_per_sec: median(runs.iter().map(|r| r.ops_per_sec)),
         p50_ms: median(runs.iter().filter_map(|r| r.p50_ms)),
         p99_ms: median(runs.iter().filter_map(|r| r.p99_ms)),
+        cpu_ms_per_op: median(runs.iter().filter_map(|r| r.cpu_ms_per_op)),
         ops,
         errors,
         error_rate: rate,
@@ -196,6 +199,7 @@ pub fn markdown(cells: &[CellResult], ops: &[Op], concurrency: &[usize]) -> Stri
             );
         }
     }
+    cpu_table(&mut out, cells, ops, concurrency);
     if any_flagged {
         let _ = writeln!(
             out,
@@ -227,6 +231,34 @@ pub fn markdown(cells: &[CellResult], ops: &[Op], concurrency: &[usize]) -> Stri
         }
     }
     out
+}
+
+/// The cost table under the main one, when the runs measured CPU: CPU milliseconds per
+/// operation summed over every process of each system, and their ratio.
+fn cpu_table(out: &mut String, cells: &[CellResult], ops: &[Op], concurrency: &[usize]) {
+    if cells.iter().all(|c| c.median.cpu_ms_per_op.is_none()) {
+        return;
+    }
+    out.push_str("\n| op | clients | etcd CPU ms/op | kuberaft CPU ms/op | CPU kuberaft/etcd |\n");
+    out.push_str("|---|---:|---:|---:|---:|\n");
+    for &op in ops {
+        for &c in concurrency {
+            let cpu = |s| find(cells, s, op, c).and_then(|cell| cell.median.cpu_ms_per_op);
+            let (e, k) = (cpu(System::Etcd), cpu(System::Kuberaft));
+            let _ = writeln!(
+                out,
+                "| {op} | {c} | {} | {} | {} |",
+                fmt_cpu(e),
+                fmt_cpu(k),
+                fmt_ratio(ratio(k, e))
+            );
+        }
+    }
+}
+
+/// CPU milliseconds per operation for the table: three decimals.
+fn fmt_cpu(v: Option<f64>) -> String {
+    v.map_or_else(|| MISSING.to_string(), |v| format!("{v:.3}"))
 }
 
 /// The JSON report `--json` writes.
@@ -266,6 +298,7 @@ mod tests {
             p99_ms: Some(p99),
             max_ms: Some(p99 * 2.0),
             first_error: (errors > 0).then(|| "Unavailable: no leader".to_string()),
+            cpu_ms_per_op: Some(1000.0 / ops_per_sec),
         }
     }
 

@@ -161,6 +161,9 @@ pub struct RunStats {
     pub max_ms: Option<f64>,
     /// The first error seen in the measured period, if any.
     pub first_error: Option<String>,
+    /// CPU milliseconds the system's processes (every replica) spent per successful operation
+    /// over the run, when measured.
+    pub cpu_ms_per_op: Option<f64>,
 }
 
 impl RunStats {
@@ -176,6 +179,7 @@ impl RunStats {
             p99_ms: quantile_ms(hist, 0.99),
             max_ms: (!hist.is_empty()).then(|| hist.max() as f64 / 1000.0),
             first_error,
+            cpu_ms_per_op: None,
         }
     }
 }

@@ -129,7 +129,10 @@ mod tests {
         // The thread's own CPU clock, from the kernel's scheduler rather than /proc, so the
         // spin lasts 300 ms of CPU however busy the machine is.
         fn thread_cpu() -> std::time::Duration {
-            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
             // SAFETY: `t` is a valid timespec for the call to fill.
             let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
             assert_eq!(rc, 0, "clock_gettime");

@@ -414,6 +414,18 @@ async fn http_status_codes_and_status_bodies() {
         .await
         .unwrap();
     assert_eq!(r.status(), 406);
+    let status: Value = r.json().await.unwrap();
+    assert_eq!(
+        status["message"],
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
+    );
+    // A body in an encoding no decoder reads: kube's 415, naming the ones it reads.
+    let (code, status) = call(&k.http, M::POST, &cms, "text/plain", "name: c9").await;
+    assert_eq!((code, &status["reason"]), (415, &json!("UnsupportedMediaType")));
+    assert_eq!(
+        status["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
+    );
     let (code, patched) = call(
         &k.http,
         M::PATCH,

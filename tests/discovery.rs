@@ -464,3 +464,121 @@ async fn discovery_documents_have_kube_apiservers_bytes() {
     );
     assert!(body.ends_with("\"\n}"), "{body}");
 }
+
+/// Discovery documents and the PartialObjectMetadata view come in every encoding kube-apiserver
+/// writes them in (protobuf with its `k8s\0` envelope, CBOR with the self-described tag), a
+/// Table in JSON or YAML only, and aggregated discovery in protobuf with its own media type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_and_views_in_every_encoding() {
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    let k = Kube::start().await;
+    k.ok(
+        "node-1",
+        &["create", "configmap", "settings", "--from-literal=a=1"],
+    );
+    let get = |node: usize, path: &str, accept: &str| {
+        let r = k.http.get(k.url(node, path)).header("accept", accept);
+        async move {
+            let r = r.send().await.unwrap();
+            let code = r.status().as_u16();
+            let ctype = r.headers()["content-type"].to_str().unwrap().to_string();
+            (code, ctype, r.bytes().await.unwrap().to_vec())
+        }
+    };
+    let has = |body: &[u8], s: &str| body.windows(s.len()).any(|w| w == s.as_bytes());
+    for (path, kind) in [
+        ("/api", "APIVersions"),
+        ("/apis", "APIGroupList"),
+        ("/apis/apps", "APIGroup"),
+        ("/apis/apps/v1", "APIResourceList"),
+    ] {
+        let (code, ctype, body) = get(1, path, PROTOBUF).await;
+        assert_eq!((code, ctype.as_str()), (200, PROTOBUF), "{path}");
+        assert!(body.starts_with(b"k8s\0") && has(&body, kind), "{path}: {body:?}");
+        let (code, ctype, body) = get(2, path, "application/cbor").await;
+        assert_eq!((code, ctype.as_str()), (200, "application/cbor"), "{path}");
+        assert!(
+            body.starts_with(&[0xd9, 0xd9, 0xf7]) && has(&body, kind),
+            "{path}"
+        );
+    }
+    assert!(has(&get(1, "/apis/apps/v1", PROTOBUF).await.2, "deployments"));
+
+    let aggregated =
+        "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let (code, ctype, body) = get(0, "/apis", aggregated).await;
+    assert_eq!((code, ctype.as_str()), (200, aggregated));
+    assert!(body.starts_with(b"k8s\0") && has(&body, "APIGroupDiscoveryList") && has(&body, "deployments"));
+
+    // What client-go's metadata client (the garbage collector's informers) asks for.
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let (code, ctype, body) = get(2, cms, metadata).await;
+    assert_eq!((code, ctype.as_str()), (200, PROTOBUF));
+    let list = kuberaft::machinery::protobuf::decode_object(&body).unwrap();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    let item = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "settings")
+        .expect("settings listed");
+    assert!(item.get("data").is_none(), "metadata only: {item}");
+    let (code, ctype, body) = get(
+        1,
+        &format!("{cms}/settings"),
+        "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!((code, ctype.as_str()), (200, "application/cbor"));
+    assert!(body.starts_with(&[0xd9, 0xd9, 0xf7]) && has(&body, "PartialObjectMetadata"));
+    let (code, ctype, body) = get(
+        1,
+        cms,
+        "application/yaml;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!((code, ctype.as_str()), (200, "application/yaml"));
+    assert!(
+        text.contains("kind: PartialObjectMetadataList") && text.contains("name: settings"),
+        "{text}"
+    );
+    // A watch of metadata in protobuf: length-prefixed WatchEvents carrying metadata only.
+    let (code, ctype, body) = get(
+        2,
+        &format!("{cms}?watch=1&timeoutSeconds=1&fieldSelector=metadata.name=settings"),
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!(
+        (code, ctype.as_str()),
+        (200, "application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    assert!(has(&body, "ADDED") && has(&body, "PartialObjectMetadata") && has(&body, "settings"));
+    assert!(!has(&body, "ConfigMap"), "metadata only");
+
+    // A Table in YAML; in protobuf there is none, so the next range answers.
+    let table = "application/yaml;as=Table;g=meta.k8s.io;v=v1";
+    let (code, ctype, body) = get(0, cms, table).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!((code, ctype.as_str()), (200, "application/yaml"));
+    assert!(
+        text.contains("kind: Table") && text.contains("columnDefinitions:"),
+        "{text}"
+    );
+    let (code, ctype, _) = get(
+        0,
+        cms,
+        "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json",
+    )
+    .await;
+    assert_eq!((code, ctype.as_str()), (200, "application/json"));
+    let (code, _, _) = get(
+        0,
+        cms,
+        "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!(code, 406);
+}

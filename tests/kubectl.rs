@@ -407,6 +407,11 @@ async fn scale_replace_and_generations() {
     assert_eq!(generation("node-1"), "4");
     let mut d = k.json("node-1", &["-n", "shop", "get", "deploy", "web"]);
     d["status"] = json!({"replicas": 4, "updatedReplicas": 4, "readyReplicas": 3, "availableReplicas": 3});
+    // A Deployment's status write keeps its annotations but not its labels (kube's
+    // deploymentStatusStrategy); a spec change through it is ignored.
+    d["metadata"]["annotations"]["noted-by"] = json!("status-writer");
+    d["metadata"]["labels"]["tier"] = json!("backend");
+    d["spec"]["replicas"] = json!(9);
     let (code, body) = k
         .send(
             reqwest::Method::PUT,
@@ -417,8 +422,49 @@ async fn scale_replace_and_generations() {
         .await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(generation("node-3"), "4");
+    assert_eq!(
+        body["metadata"]["annotations"]["noted-by"], "status-writer",
+        "{body}"
+    );
+    assert_eq!(body["metadata"]["labels"]["tier"], "frontend", "{body}");
+    assert_eq!(body["spec"]["replicas"], 4, "{body}");
     let deploys = k.ok("node-2", &["-n", "shop", "get", "deploy"]);
     assert_eq!(row(&deploys, "web")[..4], ["web", "3/4", "4", "3"]);
+    // A pod's status write (a kubelet's) keeps its labels and annotations, never its owner
+    // references, and the written labels are owned by the writer's status entry.
+    let mut pod = k.json("node-1", &["-n", "shop", "get", "pod", "debug"]);
+    pod["metadata"]["labels"] = json!({"probed": "yes"});
+    pod["metadata"]["annotations"] = json!({"kubelet.example/last-probe": "ok"});
+    pod["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u-1"}]);
+    pod["status"]["phase"] = json!("Running");
+    let (code, body) = k
+        .send(
+            reqwest::Method::PUT,
+            2,
+            "/api/v1/namespaces/shop/pods/debug/status?fieldManager=kubelet",
+            Some(&pod),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"]["phase"], "Running");
+    assert_eq!(body["metadata"]["labels"], json!({"probed": "yes"}));
+    assert_eq!(
+        body["metadata"]["annotations"]["kubelet.example/last-probe"],
+        "ok"
+    );
+    assert!(body["metadata"].get("ownerReferences").is_none(), "{body}");
+    let kubelet = body["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kubelet")
+        .unwrap_or_else(|| panic!("no kubelet entry: {body}"));
+    assert_eq!(kubelet["subresource"], "status");
+    assert!(
+        kubelet["fieldsV1"]["f:metadata"]["f:labels"]["f:probed"].is_object(),
+        "{kubelet}"
+    );
     let pod_generation = k.ok(
         "node-2",
         &[

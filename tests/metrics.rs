@@ -319,7 +319,23 @@ fn problems(s: &Scrape) -> Vec<String> {
             &[("storage_cluster_id", "etcd-0")],
         ) > 0.0,
     );
-    let watch = [("group", ""), ("version", "v1"), ("kind", "ConfigMap")];
+    // Lists served from the watch cache, with kube 1.34's labels.
+    let cached = [("group", ""), ("index", ""), ("resource", "configmaps")];
+    let fetched = total(s, "apiserver_cache_list_fetched_objects_total", &cached);
+    let returned = total(
+        s,
+        "apiserver_cache_list_returned_objects_total",
+        &[("group", ""), ("resource", "configmaps")],
+    );
+    expect(
+        "apiserver_cache_list_total of configmaps",
+        total(s, "apiserver_cache_list_total", &cached) >= 2.0,
+    );
+    expect(
+        &format!("apiserver_cache_list_*_objects_total: {fetched} read >= {returned} returned >= 1"),
+        fetched >= returned && returned >= 1.0,
+    );
+    let watch = [("group", ""), ("version", "v1"), ("resource", "configmaps")];
     expect(
         "apiserver_watch_events_total",
         total(s, "apiserver_watch_events_total", &watch) >= 1.0,

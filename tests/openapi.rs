@@ -4,7 +4,7 @@
 
 mod support;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use support::kube::Kube;
 
 /// What kubectl asks for, and what kube-apiserver answers with (a Go-parsable media type).
@@ -66,6 +66,39 @@ async fn every_replica_serves_the_same_documents_with_kube_apiserver_headers() {
             defs["io.k8s.api.rbac.v1.ClusterRoleList"]["description"],
             "ClusterRoleList is a collection of ClusterRoles"
         );
+        // The Swagger lists in kube-apiserver's order, as its generated clients read them.
+        let cm = &v2["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"];
+        assert_eq!(
+            cm["patch"]["consumes"],
+            json!([
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+                "application/apply-patch+cbor"
+            ])
+        );
+        assert_eq!(
+            cm["get"]["produces"],
+            json!([
+                "application/json",
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf",
+                "application/cbor"
+            ])
+        );
+        assert_eq!(
+            v2["paths"]["/api/v1/configmaps"]["get"]["produces"],
+            json!([
+                "application/json",
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf",
+                "application/cbor",
+                "application/json;stream=watch",
+                "application/vnd.kubernetes.protobuf;stream=watch",
+                "application/cbor-seq"
+            ])
+        );
 
         let r = http
             .get(k.url(node, "/openapi/v2"))
@@ -126,6 +159,32 @@ async fn every_replica_serves_the_same_documents_with_kube_apiserver_headers() {
         assert!(deploy["properties"]["spec"]["allOf"].is_array(), "{deploy}");
         let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+        // Every encoding the endpoints negotiate is listed, CBOR included, and the patch
+        // types come in kube's order (generated clients send the first by default).
+        let content_types = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        assert_eq!(
+            content_types(&patch["requestBody"]["content"]),
+            [
+                "application/apply-patch+cbor",
+                "application/apply-patch+yaml",
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json"
+            ]
+        );
+        let list = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["get"];
+        assert_eq!(
+            content_types(&list["responses"]["200"]["content"]),
+            [
+                "application/cbor",
+                "application/cbor-seq",
+                "application/json",
+                "application/json;stream=watch",
+                "application/vnd.kubernetes.protobuf",
+                "application/vnd.kubernetes.protobuf;stream=watch",
+                "application/yaml"
+            ]
+        );
 
         let r = http
             .get(k.url(node, &url))

@@ -302,10 +302,11 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> ApiReso
     }
 }
 
-/// The `Content-Type` of an aggregated discovery document of `version` (`v2` or `v2beta1`):
+/// The `Content-Type` of an aggregated discovery document of `version` (`v2` or `v2beta1`) in
+/// `media_type` (JSON or protobuf):
 /// client-go tells the aggregated form from the legacy one by it.
-pub fn aggregated_content_type(version: &str) -> String {
-    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+pub fn aggregated_content_type(media_type: &str, version: &str) -> String {
+    format!("{media_type};g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
 }
 
 /// `apidiscovery.APIGroupDiscoveryList`.

@@ -40,7 +40,7 @@ use crate::scheme::{LiveRegistry, ResourceType};
 use crate::store::Store;
 use body::{content_type, json_body, patch_body, read_body};
 use discovery::Document;
-use negotiation::{negotiate, Format, Offer};
+use negotiation::{negotiate_encoded, Format, Offer};
 use request_info::{RequestInfo, Target, Verb};
 use response::{error_format, error_response, render_document, respond, warning_header};
 
@@ -133,19 +133,9 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         Target::CoreVersions | Target::Groups => Offer::GroupList,
         Target::Group(_) | Target::ResourceList { .. } => Offer::Discovery,
     };
-    let format = negotiate(&parts.headers, offer)?;
-    let plain = if format == Format::Yaml {
-        Format::Yaml
-    } else {
-        Format::Json
-    };
-    // Objects, lists and Status answer in protobuf or CBOR when asked; discovery and tables
-    // stay JSON.
-    let wire = if matches!(format, Format::Protobuf | Format::Cbor) {
-        format
-    } else {
-        plain
-    };
+    // The representation (an object, a list, a Table, metadata only, a discovery document)
+    // and the encoding its bytes go out in.
+    let (format, wire) = negotiate_encoded(&parts.headers, offer)?;
     let mut req = match target {
         Target::Resource(r) => r,
         discovery_target => {
@@ -182,11 +172,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                 }
                 (Target::Resource(_), _) => return Err(ApiError::no_route()),
             };
-            let format = match format {
-                Format::AggregatedDiscovery(_) => format,
-                _ => plain,
-            };
-            return Ok(render_document(200, &doc, format, pretty));
+            return Ok(render_document(200, &doc, format, wire, pretty));
         }
     };
     req.requester = parts.extensions.get::<Arc<UserInfo>>().map(|user| Requester {
@@ -198,13 +184,13 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         return Err(ApiError::internal("a resource request without a verb"));
     };
     let mut reply: Reply = match verb {
-        Verb::Watch if req.name.is_none() => return watch::serve(store, &req, &q, format).await,
+        Verb::Watch if req.name.is_none() => return watch::serve(store, &req, &q, format, wire).await,
         Verb::Watch => {
             let mut one = req.clone();
             let name = one.name.take().unwrap_or_default();
             let mut q = q.clone();
             q.insert("fieldSelector".into(), format!("metadata.name={name}"));
-            return watch::serve(store, &one, &q, format).await;
+            return watch::serve(store, &one, &q, format, wire).await;
         }
         Verb::List => read::list(store, &req, &ListOptions::parse(&req.rt, &q)?).await?,
         Verb::Get => read::get(store, &req, &GetOptions::parse(&q)?).await?,

@@ -26,14 +26,14 @@ pub enum Format {
     AggregatedDiscovery(&'static str),
 }
 
-/// Which representations an endpoint has, beyond JSON and YAML.
+/// Which representations an endpoint has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Offer {
-    /// Objects and lists: also protobuf, CBOR, Table and PartialObjectMetadata.
+    /// Objects and lists: JSON, YAML, protobuf, CBOR, Table and PartialObjectMetadata.
     Resource,
-    /// `/api` and `/apis`: also aggregated discovery.
+    /// `/api` and `/apis`: JSON, YAML, protobuf, CBOR and aggregated discovery.
     GroupList,
-    /// The other discovery documents: JSON and YAML only.
+    /// The other discovery documents: JSON, YAML, protobuf and CBOR.
     Discovery,
 }
 
@@ -95,12 +95,30 @@ impl MediaRange {
         (want_kind == "*" || want_kind == kind) && (want_subtype == "*" || want_subtype == subtype)
     }
 
+    /// The encoding this range asks for, if kuberaft writes it (`*/*` and `application/*` mean
+    /// JSON, the first encoding kube-apiserver offers).
+    fn encoding(&self) -> Option<Format> {
+        match self.media.as_str() {
+            "application/json" | "application/*" | "*/*" => Some(Format::Json),
+            "application/yaml" => Some(Format::Yaml),
+            crate::machinery::protobuf::MEDIA_TYPE => Some(Format::Protobuf),
+            crate::machinery::cbor::MEDIA_TYPE => Some(Format::Cbor),
+            _ => None,
+        }
+    }
+
     /// The version of an `as=<kind>;g=<group>` view, if this range asks for that view in one of
-    /// `versions`.
-    fn view(&self, kinds: &[&str], group: &str, versions: &[&'static str]) -> Option<&'static str> {
-        let json_like = matches!(self.media.as_str(), "application/json" | "application/*" | "*/*");
+    /// `versions` and in one of the `encodings` the view is written in.
+    fn view(
+        &self,
+        kinds: &[&str],
+        group: &str,
+        versions: &[&'static str],
+        encodings: &[Format],
+    ) -> Option<&'static str> {
         let kind = self.as_kind.as_deref()?;
-        if !json_like || !kinds.contains(&kind) || self.group.as_deref() != Some(group) {
+        let encoded = self.encoding().is_some_and(|e| encodings.contains(&e));
+        if !encoded || !kinds.contains(&kind) || self.group.as_deref() != Some(group) {
             return None;
         }
         versions
@@ -109,18 +127,23 @@ impl MediaRange {
             .find(|v| self.version.as_deref() == Some(*v))
     }
 
-    /// The format this range selects at an endpoint with `offer`, if any.
+    /// The format this range selects at an endpoint with `offer`, if any. The views come in
+    /// the encodings kube-apiserver's endpoint restrictions allow them in: a Table in JSON or
+    /// YAML, PartialObjectMetadata in any, aggregated discovery in JSON or protobuf.
     fn select(&self, offer: Offer) -> Option<Format> {
+        use Format::{Cbor, Json, Protobuf, Yaml};
         if self.as_kind.is_some() {
+            let meta_versions = &["v1", "v1beta1"];
             return match offer {
                 Offer::Resource => self
-                    .view(&["Table"], "meta.k8s.io", &["v1", "v1beta1"])
+                    .view(&["Table"], "meta.k8s.io", meta_versions, &[Json, Yaml])
                     .map(Format::Table)
                     .or_else(|| {
                         self.view(
                             &["PartialObjectMetadata", "PartialObjectMetadataList"],
                             "meta.k8s.io",
-                            &["v1", "v1beta1"],
+                            meta_versions,
+                            &[Json, Yaml, Protobuf, Cbor],
                         )
                         .map(Format::Metadata)
                     }),
@@ -129,25 +152,20 @@ impl MediaRange {
                         &["APIGroupDiscoveryList"],
                         "apidiscovery.k8s.io",
                         &["v2", "v2beta1"],
+                        &[Json, Protobuf],
                     )
                     .map(Format::AggregatedDiscovery),
                 Offer::Discovery => None,
             };
         }
-        match self.media.as_str() {
-            "application/json" | "application/*" | "*/*" => Some(Format::Json),
-            "application/yaml" => Some(Format::Yaml),
-            crate::machinery::protobuf::MEDIA_TYPE if offer == Offer::Resource => Some(Format::Protobuf),
-            crate::machinery::cbor::MEDIA_TYPE if offer == Offer::Resource => Some(Format::Cbor),
-            _ => None,
-        }
+        self.encoding()
     }
 }
 
 /// The ranges of the request's `Accept` header (`*/*` when absent or empty) in the order the
 /// client prefers them: by quality, then by specificity, then as written (the order
 /// kube-apiserver's negotiation ranks them in). Ranges of quality 0 are refusals and left out.
-fn accepted(headers: &HeaderMap) -> (&str, Vec<MediaRange>) {
+fn accepted(headers: &HeaderMap) -> Vec<MediaRange> {
     let accept = headers
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -162,24 +180,29 @@ fn accepted(headers: &HeaderMap) -> (&str, Vec<MediaRange>) {
     if ranges.len() > 1 {
         ranges.sort_by(|a, b| b.q.total_cmp(&a.q).then(b.specificity().cmp(&a.specificity())));
     }
-    (accept, ranges)
+    ranges
 }
 
 /// Chooses the response format of a resource or discovery endpoint from the `Accept` header:
 /// the client's most preferred range this endpoint can serve; `406` when there is none.
 pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
-    let (accept, ranges) = accepted(headers);
-    ranges
+    negotiate_encoded(headers, offer).map(|(format, _)| format)
+}
+
+/// [`negotiate`], with the encoding the chosen range asked for: the format itself for plain
+/// objects, and JSON, YAML, protobuf or CBOR for a view (Table, PartialObjectMetadata,
+/// aggregated discovery).
+pub fn negotiate_encoded(headers: &HeaderMap, offer: Offer) -> ApiResult<(Format, Format)> {
+    accepted(headers)
         .iter()
-        .find_map(|range| range.select(offer))
-        .ok_or_else(|| ApiError::not_acceptable(accept))
+        .find_map(|range| Some((range.select(offer)?, range.encoding()?)))
+        .ok_or_else(ApiError::not_acceptable)
 }
 
 /// Chooses among plain media types (`offered`, in the server's order): the client's most
 /// preferred range that accepts one of them (as the OpenAPI endpoints negotiate).
 pub fn choose<'a>(headers: &HeaderMap, offered: &[&'a str]) -> Option<&'a str> {
-    let (_, ranges) = accepted(headers);
-    ranges
+    accepted(headers)
         .iter()
         .find_map(|range| offered.iter().copied().find(|o| range.accepts(o)))
 }
@@ -236,10 +259,49 @@ mod tests {
             negotiate_resource(&h("application/cbor;q=0.5, application/json")).unwrap(),
             Format::Json
         );
+        // Discovery documents come in every encoding, as kube-apiserver's codecs write them.
         assert_eq!(
-            negotiate(&h("application/cbor"), Offer::Discovery)
-                .unwrap_err()
-                .code,
+            negotiate(&h("application/cbor"), Offer::Discovery).unwrap(),
+            Format::Cbor
+        );
+        // Views in the encodings kube's endpoint restrictions allow: PartialObjectMetadata in
+        // any, a Table in JSON or YAML only (a protobuf Table falls through to the next range).
+        let metadata_pb = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            negotiate_encoded(&h(metadata_pb), Offer::Resource).unwrap(),
+            (Format::Metadata("v1"), Format::Protobuf)
+        );
+        assert_eq!(
+            negotiate_encoded(
+                &h("application/yaml;as=Table;g=meta.k8s.io;v=v1"),
+                Offer::Resource
+            )
+            .unwrap(),
+            (Format::Table("v1"), Format::Yaml)
+        );
+        assert_eq!(
+            negotiate_encoded(
+                &h("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json"),
+                Offer::Resource
+            )
+            .unwrap(),
+            (Format::Json, Format::Json)
+        );
+        assert_eq!(
+            negotiate_encoded(
+                &h("application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+                Offer::GroupList
+            )
+            .unwrap(),
+            (Format::AggregatedDiscovery("v2"), Format::Protobuf)
+        );
+        assert_eq!(
+            negotiate(
+                &h("application/cbor;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+                Offer::GroupList
+            )
+            .unwrap_err()
+            .code,
             406
         );
 
@@ -255,10 +317,8 @@ mod tests {
             Format::Json
         );
         assert_eq!(
-            negotiate(&h("application/vnd.kubernetes.protobuf"), Offer::Discovery)
-                .unwrap_err()
-                .code,
-            406
+            negotiate(&h("application/vnd.kubernetes.protobuf"), Offer::Discovery).unwrap(),
+            Format::Protobuf
         );
     }
 }

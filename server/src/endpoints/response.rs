@@ -43,13 +43,48 @@ pub fn value_json_bytes(body: &Value, pretty: bool) -> serde_json::Result<Vec<u8
     }
 }
 
-/// Renders a document kuberaft builds itself as a typed struct (discovery): JSON keeps the
-/// struct's field order, which is kube's; YAML, protobuf and CBOR go through the value (YAML
-/// and CBOR sort keys, as kube-apiserver's encoders do).
-pub fn render_document<T: Serialize>(code: u16, doc: &T, format: Format, pretty: bool) -> Response {
-    match format {
-        Format::Yaml | Format::Protobuf | Format::Cbor => match serde_json::to_value(doc) {
-            Ok(value) => render(code, &value, format, pretty),
+/// Renders a document kuberaft builds itself as a typed struct (discovery) in `wire`: JSON keeps
+/// the struct's field order, which is kube's; YAML, protobuf and CBOR go through the value
+/// (YAML and CBOR sort keys, as kube-apiserver's encoders do). An aggregated discovery document
+/// (`format`) answers with its own media type, in JSON or protobuf.
+pub fn render_document<T: Serialize>(
+    code: u16,
+    doc: &T,
+    format: Format,
+    wire: Format,
+    pretty: bool,
+) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    match (format, wire) {
+        (Format::AggregatedDiscovery(version), Format::Protobuf) => {
+            let encoded = serde_json::to_value(doc)
+                .map_err(|e| e.to_string())
+                .and_then(|v| protobuf::encode_object(&v).map_err(|e| e.to_string()));
+            match encoded {
+                Ok(bytes) => (
+                    status,
+                    [
+                        (
+                            header::CONTENT_TYPE,
+                            discovery::aggregated_content_type(protobuf::MEDIA_TYPE, version),
+                        ),
+                        (header::VARY, "Accept".to_string()),
+                    ],
+                    bytes,
+                )
+                    .into_response(),
+                Err(e) => ApiError::internal(e).into_response(),
+            }
+        }
+        (_, Format::Yaml | Format::Protobuf | Format::Cbor) => match serde_json::to_value(doc) {
+            Ok(mut value) => {
+                // `APIVersions` is written without `apiVersion` in JSON; the protobuf envelope
+                // names the group version discovery types are registered in.
+                if wire == Format::Protobuf && value.get("apiVersion").is_none() {
+                    value["apiVersion"] = Value::from("v1");
+                }
+                render(code, &value, wire, pretty)
+            }
             Err(e) => ApiError::internal(e.to_string()).into_response(),
         },
         _ => match json_bytes(doc, pretty) {
@@ -68,7 +103,10 @@ fn json_response(code: u16, bytes: Vec<u8>, format: Format) -> Response {
         Format::AggregatedDiscovery(version) => (
             code,
             [
-                (header::CONTENT_TYPE, discovery::aggregated_content_type(version)),
+                (
+                    header::CONTENT_TYPE,
+                    discovery::aggregated_content_type("application/json", version),
+                ),
                 (header::VARY, "Accept".to_string()),
             ],
             bytes,
@@ -140,7 +178,13 @@ pub fn respond(
             (None, None, None) => None,
         };
         if let Some((objects, rv)) = rows {
-            return table_response(req, q, &reply, &objects, &rv, version, pretty);
+            let table = table_of(req, q, &reply, &objects, &rv, version)?;
+            // JSON (in kube's field order) or YAML.
+            let encoding = match wire {
+                Format::Yaml => Format::Yaml,
+                _ => format,
+            };
+            return Ok(render(reply.code, &table, encoding, pretty));
         }
     }
     if let Format::Metadata(version) = format {
@@ -154,7 +198,7 @@ pub fn respond(
         return Ok(render(
             reply.code,
             &meta::partial_object_metadata(body, version),
-            format,
+            wire,
             pretty,
         ));
     }
@@ -195,16 +239,15 @@ pub fn respond(
     }
 }
 
-/// Renders a get or list as a Table.
-fn table_response(
+/// A get or list as a Table.
+fn table_of(
     req: &ResourceRequest,
     q: &Query,
     reply: &Reply,
     objects: &[Value],
     rv: &str,
     version: &'static str,
-    pretty: bool,
-) -> ApiResult<Response> {
+) -> ApiResult<Value> {
     let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str))?;
     let mut t = table::table(&req.rt, objects, rv, version, include);
     // A paged list's Table pages on like the list itself.
@@ -213,7 +256,7 @@ fn table_response(
             t["metadata"][field] = v.clone();
         }
     }
-    Ok(render(reply.code, &t, Format::Table(version), pretty))
+    Ok(t)
 }
 
 /// Renders a list whose items are cached objects. Compact JSON and CBOR are spliced together

@@ -125,8 +125,9 @@ enum Encoding {
         version: &'static str,
         include: IncludeObject,
     },
-    /// `as=PartialObjectMetadata`: each object's metadata only, in that `meta.k8s.io` version.
-    Metadata(&'static str),
+    /// `as=PartialObjectMetadata`: each object's metadata only, in that `meta.k8s.io` version,
+    /// framed in the plain encoding the client asked for (JSON, YAML, protobuf or CBOR).
+    Metadata(&'static str, Box<Encoding>),
 }
 
 impl Encoding {
@@ -135,7 +136,8 @@ impl Encoding {
             Encoding::Yaml => "application/yaml",
             Encoding::Protobuf => protobuf::WATCH_MEDIA_TYPE,
             Encoding::Cbor => cbor::SEQ_MEDIA_TYPE,
-            Encoding::Json | Encoding::Table { .. } | Encoding::Metadata(_) => "application/json",
+            Encoding::Metadata(_, framed) => framed.content_type(),
+            Encoding::Json | Encoding::Table { .. } => "application/json",
         }
     }
 
@@ -178,7 +180,7 @@ impl Encoding {
                 );
                 self.value_frame(kind, &t)
             }
-            Encoding::Metadata(_) => self.value_frame(kind, &obj.value()),
+            Encoding::Metadata(..) => self.value_frame(kind, &obj.value()),
         };
         out.extend_from_slice(&frame);
     }
@@ -192,7 +194,9 @@ impl Encoding {
                 Err(_) => Bytes::new(),
             },
             Encoding::Cbor => cbor::watch_event(kind, &cbor::encode(obj)).into(),
-            Encoding::Metadata(version) => json_frame(kind, &partial_object_metadata(obj.clone(), version)),
+            Encoding::Metadata(version, framed) => {
+                framed.value_frame(kind, &partial_object_metadata(obj.clone(), version))
+            }
             Encoding::Json | Encoding::Table { .. } => json_frame(kind, obj),
         }
     }
@@ -347,7 +351,15 @@ async fn start(
 }
 
 /// Serves a watch on a collection.
-pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Format) -> ApiResult<Response> {
+/// The frames are in `format`, whose bytes are in `wire` (the plain encoding of a
+/// PartialObjectMetadata view).
+pub async fn serve(
+    store: &Store,
+    req: &ResourceRequest,
+    q: &Query,
+    format: Format,
+    wire: Format,
+) -> ApiResult<Response> {
     let plan = watch_plan(q)?;
     let (labels, fields) = selectors(&req.rt, q)?;
     let filter = Filter {
@@ -369,7 +381,15 @@ pub async fn serve(store: &Store, req: &ResourceRequest, q: &Query, format: Form
         Format::Protobuf if protobuf::message_for_kind(&req.rt.group_version(), &req.rt.kind).is_some() => {
             Encoding::Protobuf
         }
-        Format::Metadata(version) => Encoding::Metadata(version),
+        Format::Metadata(version) => Encoding::Metadata(
+            version,
+            Box::new(match wire {
+                Format::Yaml => Encoding::Yaml,
+                Format::Protobuf => Encoding::Protobuf,
+                Format::Cbor => Encoding::Cbor,
+                _ => Encoding::Json,
+            }),
+        ),
         Format::Cbor => Encoding::Cbor,
         Format::Json | Format::Protobuf | Format::AggregatedDiscovery(_) => Encoding::Json,
     };
@@ -409,12 +429,22 @@ impl Drop for Registered {
     }
 }
 
-/// kube-apiserver's labels of its watch series: `group`, `version`, `kind`.
+/// kube-apiserver's labels of `apiserver_registered_watchers`: `group`, `version`, `kind`.
 fn watch_labels(rt: &ResourceType) -> [(&'static str, String); 3] {
     [
         ("group", rt.group.to_string()),
         ("version", rt.version.to_string()),
         ("kind", rt.kind.to_string()),
+    ]
+}
+
+/// kube-apiserver's labels (since 1.34) of `apiserver_watch_events_total` and
+/// `apiserver_watch_events_sizes`: `group`, `version`, `resource`.
+fn event_labels(rt: &ResourceType) -> [(&'static str, String); 3] {
+    [
+        ("group", rt.group.to_string()),
+        ("version", rt.version.to_string()),
+        ("resource", rt.plural.to_string()),
     ]
 }
 
@@ -536,8 +566,8 @@ impl Watcher {
             told: begin.revision,
             ending: false,
             out: Output::default(),
-            sent_total: metrics::counter!("apiserver_watch_events_total", &watch_labels(&rt)),
-            event_sizes: metrics::histogram!("apiserver_watch_events_sizes", &watch_labels(&rt)),
+            sent_total: metrics::counter!("apiserver_watch_events_total", &event_labels(&rt)),
+            event_sizes: metrics::histogram!("apiserver_watch_events_sizes", &event_labels(&rt)),
             unsent_count: 0,
             _registered: Registered::new(&rt),
             rt,

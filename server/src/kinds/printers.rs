@@ -1378,6 +1378,131 @@ const ROLE_BINDING_COLUMNS: &[Column] = &[
     wide("ServiceAccounts", "string", "ServiceAccounts in the binding."),
 ];
 
+fn csi_node_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    vec![name(o), json!(len(&o["spec"]["drivers"])), age(o, ctx)]
+}
+
+fn csi_driver_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let spec = &o["spec"];
+    let flag = |field: &str, default: bool| json!(spec[field].as_bool().unwrap_or(default));
+    let modes: Vec<String> = spec["volumeLifecycleModes"]
+        .as_array()
+        .map(|m| m.iter().map(text).collect())
+        .unwrap_or_default();
+    let token_requests = match spec["tokenRequests"].as_array() {
+        Some(requests) => requests
+            .iter()
+            .map(|t| text(&t["audience"]))
+            .collect::<Vec<_>>()
+            .join(","),
+        None => "<unset>".into(),
+    };
+    vec![
+        name(o),
+        flag("attachRequired", true),
+        flag("podInfoOnMount", false),
+        flag("storageCapacity", false),
+        json!(token_requests),
+        flag("requiresRepublish", false),
+        json!(or_none(modes.join(","))),
+        age(o, ctx),
+    ]
+}
+
+fn csi_storage_capacity_cells(o: &Value, _ctx: &Ctx) -> Vec<Value> {
+    let capacity = match text(&o["capacity"]) {
+        c if c.is_empty() => "<unset>".to_string(),
+        c => c,
+    };
+    vec![name(o), json!(text(&o["storageClassName"])), json!(capacity)]
+}
+
+fn volume_attachment_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let spec = &o["spec"];
+    vec![
+        name(o),
+        json!(text(&spec["attacher"])),
+        json!(text(&spec["source"]["persistentVolumeName"])),
+        json!(text(&spec["nodeName"])),
+        json!(o["status"]["attached"].as_bool().unwrap_or(false)),
+        age(o, ctx),
+    ]
+}
+
+fn driver_name_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    vec![name(o), json!(text(&o["driverName"])), age(o, ctx)]
+}
+
+fn flow_schema_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let spec = &o["spec"];
+    let distinguisher = match text(&spec["distinguisherMethod"]["type"]) {
+        t if spec["distinguisherMethod"].is_object() => t,
+        _ => "<none>".into(),
+    };
+    let missing = o["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Dangling"))
+        .map_or_else(|| "?".to_string(), |c| text(&c["status"]));
+    vec![
+        name(o),
+        json!(text(&spec["priorityLevelConfiguration"]["name"])),
+        json!(int(&spec["matchingPrecedence"])),
+        json!(distinguisher),
+        age(o, ctx),
+        json!(missing),
+    ]
+}
+
+fn priority_level_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let limited = &o["spec"]["limited"];
+    let queuing = &limited["limitResponse"]["queuing"];
+    let number = |v: &Value, present: bool| if present { json!(int(v)) } else { json!("<none>") };
+    vec![
+        name(o),
+        json!(text(&o["spec"]["type"])),
+        number(&limited["nominalConcurrencyShares"], limited.is_object()),
+        number(&queuing["queues"], queuing.is_object()),
+        number(&queuing["handSize"], queuing.is_object()),
+        number(&queuing["queueLengthLimit"], queuing.is_object()),
+        age(o, ctx),
+    ]
+}
+
+fn name_age_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    vec![name(o), age(o, ctx)]
+}
+
+/// A ResourceClaim's state as kube sums it up: `deleted`, `pending`, `allocated`, `reserved`.
+fn resource_claim_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let deleting = !o["metadata"]["deletionTimestamp"].is_null();
+    let mut states = Vec::new();
+    if deleting {
+        states.push("deleted");
+    }
+    if o["status"]["allocation"].is_null() {
+        if !deleting {
+            states.push("pending");
+        }
+    } else {
+        states.push("allocated");
+        if len(&o["status"]["reservedFor"]) > 0 {
+            states.push("reserved");
+        }
+    }
+    vec![name(o), json!(states.join(",")), age(o, ctx)]
+}
+
+fn resource_slice_cells(o: &Value, ctx: &Ctx) -> Vec<Value> {
+    let spec = &o["spec"];
+    vec![
+        name(o),
+        json!(text(&spec["nodeName"])),
+        json!(text(&spec["driver"])),
+        json!(text(&spec["pool"]["name"])),
+        age(o, ctx),
+    ]
+}
+
 const fn printer(
     group: &'static str,
     kind: &'static str,
@@ -1861,6 +1986,121 @@ static PRINTERS: &[Printer] = &[
         ],
         scale_cells,
     ),
+    printer(
+        "storage.k8s.io",
+        "CSINode",
+        &[
+            NAME,
+            col("Drivers", "integer", "Drivers indicates the number of CSI drivers registered on the node"),
+            AGE,
+        ],
+        csi_node_cells,
+    ),
+    printer(
+        "storage.k8s.io",
+        "CSIDriver",
+        &[
+            NAME,
+            col("AttachRequired", "boolean", "Whether the driver needs an attach operation."),
+            col("PodInfoOnMount", "boolean", "Whether the driver gets pod information on mount."),
+            col("StorageCapacity", "boolean", "Whether the driver reports storage capacity."),
+            col("TokenRequests", "string", "The audiences of the service account tokens the driver gets."),
+            col("RequiresRepublish", "boolean", "Whether the driver wants NodePublishVolume called periodically."),
+            col("Modes", "string", "The volume lifecycle modes the driver supports."),
+            AGE,
+        ],
+        csi_driver_cells,
+    ),
+    printer(
+        "storage.k8s.io",
+        "CSIStorageCapacity",
+        &[
+            NAME,
+            col("StorageClassName", "string", "The name of the StorageClass the capacity applies to."),
+            col("Capacity", "string", "The capacity reported by the driver."),
+        ],
+        csi_storage_capacity_cells,
+    ),
+    printer(
+        "storage.k8s.io",
+        "VolumeAttachment",
+        &[
+            NAME,
+            Column {
+                name: "Attacher",
+                ty: "string",
+                format: "name",
+                priority: 0,
+                description: "Attacher indicates the name of the volume driver that MUST handle this request.",
+            },
+            col("PV", "string", "The name of the persistent volume to attach."),
+            col("Node", "string", "The node that the volume should be attached to."),
+            col("Attached", "boolean", "Indicates the volume is successfully attached."),
+            AGE,
+        ],
+        volume_attachment_cells,
+    ),
+    printer(
+        "storage.k8s.io",
+        "VolumeAttributesClass",
+        &[
+            NAME,
+            col("DriverName", "string", "The name of the CSI driver of the class."),
+            AGE,
+        ],
+        driver_name_cells,
+    ),
+    printer(
+        "flowcontrol.apiserver.k8s.io",
+        "FlowSchema",
+        &[
+            NAME,
+            col("PriorityLevel", "string", "The name of the priority level configuration."),
+            col("MatchingPrecedence", "string", "The precedence of the flow schema among those that match."),
+            col("DistinguisherMethod", "string", "How requests are split into flows."),
+            AGE,
+            col("MissingPL", "string", "references a broken or non-existent PriorityLevelConfiguration"),
+        ],
+        flow_schema_cells,
+    ),
+    printer(
+        "flowcontrol.apiserver.k8s.io",
+        "PriorityLevelConfiguration",
+        &[
+            NAME,
+            col("Type", "string", "Whether the priority level is exempt or limited."),
+            col("NominalConcurrencyShares", "string", "The share of the server's concurrency the level gets."),
+            col("Queues", "string", "The number of queues of the level."),
+            col("HandSize", "string", "The number of queues a flow is shuffle-sharded to."),
+            col("QueueLengthLimit", "string", "The most requests waiting in one queue."),
+            AGE,
+        ],
+        priority_level_cells,
+    ),
+    printer("resource.k8s.io", "DeviceClass", &[NAME, AGE], name_age_cells),
+    printer(
+        "resource.k8s.io",
+        "ResourceClaim",
+        &[
+            NAME,
+            col("State", "string", "A summary of the current state (allocated, pending, reserved, etc.)."),
+            AGE,
+        ],
+        resource_claim_cells,
+    ),
+    printer("resource.k8s.io", "ResourceClaimTemplate", &[NAME, AGE], name_age_cells),
+    printer(
+        "resource.k8s.io",
+        "ResourceSlice",
+        &[
+            NAME,
+            col("Node", "string", "The node the devices of the slice are on."),
+            col("Driver", "string", "The DRA driver that publishes the slice."),
+            col("Pool", "string", "The name of the pool the slice belongs to."),
+            AGE,
+        ],
+        resource_slice_cells,
+    ),
 ];
 
 #[cfg(test)]
@@ -1890,6 +2130,128 @@ mod tests {
         assert_eq!(format_label_selector(&json!({})), "<none>");
         assert_eq!(format_labels(&json!({"b": "2", "a": "1"})), "a=1,b=2");
         assert_eq!(format_labels(&Value::Null), "<none>");
+    }
+
+    /// The storage, flow-control and dynamic-resource printers, cell for cell as kube's.
+    #[test]
+    fn storage_flowcontrol_and_resource_rows() {
+        let created = "2025-06-01T11:59:00Z";
+        assert_eq!(
+            cells(
+                "storage.k8s.io",
+                "CSIDriver",
+                json!({"metadata": {"name": "d", "creationTimestamp": created},
+                    "spec": {"tokenRequests": [{"audience": "a"}, {"audience": "b"}], "volumeLifecycleModes": ["Persistent", "Ephemeral"]}}),
+            ),
+            vec![
+                json!("d"),
+                json!(true),
+                json!(false),
+                json!(false),
+                json!("a,b"),
+                json!(false),
+                json!("Persistent,Ephemeral"),
+                json!("60s")
+            ]
+        );
+        let bare = cells(
+            "storage.k8s.io",
+            "CSIDriver",
+            json!({"metadata": {"name": "d"}, "spec": {"attachRequired": false}}),
+        );
+        assert_eq!(
+            (&bare[1], &bare[4], &bare[6]),
+            (&json!(false), &json!("<unset>"), &json!("<none>"))
+        );
+        assert_eq!(
+            cells(
+                "storage.k8s.io",
+                "CSIStorageCapacity",
+                json!({"metadata": {"name": "c"}, "storageClassName": "fast"})
+            ),
+            vec![json!("c"), json!("fast"), json!("<unset>")]
+        );
+        assert_eq!(
+            cells(
+                "storage.k8s.io",
+                "VolumeAttachment",
+                json!({"metadata": {"name": "v", "creationTimestamp": created},
+                    "spec": {"attacher": "csi.x", "nodeName": "n1", "source": {"persistentVolumeName": "pv1"}}, "status": {"attached": true}}),
+            ),
+            vec![
+                json!("v"),
+                json!("csi.x"),
+                json!("pv1"),
+                json!("n1"),
+                json!(true),
+                json!("60s")
+            ]
+        );
+        let fs = cells(
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema",
+            json!({"metadata": {"name": "f"}, "spec": {"priorityLevelConfiguration": {"name": "workload-low"}, "matchingPrecedence": 9000,
+                "distinguisherMethod": {"type": "ByUser"}}, "status": {"conditions": [{"type": "Dangling", "status": "False"}]}}),
+        );
+        assert_eq!(
+            (&fs[1], &fs[2], &fs[3], &fs[5]),
+            (
+                &json!("workload-low"),
+                &json!(9000),
+                &json!("ByUser"),
+                &json!("False")
+            )
+        );
+        let fs = cells(
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema",
+            json!({"metadata": {"name": "f"}, "spec": {}}),
+        );
+        assert_eq!((&fs[3], &fs[5]), (&json!("<none>"), &json!("?")));
+        let exempt = cells(
+            "flowcontrol.apiserver.k8s.io",
+            "PriorityLevelConfiguration",
+            json!({"metadata": {"name": "exempt"}, "spec": {"type": "Exempt"}}),
+        );
+        assert_eq!(
+            exempt[1..6],
+            [
+                json!("Exempt"),
+                json!("<none>"),
+                json!("<none>"),
+                json!("<none>"),
+                json!("<none>")
+            ]
+        );
+        let limited = cells(
+            "flowcontrol.apiserver.k8s.io",
+            "PriorityLevelConfiguration",
+            json!({"metadata": {"name": "l"}, "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 30,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 64, "handSize": 6, "queueLengthLimit": 50}}}}}),
+        );
+        assert_eq!(limited[2..6], [json!(30), json!(64), json!(6), json!(50)]);
+        let claim = |status: Value, deleting: bool| {
+            let mut o = json!({"metadata": {"name": "c"}, "status": status});
+            if deleting {
+                o["metadata"]["deletionTimestamp"] = json!(NOW);
+            }
+            cells("resource.k8s.io", "ResourceClaim", o)[1].clone()
+        };
+        assert_eq!(claim(json!({}), false), "pending");
+        assert_eq!(claim(json!({}), true), "deleted");
+        assert_eq!(
+            claim(json!({"allocation": {}, "reservedFor": [{"name": "p"}]}), false),
+            "allocated,reserved"
+        );
+        assert_eq!(claim(json!({"allocation": {}}), true), "deleted,allocated");
+        assert_eq!(
+            cells(
+                "resource.k8s.io",
+                "ResourceSlice",
+                json!({"metadata": {"name": "s"}, "spec": {"nodeName": "n1", "driver": "gpu.x", "pool": {"name": "p1"}}})
+            )[..4],
+            [json!("s"), json!("n1"), json!("gpu.x"), json!("p1")]
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Decoded> {
             value: cbor::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?,
             duplicates: Vec::new(),
         }),
-        other => Err(ApiError::unsupported_media_type(other)),
+        _ => Err(ApiError::unsupported_media_type()),
     }
 }
 

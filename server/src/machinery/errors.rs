@@ -21,6 +21,11 @@ pub struct ApiError {
     pub continue_token: Option<String>,
 }
 
+/// The encodings kuberaft reads and writes objects in, as kube-apiserver's serializers list them
+/// in its `406` and `415` answers.
+const SERVED_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor";
+
 /// Result of an API operation.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -163,21 +168,23 @@ impl ApiError {
         e
     }
 
-    /// 406 NotAcceptable.
-    pub fn not_acceptable(accept: &str) -> Self {
+    /// 406 NotAcceptable: none of the `Accept` header's media types is served here. kube-apiserver
+    /// names the encodings its serializers offer, in their order.
+    pub fn not_acceptable() -> Self {
         Self::new(
             406,
             "NotAcceptable",
-            format!("only the following media types are accepted: application/json, application/yaml (asked for {accept:?})"),
+            format!("only the following media types are accepted: {SERVED_MEDIA_TYPES}"),
         )
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType: a request body in an encoding kuberaft does not read, answered
+    /// with the encodings it does, in kube-apiserver's words and order.
+    pub fn unsupported_media_type() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?})"),
+            format!("the body of the request was in an unknown format - accepted media types include: {SERVED_MEDIA_TYPES}"),
         )
     }
 

@@ -17,7 +17,7 @@ use crate::machinery::fieldset::{display, fields_of, item_key, value_step, Field
 use crate::machinery::meta::MAX_ANNOTATIONS_BYTES;
 use crate::machinery::schema::{schemas, ListType, Node, Shape};
 use crate::machinery::timestamp::now_rfc3339;
-use crate::scheme::ResourceType;
+use crate::scheme::{self, ResourceType};
 
 /// The longest manager name kube-apiserver accepts.
 const MAX_MANAGER_LEN: usize = 128;
@@ -170,7 +170,21 @@ fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
 fn ownable(rt: &ResourceType, obj: &Value, part: Part) -> Value {
     let mut v = match part {
         Part::Main => obj.clone(),
-        Part::Sub(_, path) => only_part(obj, path),
+        Part::Sub(sub, path) => {
+            let mut v = only_part(obj, path);
+            // A status write that keeps its metadata owns the metadata it changes too, but
+            // for what the status strategy resets.
+            if let Some(resets) = scheme::status_metadata_resets(rt).filter(|_| sub == "status") {
+                let mut meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+                if let Some(m) = meta.as_object_mut() {
+                    for field in resets {
+                        m.remove(*field);
+                    }
+                }
+                v["metadata"] = meta;
+            }
+            v
+        }
     };
     if let Some(m) = v.as_object_mut() {
         m.remove("apiVersion");

@@ -15,7 +15,7 @@ use crate::registry::options::{PatchOptions, WriteOptions};
 use crate::registry::strategy::{self, take_part};
 use crate::registry::versions::served;
 use crate::registry::ResourceRequest;
-use crate::scheme::ResourceType;
+use crate::scheme::{self, ResourceType};
 use crate::store::{Alongside, Cas, Store, Stored};
 use serde_json::{json, Value};
 
@@ -184,11 +184,41 @@ fn prepare_part(rt: &ResourceType, part: Part, cur: &Value, mut next: Value, nam
             Ok(next)
         }
         Part::Sub(sub, path) => {
-            let mut next = take_part(cur, &next, path);
+            let mut next = take_subresource(rt, sub, path, cur, next, name)?;
             strategy::of(rt).update_subresource(rt, sub, cur, &mut next)?;
             Ok(next)
         }
     }
+}
+
+/// `cur` with `next`'s `path`, the part the subresource `sub` owns. A `status` write of a type
+/// that keeps such writes' metadata (`scheme::status_metadata_resets`) also takes `next`'s
+/// metadata, under the rules of an update of the object, except the fields its status
+/// strategy resets (a pod's owner references).
+fn take_subresource(
+    rt: &ResourceType,
+    sub: &str,
+    path: &[&str],
+    cur: &Value,
+    mut next: Value,
+    name: &str,
+) -> ApiResult<Value> {
+    let mut taken = take_part(cur, &next, path);
+    let Some(resets) = scheme::status_metadata_resets(rt).filter(|_| sub == "status") else {
+        return Ok(taken);
+    };
+    prepare_update(rt, cur, &mut next, name)?;
+    let mut meta = next["metadata"].take();
+    if let Some(m) = meta.as_object_mut() {
+        for field in resets {
+            match cur["metadata"].get(*field) {
+                Some(v) => m.insert((*field).to_string(), v.clone()),
+                None => m.remove(*field),
+            };
+        }
+    }
+    taken["metadata"] = meta;
+    Ok(taken)
 }
 
 /// PUT of an object (or of a subresource that owns a part of it).
@@ -271,7 +301,7 @@ impl PatchType {
             "application/merge-patch+json" => Ok(PatchType::Merge),
             "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
             APPLY_PATCH => Ok(PatchType::Apply),
-            other => Err(ApiError::unsupported_media_type(other)),
+            _ => Err(ApiError::unsupported_media_type()),
         }
     }
 }
@@ -325,7 +355,7 @@ async fn apply(
         if let Some(cur) = current {
             if let Part::Sub(sub, path) = part {
                 let managed_fields = next["metadata"].get("managedFields").cloned();
-                next = take_part(&cur.obj, &next, path);
+                next = take_subresource(&rt, sub, path, &cur.obj, next, &n)?;
                 strategy::of(&rt).update_subresource(&rt, sub, &cur.obj, &mut next)?;
                 match managed_fields {
                     Some(m) => next["metadata"]["managedFields"] = m,
@@ -374,7 +404,7 @@ impl Patch {
             PatchType::Merge | PatchType::Strategic => {
                 Err(ApiError::bad_request("a merge patch must be a JSON object"))
             }
-            PatchType::Apply => Err(ApiError::unsupported_media_type(APPLY_PATCH)),
+            PatchType::Apply => Err(ApiError::unsupported_media_type()),
         }
     }
 

@@ -518,6 +518,42 @@ pub fn watch_index(group: &str, plural: &str) -> Option<&'static str> {
         .map(|(_, _, path)| *path)
 }
 
+/// The built-in types whose `status` writes keep the metadata they carry (labels, annotations,
+/// finalizers…), as their kube-apiserver status strategies reset only the spec and the
+/// metadata fields listed here (kube's `GetResetFields`). Every other type — custom resources
+/// and the newer built-ins, which call `ResetObjectMetaForStatus` — takes only the status.
+const STATUS_KEEPS_METADATA: &[(&str, &str, &[&str])] = &[
+    ("", "Pod", &["ownerReferences"]),
+    ("", "Node", &[]),
+    ("", "Service", &[]),
+    ("", "Namespace", &[]),
+    ("", "PersistentVolume", &[]),
+    ("", "PersistentVolumeClaim", &[]),
+    ("", "ReplicationController", &[]),
+    ("", "ResourceQuota", &[]),
+    ("apps", "Deployment", &["labels"]),
+    ("apps", "ReplicaSet", &[]),
+    ("apps", "StatefulSet", &[]),
+    ("apps", "DaemonSet", &[]),
+    ("batch", "Job", &[]),
+    ("batch", "CronJob", &[]),
+    ("autoscaling", "HorizontalPodAutoscaler", &[]),
+    ("policy", "PodDisruptionBudget", &[]),
+    ("networking.k8s.io", "Ingress", &[]),
+];
+
+/// For a type that keeps the metadata of its `status` writes: the metadata fields such a write
+/// cannot change.
+pub fn status_metadata_resets(rt: &ResourceType) -> Option<&'static [&'static str]> {
+    if rt.custom.is_some() {
+        return None;
+    }
+    STATUS_KEEPS_METADATA
+        .iter()
+        .find(|(group, kind, _)| *group == &*rt.group && *kind == &*rt.kind)
+        .map(|(_, _, resets)| *resets)
+}
+
 /// The set of types, looked up by group, version and plural.
 #[derive(Debug, Clone)]
 pub struct Registry {

@@ -109,7 +109,15 @@ pub async fn list(
         reach(cache, rev).await?;
         if let Some(snap) = cache.list(prefix, after.as_deref(), Some(rev)) {
             let snap = readable(rt, snap)?;
-            return Ok(paginate(snap.objects, rev, prefix, plan.limit, selective, keep));
+            return Ok(paginate(
+                rt,
+                snap.objects,
+                rev,
+                prefix,
+                plan.limit,
+                selective,
+                keep,
+            ));
         }
         return from_history(cache, rt, prefix, after, rev, plan, selective, keep).await;
     }
@@ -119,6 +127,7 @@ pub async fn list(
         .ok_or_else(|| ApiError::internal("the watch cache moved during a list"))?;
     let snap = readable(rt, snap)?;
     Ok(paginate(
+        rt,
         snap.objects,
         snap.revision,
         prefix,
@@ -138,8 +147,10 @@ fn expired(plan: &ListPlan, after: Option<&str>, prefix: &str) -> ApiError {
     e
 }
 
-/// Cuts one page out of objects in key order.
+/// Cuts one page out of objects in key order, counting the objects read and returned in
+/// kube-apiserver's `apiserver_cache_list_*` series (no index: a list reads its key prefix).
 fn paginate(
+    rt: &ResourceType,
     objects: Vec<(String, Arc<CachedObject>)>,
     revision: i64,
     prefix: &str,
@@ -151,31 +162,56 @@ fn paginate(
     let total = objects.len();
     let mut items = Vec::new();
     let mut last_key = None;
+    let mut page = None;
     for (i, (key, obj)) in objects.into_iter().enumerate() {
         if !keep(&obj) {
             continue;
         }
         if items.len() == limit {
             // Items from this one on are not in the page.
-            let remaining = total - i;
-            return Page {
-                items,
-                revision,
-                continue_token: last_key
-                    .as_deref()
-                    .map(|k: &str| encode_continue(revision, k.strip_prefix(prefix).unwrap_or(k))),
-                remaining: (!selective).then_some(remaining as i64),
-            };
+            page = Some((i, total - i));
+            break;
         }
         items.push(obj);
         last_key = Some(key);
     }
-    Page {
-        items,
-        revision,
-        continue_token: None,
-        remaining: None,
+    let fetched = page.map_or(total, |(read, _)| read + 1);
+    record_cache_list(rt, fetched, items.len());
+    match page {
+        Some((_, remaining)) => Page {
+            items,
+            revision,
+            continue_token: last_key
+                .as_deref()
+                .map(|k: &str| encode_continue(revision, k.strip_prefix(prefix).unwrap_or(k))),
+            remaining: (!selective).then_some(remaining as i64),
+        },
+        None => Page {
+            items,
+            revision,
+            continue_token: None,
+            remaining: None,
+        },
     }
+}
+
+/// kube-apiserver's series for a LIST served from the watch cache, by group and resource:
+/// requests, objects read, objects returned.
+fn record_cache_list(rt: &ResourceType, fetched: usize, returned: usize) {
+    let group = rt.group.to_string();
+    let resource = rt.plural.to_string();
+    let indexed = [
+        ("group", group.clone()),
+        ("index", String::new()),
+        ("resource", resource.clone()),
+    ];
+    metrics::counter!("apiserver_cache_list_total", &indexed).increment(1);
+    metrics::counter!("apiserver_cache_list_fetched_objects_total", &indexed).increment(fetched as u64);
+    metrics::counter!(
+        "apiserver_cache_list_returned_objects_total",
+        &[("group", group), ("resource", resource)]
+    )
+    .increment(returned as u64);
 }
 
 /// Serves a page at an older revision from the store's MVCC history.

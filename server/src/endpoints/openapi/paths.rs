@@ -137,22 +137,44 @@ const DELETE_COLLECTION_PARAMS: &[&Param] = &[
     &TIMEOUT_SECONDS,
 ];
 
-/// The PATCH body types kube-apiserver accepts.
+/// The PATCH body types of a built-in kind, in kube-apiserver's order (API clients generated
+/// from the document, such as the JavaScript client, send the first one by default).
 const PATCH_TYPES: &[&str] = &[
-    "application/apply-patch+yaml",
     "application/json-patch+json",
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/apply-patch+cbor",
 ];
 /// The PATCH body types of a custom resource (no strategic merge patch: kubectl reads this to
 /// choose a merge patch for `apply` and `diff`).
 const CUSTOM_PATCH_TYPES: &[&str] = &[
-    "application/apply-patch+yaml",
     "application/json-patch+json",
     "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/apply-patch+cbor",
 ];
-const PRODUCES: &[&str] = &["application/json", "application/yaml"];
+/// What a built-in kind's operations answer in: every encoding its endpoints negotiate.
+const PRODUCES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+];
+/// A built-in kind's lists, which also watch: the encodings, then the watch streams.
 const PRODUCES_WATCH: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
+    "application/cbor-seq",
+];
+/// What a custom resource's operations answer in, as kube's CRD document lists it.
+const CUSTOM_PRODUCES: &[&str] = &["application/json", "application/yaml"];
+/// A custom resource's lists.
+const CUSTOM_PRODUCES_WATCH: &[&str] = &[
     "application/json",
     "application/yaml",
     "application/json;stream=watch",
@@ -214,6 +236,7 @@ fn operation(
     id: String,
     description: String,
     gvk: &Value,
+    produces: &'static [&'static str],
 ) -> Operation {
     Operation {
         method,
@@ -224,7 +247,7 @@ fn operation(
         query: &[],
         body: None,
         responses: Vec::new(),
-        produces: PRODUCES,
+        produces,
     }
 }
 
@@ -245,6 +268,10 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
     );
     let gvk = json!({"group": rt.group, "kind": rt.kind, "version": rt.version});
     let kind = &rt.kind;
+    let (produces, produces_watch) = match rt.custom {
+        Some(_) => (CUSTOM_PRODUCES, CUSTOM_PRODUCES_WATCH),
+        None => (PRODUCES, PRODUCES_WATCH),
+    };
     let collection = if rt.namespaced {
         format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
     } else {
@@ -267,16 +294,18 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
         format!("list{id_base}{ns}{kind}"),
         format!("list or watch objects of kind {kind}"),
         &gvk,
+        produces,
     );
     list.query = LIST_PARAMS;
     list.responses = vec![(200, k.list_name.clone())];
-    list.produces = PRODUCES_WATCH;
+    list.produces = produces_watch;
     let mut create = operation(
         "post",
         "post",
         format!("create{id_base}{ns}{kind}"),
         format!("create a {kind}"),
         &gvk,
+        produces,
     );
     create.query = WRITE_PARAMS;
     create.body = Some((k.name.clone(), &[]));
@@ -291,6 +320,7 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
         format!("delete{id_base}Collection{ns}{kind}"),
         format!("delete collection of {kind}"),
         &gvk,
+        produces,
     );
     delete_collection.query = DELETE_COLLECTION_PARAMS;
     delete_collection.body = Some((DELETE_OPTIONS.to_string(), &[]));
@@ -331,6 +361,7 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
             format!("read{id_base}{ns}{kind}{id_sub}"),
             format!("read {of}the specified {what}"),
             gvk,
+            produces,
         );
         read.responses = vec![(200, def.to_string())];
         let mut replace = operation(
@@ -339,6 +370,7 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
             format!("replace{id_base}{ns}{kind}{id_sub}"),
             format!("replace {of}the specified {what}"),
             gvk,
+            produces,
         );
         replace.query = WRITE_PARAMS;
         replace.body = Some((def.to_string(), &[]));
@@ -349,6 +381,7 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
             format!("patch{id_base}{ns}{kind}{id_sub}"),
             format!("partially update {of}the specified {what}"),
             gvk,
+            produces,
         );
         patch.query = PATCH_PARAMS;
         let patch_types = if rt.custom.is_some() {
@@ -372,6 +405,7 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
         format!("delete{id_base}{ns}{kind}"),
         format!("delete a {kind}"),
         &gvk,
+        produces,
     );
     delete.query = DELETE_PARAMS;
     delete.body = Some((DELETE_OPTIONS.to_string(), &[]));
@@ -392,10 +426,11 @@ fn kind_paths(k: &ServedKind) -> Vec<PathItem> {
             format!("list{id_base}{kind}ForAllNamespaces"),
             format!("list or watch objects of kind {kind}"),
             &gvk,
+            produces,
         );
         all.query = LIST_PARAMS;
         all.responses = vec![(200, k.list_name.clone())];
-        all.produces = PRODUCES_WATCH;
+        all.produces = produces_watch;
         out.push(PathItem {
             path: format!("{prefix}/{}", rt.plural),
             params: vec![(&PRETTY, "query")],

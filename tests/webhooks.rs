@@ -94,7 +94,11 @@ async fn review(
     let mut response = json!({"uid": req["uid"], "allowed": true});
     let mut patch = None;
     match path.as_str() {
-        "label" => patch = Some(set_patch(obj, "labels", "webhook-added", "yes")),
+        // A delete is admitted with no object: there is nothing to label.
+        "label" if !obj.is_null() => patch = Some(set_patch(obj, "labels", "webhook-added", "yes")),
+        "stamp" => {
+            patch = Some(json!([{"op": "add", "path": "/metadata/annotations", "value": {"stamped": "yes"}}]))
+        }
         "first" => {
             let seen_b = label(obj, "b").is_some().to_string();
             patch = Some(set_patch(obj, "annotations", "seen-b", &seen_b));
@@ -336,6 +340,43 @@ async fn webhooks_mutate_and_validate_writes_on_every_replica() {
     );
     k.ok("node-1", &["-n", "hooked", "label", "configmap", "cm", "keep-"]);
     k.ok("node-2", &["-n", "hooked", "delete", "configmap", "cm"]);
+    // The mutating webhooks see the delete first, before the object is read, with neither
+    // object, as kube-apiserver admits it.
+    let review = hooks.last("label");
+    assert_eq!(review["request"]["operation"], "DELETE");
+    assert_eq!(review["request"]["name"], "cm");
+    assert!(
+        review["request"]["object"].is_null() && review["request"]["oldObject"].is_null(),
+        "{review}"
+    );
+    assert_eq!(review["request"]["options"]["kind"], "DeleteOptions");
+
+    // A mutating webhook that answers a delete with a patch fails it as kube fails it: there
+    // is no object to patch. The object stays.
+    namespace(&k, "stamped", "stamp");
+    k.ok(
+        "node-1",
+        &["-n", "stamped", "create", "configmap", "cm", "--from-literal=a=b"],
+    );
+    let mut stamp = webhook("stamp.example.com", by_url(&hooks, "stamp"), "stamp", json!({}));
+    stamp["rules"][0]["operations"] = json!(["DELETE"]);
+    configure(&k, "MutatingWebhookConfiguration", "stamper", vec![stamp]);
+    let (code, status) = k
+        .send(
+            Method::DELETE,
+            0,
+            "/api/v1/namespaces/stamped/configmaps/cm",
+            None,
+        )
+        .await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: admission webhook \"stamp.example.com\" attempted to modify the object, which is not supported for this operation"
+    );
+    k.ok("node-2", &["-n", "stamped", "get", "configmap", "cm"]);
+    k.ok("node-1", &["delete", "mutatingwebhookconfiguration", "stamper"]);
+    k.ok("node-1", &["-n", "stamped", "delete", "configmap", "cm"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -106,11 +106,13 @@ impl Mutating for MutatingWebhooks {
 }
 
 async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
-    // A delete is admitted before its object is read: there is nothing to mutate.
-    if exempt(attrs) || attrs.operation == Operation::Delete {
+    if exempt(attrs) {
         return Ok(());
     }
     let hooks = configured(store, "mutatingwebhookconfigurations", true).await?;
+    if attrs.operation == Operation::Delete {
+        return admit_delete(store, &hooks, attrs).await;
+    }
     // Each webhook called, and whether it changed the object.
     let mut calls: Vec<(usize, bool)> = Vec::new();
     for (i, hook) in hooks.iter().enumerate() {
@@ -132,6 +134,35 @@ async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiRe
     for i in again {
         if matching::applies(store, &hooks[i], attrs, Some(obj))? {
             call_mutating(store, &hooks[i], attrs, obj).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A delete is admitted before its object is read, as kube-apiserver's handler admits it: the
+/// mutating webhooks that match it are called with neither object, and may refuse it or have
+/// side effects, but a patch has nothing to apply to and fails the delete as kube fails it.
+async fn admit_delete(store: &Store, hooks: &[Arc<Hook>], attrs: &Attributes<'_>) -> ApiResult<()> {
+    for hook in hooks {
+        if !matching::applies(store, hook, attrs, None)? {
+            continue;
+        }
+        match review::call(store, hook, attrs, None).await {
+            Outcome::Allowed { patch, warnings } => {
+                warnings.into_iter().for_each(super::warnings::warn);
+                if patch
+                    .as_ref()
+                    .and_then(Value::as_array)
+                    .is_some_and(|ops| !ops.is_empty())
+                {
+                    return Err(review::internal(format!(
+                        "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+                        hook.name
+                    )));
+                }
+            }
+            Outcome::Refused(e) => return Err(e),
+            Outcome::Failed(e) => hook.on_failure(e)?,
         }
     }
     Ok(())

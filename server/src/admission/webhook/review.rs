@@ -41,7 +41,7 @@ impl Hook {
 }
 
 /// kube's `NewInternalError`: `Internal error occurred: ...`, the text as the one cause.
-fn internal(text: String) -> ApiError {
+pub fn internal(text: String) -> ApiError {
     let mut e = ApiError::internal(format!("Internal error occurred: {text}"));
     e.details = Some(json!({"causes": [{"message": text}]}));
     e

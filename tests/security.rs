@@ -938,6 +938,109 @@ async fn secrets_are_encrypted_at_rest_and_their_key_rotates() {
     assert!(raw(&k, secret_key).await.starts_with(b"k8s:enc:aesgcm:v1:key2:"));
 }
 
+/// With `encryptionConfigAutomaticReload`, every replica follows the encryption config file
+/// as kube-apiserver's automatic reload does: a new first key seals the next writes without a
+/// restart, an invalid file keeps the last good config, and each attempt is counted in kube's
+/// series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_encryption_config_is_reloaded_without_a_restart() {
+    let k = Kube::start_with(Options {
+        encryption_reload: true,
+        ..Options::default()
+    })
+    .await;
+    ok(
+        &k,
+        &["create", "secret", "generic", "before", "--from-literal=a=1"],
+    );
+    assert!(raw(&k, "/registry/core/secrets/default/before")
+        .await
+        .starts_with(b"k8s:enc:aesgcm:v1:key1:"));
+    let reloads = |status: &'static str| {
+        let k = &k;
+        async move {
+            let mut counts = Vec::new();
+            for node in 0..3 {
+                let text = k
+                    .http
+                    .get(k.url(node, "/metrics"))
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .text()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let count: f64 = text
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("apiserver_encryption_config_controller_automatic_reloads_total{")
+                            && l.contains(&format!("status=\"{status}\""))
+                            && l.contains("apiserver_id_hash=\"sha256:")
+                    })
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum();
+                counts.push(count);
+            }
+            Ok::<_, String>(counts)
+        }
+    };
+
+    // key2 first, key1 still there to read what it sealed: the next Secret is sealed with
+    // key2 on whichever replica writes it, and the old one stays readable everywhere.
+    let config = std::fs::read_to_string(k.cluster.pki.encryption_config()).unwrap();
+    let key1 = key_secret(&config, "key1");
+    let key2 = kuberaft::store::encryption::new_key_secret().unwrap();
+    std::fs::write(
+        k.cluster.pki.encryption_config(),
+        aes_config(&[("key2", &key2), ("key1", &key1)], true),
+    )
+    .unwrap();
+    support::eventually(T, || async {
+        match reloads("success").await? {
+            c if c.iter().all(|n| *n >= 1.0) => Ok(()),
+            c => Err(format!("reloads per replica: {c:?}")),
+        }
+    })
+    .await;
+    for (i, ctx) in ["node-1", "node-2", "node-3"].iter().enumerate() {
+        let name = format!("after-{i}");
+        k.ok(ctx, &["create", "secret", "generic", &name, "--from-literal=a=2"]);
+        let stored = raw(&k, &format!("/registry/core/secrets/default/{name}")).await;
+        assert!(
+            stored.starts_with(b"k8s:enc:aesgcm:v1:key2:"),
+            "{ctx}: {}",
+            String::from_utf8_lossy(&stored)
+        );
+        let before = k.ok(ctx, &["get", "secret", "before", "-o", "jsonpath={.data.a}"]);
+        assert_eq!(before, "MQ==", "{ctx} reads what key1 sealed");
+    }
+
+    // A broken file is refused: the last good config stays in force.
+    std::fs::write(
+        k.cluster.pki.encryption_config(),
+        "kind: NotAnEncryptionConfiguration\n",
+    )
+    .unwrap();
+    support::eventually(T, || async {
+        match reloads("failure").await? {
+            c if c.iter().all(|n| *n >= 1.0) => Ok(()),
+            c => Err(format!("failed reloads per replica: {c:?}")),
+        }
+    })
+    .await;
+    ok(
+        &k,
+        &["create", "secret", "generic", "still", "--from-literal=a=3"],
+    );
+    assert!(raw(&k, "/registry/core/secrets/default/still")
+        .await
+        .starts_with(b"k8s:enc:aesgcm:v1:key2:"));
+    assert_eq!(
+        k.ok("node-3", &["get", "secret", "before", "-o", "jsonpath={.data.a}"]),
+        "MQ=="
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_restarted_with_another_clusters_certificates_is_refused_and_learns_nothing() {
     let mut k = Kube::start().await;

@@ -201,6 +201,10 @@ pub struct SecurityConfig {
     /// keys (kube-apiserver's `--encryption-provider-config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption_config: Option<PathBuf>,
+    /// Re-read `encryptionConfig` when it changes, without a restart (kube-apiserver's
+    /// `--encryption-provider-config-automatic-reload`; off by default, as there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub encryption_config_automatic_reload: bool,
     /// The front-proxy CA (kube-apiserver's `--requestheader-client-ca-file`): published to
     /// aggregated API servers, which verify the proxy's client certificate with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,6 +230,7 @@ impl SecurityConfig {
             service_account_key: self.service_account_key.as_ref().map(abs),
             token_file: self.token_file.as_ref().map(abs),
             encryption_config: self.encryption_config.as_ref().map(abs),
+            encryption_config_automatic_reload: self.encryption_config_automatic_reload,
             front_proxy_ca: self.front_proxy_ca.as_ref().map(abs),
             proxy_client_certificate: self.proxy_client_certificate.as_ref().map(abs),
             proxy_client_key: self.proxy_client_key.as_ref().map(abs),

@@ -88,6 +88,8 @@ pub struct Options {
     pub service_ranges: (String, String),
     /// Every replica's `maxRequestsInflight` and `maxMutatingRequestsInflight`.
     pub inflight: (usize, usize),
+    /// Every replica re-reads the encryption config when it changes.
+    pub encryption_reload: bool,
 }
 
 impl Default for Options {
@@ -112,6 +114,7 @@ impl Default for Options {
                 kuberaft::config::ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
                 kuberaft::config::ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             ),
+            encryption_reload: false,
         }
     }
 }
@@ -274,6 +277,7 @@ pub fn config_yaml(
         feature_gates,
         security: Some(SecurityConfig {
             token_file: o.token_file.as_ref().map(|_| pki.dir.join("tokens.csv")),
+            encryption_config_automatic_reload: o.encryption_reload,
             ..pki.security_config(&name)
         }),
         audit: o.audit_policy.as_ref().map(|policy| AuditConfig {

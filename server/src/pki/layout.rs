@@ -142,6 +142,7 @@ impl Layout {
             service_account_key: Some(self.sa_key()),
             token_file: None,
             encryption_config: Some(self.encryption_config()),
+            encryption_config_automatic_reload: false,
             front_proxy_ca: Some(self.front_proxy_ca().0),
             proxy_client_certificate: Some(self.front_proxy_client().0),
             proxy_client_key: Some(self.front_proxy_client().1),

@@ -69,6 +69,13 @@ impl Security {
             None => Encryption::none(),
         };
         let encryption = Arc::new(encryption);
+        if config
+            .security
+            .as_ref()
+            .is_some_and(|s| s.encryption_config_automatic_reload)
+        {
+            encryption.follow(&format!("{}-{}", config.cluster_name, config.id));
+        }
         if insecure {
             tracing::warn!(
                 "--insecure: the API is plain HTTP without authentication or authorization and peers \

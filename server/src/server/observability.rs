@@ -38,7 +38,7 @@ const WATCH_EVENT_SIZE_BUCKETS: [f64; 8] = [
 
 /// The help text of the series with kube-apiserver's names (kube's wording), and of the store
 /// series that stand in for etcd's.
-const HELP: [(&str, &str); 25] = [
+const HELP: [(&str, &str); 27] = [
     ("apiserver_request_total", "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code."),
     ("apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component."),
     ("apiserver_response_sizes", "Response size distribution in bytes for each group, version, verb, resource, subresource, scope and component."),
@@ -60,6 +60,8 @@ const HELP: [(&str, &str); 25] = [
     ("apiserver_cache_list_total", "Number of LIST requests served from watch cache"),
     ("apiserver_cache_list_fetched_objects_total", "Number of objects read from watch cache in the course of serving a LIST request"),
     ("apiserver_cache_list_returned_objects_total", "Number of objects returned for a LIST request from watch cache"),
+    ("apiserver_encryption_config_controller_automatic_reloads_total", "Total number of reload successes and failures of encryption configuration split by apiserver identity."),
+    ("apiserver_encryption_config_controller_automatic_reload_last_timestamp_seconds", "Timestamp of the last successful or failed automatic reload of encryption configuration split by apiserver identity."),
     ("kuberaft_store_request_duration_seconds", "Store request latency in seconds for each operation and object type (in the place of etcd_request_duration_seconds)."),
     ("kuberaft_store_requests_total", "Store request counts for each operation and object type (in the place of etcd_requests_total)."),
     ("kuberaft_store_request_errors_total", "Store failed request counts for each operation and object type (in the place of etcd_request_errors_total)."),

@@ -14,7 +14,9 @@
 //! of the list can read is an error, which the store reports as a corrupt object.
 
 use std::borrow::Cow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM, NONCE_LEN};
@@ -131,17 +133,27 @@ struct Rule {
     providers: Vec<Provider>,
 }
 
-/// The encryption of one replica: the rules of its `EncryptionConfiguration`, or none at all
-/// (every value stored as it is).
+/// The rules of one `EncryptionConfiguration`.
 #[derive(Default)]
+struct Rules(Vec<Rule>);
+
+/// The encryption of one replica: the rules of its `EncryptionConfiguration`, or none at all
+/// (every value stored as it is). A configuration read from a file follows the file
+/// ([`Encryption::follow`]), as kube-apiserver's automatic reload does: the rules in force
+/// are swapped whole, so a write is sealed and a read opened under one configuration.
 pub struct Encryption {
-    rules: Vec<Rule>,
+    rules: RwLock<Arc<Rules>>,
+    source: Option<PathBuf>,
 }
+
+/// How often a followed configuration file is read for changes.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for Encryption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let keys: Vec<Vec<&str>> = self
-            .rules
+        let rules = self.rules();
+        let keys: Vec<Vec<&str>> = rules
+            .0
             .iter()
             .map(|r| {
                 r.providers
@@ -204,76 +216,161 @@ fn resource_of(key: &str) -> Option<(&str, &str)> {
 impl Encryption {
     /// No encryption: every value is stored as it is.
     pub fn none() -> Encryption {
-        Encryption::default()
+        Encryption::with(Rules::default(), None)
+    }
+
+    fn with(rules: Rules, source: Option<PathBuf>) -> Encryption {
+        Encryption {
+            rules: RwLock::new(Arc::new(rules)),
+            source,
+        }
+    }
+
+    /// The rules in force now.
+    fn rules(&self) -> Arc<Rules> {
+        self.rules.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Reads and checks an `EncryptionConfiguration` file.
     pub fn load(path: &Path) -> Result<Encryption, EncryptionError> {
-        let text = std::fs::read_to_string(path).map_err(|source| EncryptionError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Encryption::parse(&text).map_err(|message| EncryptionError::Invalid {
-            path: path.display().to_string(),
-            message,
-        })
+        let rules = read_rules(path)?;
+        Ok(Encryption::with(rules, Some(path.to_path_buf())))
     }
 
     /// Parses an `EncryptionConfiguration`; the error says what is wrong.
     pub fn parse(text: &str) -> Result<Encryption, String> {
-        let file: ConfigFile = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
-        if file.api_version != "apiserver.config.k8s.io/v1" || file.kind != "EncryptionConfiguration" {
-            return Err(format!(
-                "expected apiVersion apiserver.config.k8s.io/v1 and kind EncryptionConfiguration, got {} {}",
-                file.api_version, file.kind
-            ));
-        }
-        let mut seen: Vec<Resource> = Vec::new();
-        let mut rules = Vec::new();
-        for (i, rule) in file.resources.into_iter().enumerate() {
-            if rule.resources.is_empty() {
-                return Err(format!(
-                    "resources[{i}].resources: at least one resource is required"
-                ));
-            }
-            if rule.providers.is_empty() {
-                return Err(format!(
-                    "resources[{i}].providers: at least one provider is required"
-                ));
-            }
-            let resources = rule
-                .resources
-                .iter()
-                .map(|r| Resource::parse(r).map_err(|e| format!("resources[{i}].resources: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            if let Some(dup) = resources.iter().find(|r| seen.contains(r)) {
-                return Err(format!(
-                    "resources[{i}].resources: {dup:?} is already covered by an earlier rule"
-                ));
-            }
-            seen.extend(resources.iter().cloned());
-            let providers = rule
-                .providers
-                .iter()
-                .enumerate()
-                .map(|(j, p)| provider(p).map_err(|e| format!("resources[{i}].providers[{j}]: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            rules.push(Rule { resources, providers });
-        }
-        Ok(Encryption { rules })
+        parse_rules(text).map(|rules| Encryption::with(rules, None))
     }
 
+    /// Follows the file the configuration was loaded from, as kube-apiserver's
+    /// `--encryption-provider-config-automatic-reload` does: a changed file that is valid
+    /// replaces the rules at once; one that is not keeps the last good rules and says why in
+    /// the log. Each attempt is counted in kube's
+    /// `apiserver_encryption_config_controller_automatic_reloads_total{status}` (with the
+    /// time of the last in `..._automatic_reload_last_timestamp_seconds`), labelled with
+    /// `apiserver_id_hash` of `server_id`. A configuration not read from a file, or no tokio
+    /// runtime, follows nothing.
+    pub fn follow(self: &Arc<Self>, server_id: &str) {
+        let (Some(path), Ok(runtime)) = (self.source.clone(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let digest = ring::digest::digest(&ring::digest::SHA256, server_id.as_bytes());
+        let id_hash = format!(
+            "sha256:{}",
+            digest
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        let this = Arc::downgrade(self);
+        runtime.spawn(async move {
+            let mut seen = std::fs::read(&path).ok();
+            loop {
+                tokio::time::sleep(RELOAD_EVERY).await;
+                let Some(encryption) = this.upgrade() else {
+                    return;
+                };
+                let now = std::fs::read(&path).ok();
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let status = match read_rules(&path) {
+                    Ok(rules) => {
+                        *encryption.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+                        tracing::info!(file = %path.display(), "encryption config reloaded");
+                        "success"
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "encryption config not reloaded; keeping the last good one");
+                        "failure"
+                    }
+                };
+                let labels = [("apiserver_id_hash", id_hash.clone()), ("status", status.to_string())];
+                metrics::counter!("apiserver_encryption_config_controller_automatic_reloads_total", &labels)
+                    .increment(1);
+                let at = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                metrics::gauge!("apiserver_encryption_config_controller_automatic_reload_last_timestamp_seconds", &labels)
+                    .set(at);
+            }
+        });
+    }
+}
+
+/// Reads and checks an `EncryptionConfiguration` file.
+fn read_rules(path: &Path) -> Result<Rules, EncryptionError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EncryptionError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse_rules(&text).map_err(|message| EncryptionError::Invalid {
+        path: path.display().to_string(),
+        message,
+    })
+}
+
+/// Parses an `EncryptionConfiguration`; the error says what is wrong.
+fn parse_rules(text: &str) -> Result<Rules, String> {
+    let file: ConfigFile = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+    if file.api_version != "apiserver.config.k8s.io/v1" || file.kind != "EncryptionConfiguration" {
+        return Err(format!(
+            "expected apiVersion apiserver.config.k8s.io/v1 and kind EncryptionConfiguration, got {} {}",
+            file.api_version, file.kind
+        ));
+    }
+    let mut seen: Vec<Resource> = Vec::new();
+    let mut rules = Vec::new();
+    for (i, rule) in file.resources.into_iter().enumerate() {
+        if rule.resources.is_empty() {
+            return Err(format!(
+                "resources[{i}].resources: at least one resource is required"
+            ));
+        }
+        if rule.providers.is_empty() {
+            return Err(format!(
+                "resources[{i}].providers: at least one provider is required"
+            ));
+        }
+        let resources = rule
+            .resources
+            .iter()
+            .map(|r| Resource::parse(r).map_err(|e| format!("resources[{i}].resources: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(dup) = resources.iter().find(|r| seen.contains(r)) {
+            return Err(format!(
+                "resources[{i}].resources: {dup:?} is already covered by an earlier rule"
+            ));
+        }
+        seen.extend(resources.iter().cloned());
+        let providers = rule
+            .providers
+            .iter()
+            .enumerate()
+            .map(|(j, p)| provider(p).map_err(|e| format!("resources[{i}].providers[{j}]: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.push(Rule { resources, providers });
+    }
+    Ok(Rules(rules))
+}
+
+impl Rules {
     fn rule_for(&self, key: &str) -> Option<&Rule> {
         let (group, resource) = resource_of(key)?;
-        self.rules
+        self.0
             .iter()
             .find(|r| r.resources.iter().any(|res| res.covers(group, resource)))
     }
+}
 
+impl Encryption {
     /// The value to store under `key`: encrypted by the first provider of the key's rule,
     /// unchanged when no rule covers it or the first provider is `identity`.
     pub fn seal(&self, key: &str, value: Vec<u8>) -> Result<Vec<u8>, EncryptionError> {
-        let Some(Provider::AesGcm(keys)) = self.rule_for(key).and_then(|r| r.providers.first()) else {
+        let rules = self.rules();
+        let Some(Provider::AesGcm(keys)) = rules.rule_for(key).and_then(|r| r.providers.first()) else {
             return Ok(value);
         };
         let Some(first) = keys.first() else {
@@ -303,7 +400,7 @@ impl Encryption {
     /// provider is `identity` (or nothing covers the key), or plaintext where it encrypts.
     /// kube-apiserver calls such a value stale and rewrites it even when the object is unchanged.
     pub fn stale(&self, key: &str, stored: &[u8]) -> bool {
-        match self.rule_for(key).and_then(|r| r.providers.first()) {
+        match self.rules().rule_for(key).and_then(|r| r.providers.first()) {
             Some(Provider::AesGcm(keys)) if !keys.is_empty() => {
                 keys.first().is_none_or(|k| !stored.starts_with(&k.prefix))
             }
@@ -313,7 +410,8 @@ impl Encryption {
 
     /// The plaintext of the value stored under `key`, or why no provider can read it.
     pub fn open<'a>(&self, key: &str, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
-        let Some(rule) = self.rule_for(key) else {
+        let rules = self.rules();
+        let Some(rule) = rules.rule_for(key) else {
             return Ok(Cow::Borrowed(stored));
         };
         let encrypted = stored.starts_with(ENCRYPTED);

@@ -1377,6 +1377,21 @@ spec:
             .contains(&json!("system:masters")),
         "{spec}"
     );
+    // An update of the request itself changes its metadata, never its spec.
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "csr",
+            "jane",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"team":"a"}},"spec":{"signerName":"example.com/other","expirationSeconds":60}}"#,
+        ],
+    );
+    let patched = k.json("node-3", &["get", "csr", "jane"]);
+    assert_eq!(patched["metadata"]["labels"]["team"], "a", "{patched}");
+    assert_eq!(patched["spec"], approved["spec"], "{patched}");
 }
 
 /// The `autoscaling.alpha.kubernetes.io/...` annotation of a v1 HorizontalPodAutoscaler,

@@ -1,7 +1,9 @@
 //! CertificateSigningRequests: a request records who made it (`spec.username`, `uid`,
 //! `groups`, `extra`, whatever the client sent there), starts with an empty status (no one
 //! creates a pre-approved request), and is approved or denied through its `approval`
-//! subresource (`kubectl certificate approve`), as kube-apiserver's strategy has it.
+//! subresource (`kubectl certificate approve`), as kube-apiserver's strategy has it. An update
+//! of the request itself changes only its metadata: its spec is kept, as kube's strategy keeps
+//! it.
 
 use serde_json::{json, Value};
 
@@ -12,8 +14,19 @@ use crate::kinds::strategy::Builtin;
 pub const CERTIFICATE_SIGNING_REQUEST: Builtin = Builtin {
     initial_status: Some(|| json!({})),
     on_create_by: Some(record_requester),
+    on_update: Some(keep_spec),
     ..Builtin::new("certificates.k8s.io", "CertificateSigningRequest")
 };
+
+/// The stored spec, whatever the update sent (kube's `PrepareForUpdate` of the strategy).
+fn keep_spec(old: &Value, new: &mut Value) {
+    if let Some(o) = new.as_object_mut() {
+        match old.get("spec") {
+            Some(spec) => o.insert("spec".into(), spec.clone()),
+            None => o.remove("spec"),
+        };
+    }
+}
 
 /// The requester in the spec, replacing what the client put there.
 fn record_requester(csr: &mut Value, user: &UserInfo) {

@@ -38,6 +38,8 @@ pub struct Builtin {
     pub on_create: Option<fn(&mut Value)>,
     /// What the kind records about the user who creates an object.
     pub on_create_by: Option<fn(&mut Value, &UserInfo)>,
+    /// What an update of the object itself takes over from the stored one (`old`, `new`).
+    pub on_update: Option<fn(&Value, &mut Value)>,
     /// The graceful-deletion period for a delete that asked for some seconds (deleted at
     /// once when `None`).
     pub grace_period: Option<fn(&Value, Option<i64>) -> i64>,
@@ -65,6 +67,7 @@ impl Builtin {
             initial_status: None,
             on_create: None,
             on_create_by: None,
+            on_update: None,
             grace_period: None,
             terminating: None,
             scale_selector: None,
@@ -173,7 +176,10 @@ impl Strategy for Builtin {
         defaults::apply(rt, obj);
     }
 
-    fn prepare_for_update(&self, rt: &ResourceType, _old: &Value, new: &mut Value) -> ApiResult<()> {
+    fn prepare_for_update(&self, rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
+        if let Some(keep) = self.on_update {
+            keep(old, new);
+        }
         defaults::apply(rt, new);
         Ok(())
     }

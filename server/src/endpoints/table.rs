@@ -112,8 +112,12 @@ pub fn table(
         Some(p) => p.columns.iter().map(|c| c.definition()).collect(),
         None => vec![NAME.definition(), CREATED_AT.definition()],
     };
-    let rows: Vec<Value> = objects
-        .iter()
+    let mut ordered: Vec<&Value> = objects.iter().collect();
+    if let Some(order) = printer.and_then(|p| p.order) {
+        ordered.sort_by(|a, b| order(a, b));
+    }
+    let rows: Vec<Value> = ordered
+        .into_iter()
         .map(|o| {
             // Built-in printers read the storage version, as kube's print the internal one.
             let stored = crate::scheme::conversion::to_stored(rt, o);
@@ -176,5 +180,32 @@ mod tests {
         assert_eq!(t["columnDefinitions"][1]["name"], "Desired");
         assert_eq!(t["rows"][0]["cells"][1], 3);
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    /// FlowSchemas print by matching precedence, then name, as kube's list printer sorts them.
+    #[test]
+    fn flow_schemas_print_in_precedence_order() {
+        let r = Registry::new();
+        let rt = r
+            .lookup("flowcontrol.apiserver.k8s.io", "v1", "flowschemas")
+            .unwrap();
+        let fs = |name: &str, precedence: i64| {
+            json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+                "metadata": {"name": name}, "spec": {"matchingPrecedence": precedence, "priorityLevelConfiguration": {"name": "p"}}})
+        };
+        let objects = [
+            fs("catch-all", 10000),
+            fs("b", 500),
+            fs("exempt", 1),
+            fs("a", 500),
+        ];
+        let t = table(rt, &objects, "7", "v1", IncludeObject::None);
+        let names: Vec<&str> = t["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["cells"][0].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["exempt", "a", "b", "catch-all"]);
     }
 }

@@ -90,6 +90,9 @@ pub struct Printer {
     pub columns: &'static [Column],
     /// The cells of one object, one per column.
     pub cells: fn(&Value, &Ctx) -> Vec<Value>,
+    /// The order a list's rows are printed in, where kube's list printer sorts them (FlowSchemas
+    /// by matching precedence); the list's own order otherwise.
+    pub order: Option<fn(&Value, &Value) -> std::cmp::Ordering>,
 }
 
 /// The printer of a kind, if it has one (types without use the Name / Created At table).
@@ -1514,7 +1517,24 @@ const fn printer(
         kind,
         columns,
         cells,
+        order: None,
     }
+}
+
+impl Printer {
+    /// This printer, with its rows sorted by `order`.
+    const fn sorted(mut self, order: fn(&Value, &Value) -> std::cmp::Ordering) -> Printer {
+        self.order = Some(order);
+        self
+    }
+}
+
+/// kube's `FlowSchemaSequence`: by matching precedence, then by name.
+fn by_precedence(a: &Value, b: &Value) -> std::cmp::Ordering {
+    let precedence = |o: &Value| int(&o["spec"]["matchingPrecedence"]);
+    precedence(a)
+        .cmp(&precedence(b))
+        .then_with(|| text(&a["metadata"]["name"]).cmp(&text(&b["metadata"]["name"])))
 }
 
 /// Every built-in printer.
@@ -2062,7 +2082,8 @@ static PRINTERS: &[Printer] = &[
             col("MissingPL", "string", "references a broken or non-existent PriorityLevelConfiguration"),
         ],
         flow_schema_cells,
-    ),
+    )
+    .sorted(by_precedence),
     printer(
         "flowcontrol.apiserver.k8s.io",
         "PriorityLevelConfiguration",

@@ -380,6 +380,18 @@ impl Cluster {
         c.wait().expect("wait")
     }
 
+    /// Replica `i`'s resident memory (`VmRSS` of its `/proc/PID/status`), in KiB.
+    pub fn rss_kib(&self, i: usize) -> u64 {
+        let child = self.replicas[i].child.as_ref().expect("replica is running");
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            .expect("the replica's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
     /// The audit log of replica `i` so far (empty without `Options::audit_policy`).
     pub fn audit_log(&self, i: usize) -> String {
         std::fs::read_to_string(audit_log_path(self.dir.path(), self.replicas[i].id)).unwrap_or_default()

@@ -5,6 +5,7 @@
 
 pub mod body;
 pub mod discovery;
+pub mod list_body;
 pub mod negotiation;
 pub mod openapi;
 pub mod request_info;

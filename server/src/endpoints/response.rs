@@ -1,5 +1,5 @@
-//! Rendering a verb's reply in the negotiated representation: JSON and CBOR (lists spliced
-//! from the cached objects' shared encodings), YAML, protobuf, Table and PartialObjectMetadata,
+//! Rendering a verb's reply in the negotiated representation: JSON, CBOR and protobuf (lists
+//! streamed from the cached objects' shared encodings), YAML, Table and PartialObjectMetadata,
 //! with `Warning` headers.
 
 use std::sync::Arc;
@@ -7,9 +7,10 @@ use std::sync::Arc;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::discovery;
+use super::list_body::ListBody;
 use axum::http::HeaderMap;
 
 use super::negotiation::{negotiate, Format, Offer};
@@ -206,7 +207,7 @@ pub fn respond(
         (Some(items), _) => Ok(render_list(
             reply.code,
             reply.body,
-            &items,
+            items,
             wire,
             pretty,
             req.rt.custom.is_some(),
@@ -259,68 +260,39 @@ fn table_of(
     Ok(t)
 }
 
-/// Renders a list whose items are cached objects. Compact JSON and CBOR are spliced together
-/// from each object's shared list-item encoding; other representations build the whole value.
-/// Items of custom resources keep their `kind` and `apiVersion` (`typed`), as kube-apiserver
-/// lists them.
+/// Renders a list whose items are cached objects. Compact JSON, CBOR and protobuf are streamed
+/// from each object's shared encodings ([`ListBody`]); other representations build the whole
+/// value. Items of custom resources keep their `kind` and `apiVersion` (`typed`), as
+/// kube-apiserver lists them.
 fn render_list(
     code: u16,
     mut body: Value,
-    items: &[Arc<cacher::CachedObject>],
+    items: Vec<Arc<cacher::CachedObject>>,
     format: Format,
     pretty: bool,
     typed: bool,
 ) -> Response {
-    if format == Format::Cbor {
-        let encoded = items.iter().map(|o| {
-            if typed {
-                // The whole object, without the self-described tag of a top-level one.
-                &o.cbor()[cbor::SELF_DESCRIBED.len()..]
-            } else {
-                &o.cbor_item()[..]
-            }
-        });
-        let encoded: Vec<&[u8]> = encoded.collect();
-        return cbor_response(code, cbor::encode_list(&body, encoded.into_iter()));
-    }
-    if format != Format::Json || pretty {
+    let items = match format {
+        Format::Cbor => return ListBody::cbor(&body, items, typed).response(code, cbor::MEDIA_TYPE),
+        Format::Protobuf if !typed => match ListBody::protobuf(&body, items.clone()) {
+            Some(list) => return list.response(code, protobuf::MEDIA_TYPE),
+            None => items,
+        },
+        _ => items,
+    };
+    if !matches!(format, Format::Json | Format::Protobuf) || pretty {
         body["items"] = items
             .iter()
             .map(|o| if typed { o.value() } else { strip_type(o.value()) })
             .collect();
         return render(code, &body, format, pretty);
     }
-    // The list's own fields in kube's order (`kind`, `apiVersion`, `metadata`), as its
-    // streaming list encoder writes them.
-    let head = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "metadata": body["metadata"]});
-    let Ok(head) = go_json::encode(&go_json::Ordered(&head, &go_json::LIST_HEAD), false) else {
-        return ApiError::internal("cannot encode a list").into_response();
-    };
-    let size = head.len()
-        + items
-            .iter()
-            .map(|o| o.item_json().len() + o.type_fields().len() + 2)
-            .sum::<usize>()
-        + 16;
-    let mut out = Vec::with_capacity(size);
-    // `{...,"metadata":{...}}` → `{...,"metadata":{...},"items":[...]}`
-    out.extend_from_slice(&head[..head.len() - 1]);
-    out.extend_from_slice(b",\"items\":[");
-    let mut whole = bytes::BytesMut::new();
-    for (i, o) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        if typed {
-            o.write_json(&mut whole);
-            out.extend_from_slice(&whole.split());
-        } else {
-            out.extend_from_slice(o.item_json());
-        }
+    // JSON, and protobuf for lists without a protobuf form, which clients asking for protobuf
+    // accept as JSON.
+    match ListBody::json(&body, items, typed) {
+        Ok(list) => list.response(code, "application/json"),
+        Err(_) => ApiError::internal("cannot encode a list").into_response(),
     }
-    out.extend_from_slice(b"]}\n");
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    (status, [(header::CONTENT_TYPE, "application/json")], out).into_response()
 }
 
 /// The representation errors answer in: protobuf or CBOR when the client prefers protobuf or

@@ -1,5 +1,6 @@
-//! Response compression: gzip for complete responses of 128 KiB or more, as kube-apiserver
-//! compresses them; watch streams are never compressed.
+//! Response compression: gzip for responses of a known size of 128 KiB or more (whole bodies,
+//! and lists streamed with their length known up front, compressed as they are produced), as
+//! kube-apiserver compresses them; watch streams are never compressed.
 
 use axum::body::HttpBody;
 use tower_http::compression::{CompressionLayer, Predicate};
@@ -16,8 +17,8 @@ pub fn layer() -> CompressionLayer<LargeComplete> {
 /// Responses at least this large are gzipped for clients that accept it, as kube-apiserver does.
 const GZIP_THRESHOLD_BYTES: u64 = 128 * 1024;
 
-/// Compress complete responses of [`GZIP_THRESHOLD_BYTES`] or more. Streams (watches) have no
-/// known size and are never compressed: an encoder would hold events back instead of flushing
+/// Compress responses of a known size of [`GZIP_THRESHOLD_BYTES`] or more. Streams of unknown
+/// size (watches) are never compressed: an encoder would hold events back instead of flushing
 /// each one.
 #[derive(Debug, Clone, Copy)]
 pub struct LargeComplete;

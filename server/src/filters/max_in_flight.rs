@@ -1,6 +1,7 @@
 //! In-flight limits: kube-apiserver's `--max-requests-inflight` and
 //! `--max-mutating-requests-inflight`. A replica executes at most so many read-only requests
-//! (`get`, `list`) and so many mutating ones at once; a request beyond that is answered at
+//! (`get`, `list`) and so many mutating ones at once, each holding its seat until its response
+//! body is sent (or dropped); a request beyond that is answered at
 //! once with kube's `429` (`Retry-After: 1`, "Too many requests, please try again later.")
 //! instead of queueing, so a flood degrades into refusals a client retries rather than into
 //! memory and latency that grow without bound.
@@ -17,11 +18,12 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::authentication::UserInfo;
 use crate::endpoints::request_info::{RequestInfo, Verb};
 use crate::filters::metrics;
+use crate::filters::observed_body::{Observed, Observer};
 
 /// The group that is never limited.
 const MASTERS: &str = "system:masters";
@@ -95,7 +97,7 @@ pub async fn filter(State(limits): State<Arc<Limits>>, request: Request, next: N
     let Some(seats) = seats else {
         return next.run(request).await;
     };
-    let Ok(_seat) = seats.clone().try_acquire_owned() else {
+    let Ok(seat) = seats.clone().try_acquire_owned() else {
         metrics::record_refused(&request, StatusCode::TOO_MANY_REQUESTS);
         let mut response = (
             StatusCode::TOO_MANY_REQUESTS,
@@ -111,7 +113,20 @@ pub async fn filter(State(limits): State<Arc<Limits>>, request: Request, next: N
             .insert("X-Content-Type-Options", HeaderValue::from_static("nosniff"));
         return response;
     };
-    next.run(request).await
+    let (parts, body) = next.run(request).await.into_parts();
+    Response::from_parts(parts, Observed::body(body, Seat { _held: seat }))
+}
+
+/// A seat held by a response body: released when the body is dropped, once it is all sent or
+/// the client went away. kube-apiserver's handler writes the whole response before its filter
+/// returns the seat; a seat returned with the headers would let slow readers of large lists
+/// pile up without bound.
+struct Seat {
+    _held: OwnedSemaphorePermit,
+}
+
+impl Observer for Seat {
+    fn dropped(&mut self, _ended: bool) {}
 }
 
 #[cfg(test)]

@@ -217,11 +217,13 @@ pub fn encode_item(value: &Value, shape: Shape) -> Vec<u8> {
     out
 }
 
-/// Encodes a list whose items are already encoded (each an [`encode_item`]): the list's own
-/// fields from `body` (its `items` ignored) in sorted order, `items` spliced in.
-pub fn encode_list<'a>(body: &Value, items: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + items.len() * 512);
-    out.extend_from_slice(&SELF_DESCRIBED);
+/// A list's CBOR around its `count` items, for writing the already encoded items (each an
+/// [`encode_item`], or a whole object without its tag) in between: the tag and the list's own
+/// fields from `body` (its `items` ignored) in sorted order, split where the items go. The
+/// array is of definite length, as kube-apiserver writes it.
+pub fn list_frame(body: &Value, count: usize) -> (Vec<u8>, Vec<u8>) {
+    let (mut before, mut after) = (Vec::with_capacity(256), Vec::with_capacity(256));
+    before.extend_from_slice(&SELF_DESCRIBED);
     let empty = Map::new();
     let fields = body.as_object().unwrap_or(&empty);
     let mut keys: Vec<&str> = fields
@@ -231,24 +233,19 @@ pub fn encode_list<'a>(body: &Value, items: impl ExactSizeIterator<Item = &'a [u
         .collect();
     keys.push("items");
     sort_keys(&mut keys);
-    head(&mut out, 5, keys.len() as u64);
-    let mut items = Some(items);
+    head(&mut before, 5, keys.len() as u64);
+    let mut past_items = false;
     for key in keys {
-        write_bytes(&mut out, key.as_bytes());
-        match (key, items.take()) {
-            ("items", Some(items)) => {
-                head(&mut out, 4, items.len() as u64);
-                for item in items {
-                    out.extend_from_slice(item);
-                }
-            }
-            (_, taken) => {
-                items = taken;
-                write_value(&mut out, &fields[key]);
-            }
+        let out = if past_items { &mut after } else { &mut before };
+        write_bytes(out, key.as_bytes());
+        if key == "items" {
+            head(out, 4, count as u64);
+            past_items = true;
+        } else {
+            write_value(out, &fields[key]);
         }
     }
-    out
+    (before, after)
 }
 
 /// A watch event (`metav1.WatchEvent`) around an already encoded object (with its own
@@ -761,10 +758,11 @@ mod tests {
     #[test]
     fn lists_and_watch_events_splice_encoded_items() {
         let item = encode_item(&json!({"metadata": {"name": "a"}}), Shape::Any);
-        let list = encode_list(
+        let (before, after) = list_frame(
             &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": []}),
-            [item.as_slice()].into_iter(),
+            1,
         );
+        let list = [before, item, after].concat();
         let whole = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"},
             "items": [{"metadata": {"name": "a"}}]});
         assert_eq!(list, encode(&whole));

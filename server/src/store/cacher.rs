@@ -204,6 +204,13 @@ impl CachedObject {
         out.put_slice(fields);
     }
 
+    /// How many bytes [`CachedObject::write_json`] writes.
+    pub fn json_len(&self) -> usize {
+        let fields = self.item.strip_prefix(b"{").unwrap_or(&self.item);
+        let comma = !self.type_fields.is_empty() && fields != b"}";
+        1 + self.type_fields.len() + usize::from(comma) + fields.len()
+    }
+
     /// The whole object as JSON.
     pub fn json(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.item.len() + self.type_fields.len() + 2);

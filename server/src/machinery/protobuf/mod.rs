@@ -174,16 +174,98 @@ pub fn encode_object(obj: &Value) -> Result<Vec<u8>> {
 /// `k8s\0` + `runtime.Unknown`, written as Go writes it (empty contentEncoding and contentType
 /// included: they are plain string fields).
 fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let (mut out, tail) = envelope_around(api_version, kind, raw.len());
+    out.extend_from_slice(raw);
+    out.extend_from_slice(&tail);
+    out
+}
+
+/// The envelope before and after a `raw` of `raw_len` bytes.
+fn envelope_around(api_version: &str, kind: &str, raw_len: usize) -> (Vec<u8>, Vec<u8>) {
     let mut type_meta = Vec::new();
     type_meta.len_field(1, api_version.as_bytes());
     type_meta.len_field(2, kind.as_bytes());
-    let mut out = Vec::with_capacity(raw.len() + type_meta.len() + 16);
-    out.extend_from_slice(&MAGIC);
-    out.len_field(1, &type_meta);
-    out.len_field(2, raw);
-    out.len_field(3, b"");
-    out.len_field(4, b"");
-    out
+    let mut head = Vec::with_capacity(type_meta.len() + 32);
+    head.extend_from_slice(&MAGIC);
+    head.len_field(1, &type_meta);
+    head.len_prefix(2, raw_len);
+    let mut tail = Vec::with_capacity(4);
+    tail.len_field(3, b"");
+    tail.len_field(4, b"");
+    (head, tail)
+}
+
+/// The object's own message inside an object encoded by [`encode_object`] (the envelope's
+/// `raw`): what a list carries as one of its items.
+pub fn object_message(object: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(object.strip_prefix(&MAGIC)?);
+    while let Some((tag, wire)) = r.key().ok()? {
+        if wire != LEN {
+            return None;
+        }
+        let payload = r.bytes().ok()?;
+        if tag == 2 {
+            return Some(payload);
+        }
+    }
+    None
+}
+
+/// A list's protobuf around its items, for writing the items in between: the envelope and the
+/// list's own fields (from `list`, without `items`) before them, the envelope's end after.
+#[derive(Debug)]
+pub struct ListFrame {
+    /// Everything before the first item.
+    pub head: Vec<u8>,
+    /// Everything after the last item.
+    pub tail: Vec<u8>,
+    /// The field number of the list's `items`, which each item is written as.
+    pub items_tag: u32,
+}
+
+impl ListFrame {
+    /// The frame of `list` (its `apiVersion`, `kind` and `metadata`) around items whose
+    /// messages (each an [`object_message`]) are `item_lens` bytes long.
+    pub fn new(list: &Value, item_lens: impl Iterator<Item = usize>) -> Result<ListFrame> {
+        let field = |k: &str| list.get(k).and_then(Value::as_str).unwrap_or("");
+        let (api_version, kind) = (field("apiVersion"), field("kind"));
+        let message = message_for_kind(api_version, kind).ok_or_else(|| {
+            ProtoError::from(Reason::Invalid(format!(
+                "no protobuf message for kind {kind:?} in {api_version:?}"
+            )))
+        })?;
+        let items_tag = transcode::message(message)?
+            .fields
+            .iter()
+            .find(|f| f.name == "items" && !f.inline)
+            .map(|f| f.tag)
+            .ok_or_else(|| ProtoError::from(Reason::Invalid(format!("{message} has no items"))))?;
+        let mut own_fields = list.clone();
+        if let Value::Object(o) = &mut own_fields {
+            o.remove("items");
+        }
+        let mut own = Vec::new();
+        encode_message(message, &own_fields, 1, &mut own)?;
+        let items_len: usize = item_lens.map(|n| field_prefix_len(items_tag, n) + n).sum();
+        let (mut head, tail) = envelope_around(api_version, kind, own.len() + items_len);
+        head.extend_from_slice(&own);
+        Ok(ListFrame {
+            head,
+            tail,
+            items_tag,
+        })
+    }
+}
+
+/// How many bytes the key and length of a length-delimited field `tag` of `len` bytes take.
+pub fn field_prefix_len(tag: u32, len: usize) -> usize {
+    prost::encoding::key_len(tag) + prost::encoding::encoded_len_varint(len as u64)
+}
+
+/// Writes the key and length of a length-delimited field `tag` of `len` bytes.
+pub fn put_field_prefix(tag: u32, len: usize, out: &mut impl bytes::BufMut) {
+    prost::encoding::encode_key(tag, LEN, out);
+    prost::encoding::encode_varint(len as u64, out);
 }
 
 /// The media type of a protobuf watch stream.

@@ -198,15 +198,21 @@ impl<'a> Reader<'a> {
 pub trait Write {
     /// A length-delimited field.
     fn len_field(&mut self, field: u32, payload: &[u8]);
+    /// The key and length of a length-delimited field whose `len` bytes follow.
+    fn len_prefix(&mut self, field: u32, len: usize);
     /// A varint field (negative `int32`/`int64` are sign-extended to ten bytes, as Go does).
     fn varint_field(&mut self, field: u32, v: i64);
 }
 
 impl Write for Vec<u8> {
     fn len_field(&mut self, field: u32, payload: &[u8]) {
-        encode_key(field, LEN, self);
-        encode_varint(payload.len() as u64, self);
+        self.len_prefix(field, payload.len());
         self.extend_from_slice(payload);
+    }
+
+    fn len_prefix(&mut self, field: u32, len: usize) {
+        encode_key(field, LEN, self);
+        encode_varint(len as u64, self);
     }
 
     fn varint_field(&mut self, field: u32, v: i64) {

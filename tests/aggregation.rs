@@ -338,6 +338,17 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     assert!(groups.contains(&"system:masters".to_string()), "{groups:?}");
     assert!(groups.contains(&"system:authenticated".to_string()), "{groups:?}");
 
+    // Proxied requests are in no request series (kube's proxy handler is not an instrumented
+    // REST handler), on any replica.
+    for node in 0..3 {
+        let scrape = k.text(&k.url(node, "/metrics")).await;
+        let proxied: Vec<&str> = scrape
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_") && l.contains("group=\"metrics.example.com\""))
+            .collect();
+        assert!(proxied.is_empty(), "{proxied:?}");
+    }
+
     let group: Value = serde_json::from_str(&k.text(&k.url(1, "/apis/metrics.example.com")).await).unwrap();
     assert_eq!(
         group,
@@ -431,4 +442,50 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     .await;
     let listed = k.ok("node-1", &["get", "apiservice", "v1beta1.metrics.example.com"]);
     assert!(listed.contains("False (FailedDiscoveryCheck)"), "{listed}");
+
+    // The proxy's own refusal of an unavailable backend is counted as kube counts it: a
+    // termination by the aggregator, not a request served.
+    eventually(Duration::from_secs(30), || async {
+        let r = k
+            .http
+            .get(k.url(1, path))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let (code, body) = (r.status().as_u16(), r.text().await.unwrap_or_default());
+        if code != 503 || body != "service unavailable\n" {
+            return Err(format!("{code} {body}"));
+        }
+        let scrape = k.text(&k.url(1, "/metrics")).await;
+        let terminated = scrape.lines().find(|l| {
+            l.starts_with("apiserver_request_terminations_total{")
+                && [
+                    "component=\"aggregator\"",
+                    "group=\"metrics.example.com\"",
+                    "version=\"v1beta1\"",
+                    "resource=\"widgets\"",
+                    "scope=\"namespace\"",
+                    "verb=\"LIST\"",
+                    "code=\"503\"",
+                ]
+                .iter()
+                .all(|label| l.contains(label))
+        });
+        match terminated {
+            Some(_) => Ok(()),
+            None => Err(scrape
+                .lines()
+                .filter(|l| l.contains("terminations"))
+                .collect::<Vec<_>>()
+                .join("\n")),
+        }
+    })
+    .await;
+    let scrape = k.text(&k.url(1, "/metrics")).await;
+    assert!(
+        !scrape
+            .lines()
+            .any(|l| l.starts_with("apiserver_request_total{") && l.contains("group=\"metrics.example.com\"")),
+        "{scrape}"
+    );
 }

@@ -65,6 +65,26 @@ pub enum ProxyError {
     Answer(String),
 }
 
+/// A request the proxy refuses itself, before asking the backend (kube's `proxyError`): the
+/// backend is unavailable or unresolvable (`503`), or no client can be built for it (`500`).
+/// kube counts these in `apiserver_request_terminations_total`; a backend that fails once
+/// asked is not a refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// The status answered.
+    pub code: StatusCode,
+    /// The plain-text message answered.
+    pub message: String,
+}
+
+impl Refusal {
+    /// The answer: kube's `http.Error` of the message.
+    pub fn response(&self) -> Response {
+        plain_error(self.code, &self.message)
+    }
+}
+
 /// The proxy: its identity towards backends and the HTTP clients it keeps.
 pub struct Aggregator {
     cache: WatchCache,
@@ -208,26 +228,40 @@ impl Aggregator {
         Ok((client, addr))
     }
 
-    /// Proxies `request` of `user` to `backend` and streams its answer back.
-    pub async fn proxy(&self, backend: &Backend, user: &UserInfo, request: Request) -> Response {
+    /// Proxies `request` of `user` to `backend` and streams its answer back, or refuses it.
+    pub async fn proxy(
+        &self,
+        backend: &Backend,
+        user: &UserInfo,
+        request: Request,
+    ) -> Result<Response, Refusal> {
+        let refuse = |code, message: String| Refusal { code, message };
         if !backend.available {
-            return plain_error(StatusCode::SERVICE_UNAVAILABLE, "service unavailable");
+            return Err(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service unavailable".into(),
+            ));
         }
         let (client, addr) = match self.client_for(backend) {
             Ok(c) => c,
             // kube's: a transport that cannot be built (a bad `caBundle`) is this server's
             // failure, an unresolvable Service the backend's.
             Err(e @ ProxyError::Client(_)) => {
-                return plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+                return Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
             }
-            Err(e) => return plain_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            Err(e) => return Err(refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
         };
         let (parts, body) = request.into_parts();
         let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let url = format!("https://{}:{}{path_and_query}", backend.host(), addr.port());
         let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
             Ok(b) => b,
-            Err(_) => return plain_error(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
+            Err(_) => {
+                return Ok(plain_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the request body is too large",
+                ))
+            }
         };
         let mut headers = parts.headers;
         for h in NOT_FORWARDED {
@@ -244,7 +278,7 @@ impl Aggregator {
             Ok(a) => a,
             Err(e) => {
                 tracing::info!(apiservice = backend.name, error = %e, "error while proxying request");
-                return plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e));
+                return Ok(plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e)));
             }
         };
         let mut response = Response::builder().status(answer.status());
@@ -263,9 +297,9 @@ impl Aggregator {
                 Err(e) => Some((Err(std::io::Error::other(e)), None)),
             }
         });
-        response
+        Ok(response
             .body(Body::from_stream(chunks))
-            .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))
+            .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))
     }
 
     /// GETs `path` from `backend` as kube-aggregator's own user (`system:kube-aggregator` in

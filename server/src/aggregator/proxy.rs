@@ -4,27 +4,29 @@
 //! as `<service>.<namespace>.svc` (or not at all with `insecureSkipTLSVerify`), this server
 //! identified by the front-proxy client certificate, and the caller named in kube's
 //! front-proxy headers (`X-Remote-User`, `X-Remote-Uid`, one `X-Remote-Group` per group,
-//! `X-Remote-Extra-<key>` per value). The response streams back as it comes (watches
-//! included). A backend that is unavailable, unresolvable or unreachable answers `503` for its
+//! `X-Remote-Extra-<key>` per value). The request body streams to the backend and the
+//! response back as they come (watches included), of any size. A backend that is
+//! unavailable, unresolvable or unreachable answers `503` for its
 //! group-version only, as kube's does.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hyper::body::{Frame, SizeHint};
 
 use super::Backend;
 use crate::authentication::UserInfo;
 use crate::store::cacher::WatchCache;
 use crate::store::services;
 
-/// The most a proxied request body may hold (kube-apiserver's request size limit).
-const MAX_REQUEST_BODY: usize = 3 << 20;
 /// The most a backend answer read whole here (discovery) may hold.
 const MAX_DOCUMENT: usize = 8 << 20;
 /// Clients kept at most (one per APIService version and address).
@@ -98,6 +100,40 @@ impl std::fmt::Debug for Aggregator {
         f.debug_struct("Aggregator")
             .field("identity", &self.identity.is_some())
             .finish()
+    }
+}
+
+/// A request body as reqwest sends it, streamed as the client sends it (kube's proxy copies
+/// the body through; there is no size limit on what it proxies). reqwest wants a `Sync` body
+/// and axum's is only `Send`: the mutex makes it `Sync` and is never contended, as polling
+/// goes through `get_mut`.
+struct SyncBody(std::sync::Mutex<Body>);
+
+impl SyncBody {
+    fn inner(self: Pin<&mut Self>) -> Pin<&mut Body> {
+        Pin::new(match self.get_mut().0.get_mut() {
+            Ok(body) => body,
+            Err(poisoned) => poisoned.into_inner(),
+        })
+    }
+}
+
+impl HttpBody for SyncBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.inner().poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.0.lock() {
+            Ok(body) => body.size_hint(),
+            Err(poisoned) => poisoned.into_inner().size_hint(),
+        }
     }
 }
 
@@ -254,15 +290,6 @@ impl Aggregator {
         let (parts, body) = request.into_parts();
         let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let url = format!("https://{}:{}{path_and_query}", backend.host(), addr.port());
-        let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
-            Ok(b) => b,
-            Err(_) => {
-                return Ok(plain_error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "the request body is too large",
-                ))
-            }
-        };
         let mut headers = parts.headers;
         for h in NOT_FORWARDED {
             headers.remove(*h);
@@ -271,7 +298,7 @@ impl Aggregator {
         let sent = client
             .request(parts.method, &url)
             .headers(headers)
-            .body(body)
+            .body(reqwest::Body::wrap(SyncBody(std::sync::Mutex::new(body))))
             .send()
             .await;
         let answer = match sent {

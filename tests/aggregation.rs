@@ -28,6 +28,8 @@ use support::kube::Kube;
 use support::*;
 
 const GROUP_VERSION: &str = "metrics.example.com/v1beta1";
+/// Bytes of a body larger than kube-apiserver's 3 MiB request limit, proxied either way.
+const BIG: usize = 5 << 20;
 
 /// What the aggregated server was told about its callers: (X-Remote-User, X-Remote-Group).
 type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
@@ -153,6 +155,11 @@ async fn resources(
     };
     match name.as_str() {
         "w1" => Json(widget("w1", &user, &groups)).into_response(),
+        "big" => {
+            let mut w = widget("big", &user, &groups);
+            w["metadata"]["annotations"]["payload"] = json!("b".repeat(BIG));
+            Json(w).into_response()
+        }
         _ => (
             StatusCode::NOT_FOUND,
             Json(
@@ -163,6 +170,31 @@ async fn resources(
         )
             .into_response(),
     }
+}
+
+/// Creates a widget: answers what it was sent with the number of bytes it received, so a
+/// body larger than any buffer of the proxy shows it arrived whole.
+async fn create(
+    State(b): State<Backend>,
+    Extension(conn): Extension<ClientConnection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (user, groups) = match caller(&b, &conn, &headers) {
+        Ok(c) => c,
+        Err(refused) => return refused.into_response(),
+    };
+    let mut received = 0;
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        match chunk {
+            Ok(c) => received += c.len(),
+            Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+        }
+    }
+    let mut w = widget("created", &user, &groups);
+    w["metadata"]["annotations"]["received-bytes"] = json!(received.to_string());
+    (StatusCode::CREATED, Json(w)).into_response()
 }
 
 /// A running aggregated server: its port, serving CA and what it saw; dropping `stop` stops it.
@@ -201,7 +233,10 @@ fn start_backend(front_proxy_ca: &str, allowed_names: Vec<String>) -> Aggregated
     let app = Router::new()
         .route("/apis/metrics.example.com/v1beta1", get(discovery))
         .route("/openapi/v3/apis/metrics.example.com/v1beta1", get(openapi))
-        .route("/apis/metrics.example.com/v1beta1/{*rest}", get(resources))
+        .route(
+            "/apis/metrics.example.com/v1beta1/{*rest}",
+            get(resources).post(create),
+        )
         .with_state(state);
     let (port, stop) = spawn_https(app, tls);
     Aggregated {
@@ -338,6 +373,17 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     assert!(groups.contains(&"system:masters".to_string()), "{groups:?}");
     assert!(groups.contains(&"system:authenticated".to_string()), "{groups:?}");
 
+    // Proxied requests are in no request series (kube's proxy handler is not an instrumented
+    // REST handler), on any replica.
+    for node in 0..3 {
+        let scrape = k.text(&k.url(node, "/metrics")).await;
+        let proxied: Vec<&str> = scrape
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_") && l.contains("group=\"metrics.example.com\""))
+            .collect();
+        assert!(proxied.is_empty(), "{proxied:?}");
+    }
+
     let group: Value = serde_json::from_str(&k.text(&k.url(1, "/apis/metrics.example.com")).await).unwrap();
     assert_eq!(
         group,
@@ -363,6 +409,39 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
         .split_whitespace()
         .collect();
     assert_eq!(row, ["widgets", "wd", GROUP_VERSION, "true", "Widget"]);
+
+    // Bodies stream through whole either way, beyond the 3 MiB kube-apiserver allows its own
+    // resources: a large create reaches the backend, a large object comes back.
+    let payload = json!({"apiVersion": GROUP_VERSION, "kind": "Widget",
+                         "metadata": {"name": "created", "annotations": {"payload": "a".repeat(BIG)}}})
+    .to_string();
+    let sent = payload.len();
+    let created = k
+        .http
+        .post(k.url(0, "/apis/metrics.example.com/v1beta1/namespaces/default/widgets"))
+        .header("content-type", "application/json")
+        .body(payload)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(
+        created["metadata"]["annotations"]["received-bytes"],
+        sent.to_string()
+    );
+    let big: Value = serde_json::from_str(
+        &k.text(&k.url(
+            1,
+            "/apis/metrics.example.com/v1beta1/namespaces/default/widgets/big",
+        ))
+        .await,
+    )
+    .unwrap();
+    assert_eq!(
+        big["metadata"]["annotations"]["payload"].as_str().map(str::len),
+        Some(BIG)
+    );
 
     // A watch streams through: its first event arrives while the backend keeps it open.
     let url = k.url(
@@ -431,4 +510,50 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     .await;
     let listed = k.ok("node-1", &["get", "apiservice", "v1beta1.metrics.example.com"]);
     assert!(listed.contains("False (FailedDiscoveryCheck)"), "{listed}");
+
+    // The proxy's own refusal of an unavailable backend is counted as kube counts it: a
+    // termination by the aggregator, not a request served.
+    eventually(Duration::from_secs(30), || async {
+        let r = k
+            .http
+            .get(k.url(1, path))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let (code, body) = (r.status().as_u16(), r.text().await.unwrap_or_default());
+        if code != 503 || body != "service unavailable\n" {
+            return Err(format!("{code} {body}"));
+        }
+        let scrape = k.text(&k.url(1, "/metrics")).await;
+        let terminated = scrape.lines().find(|l| {
+            l.starts_with("apiserver_request_terminations_total{")
+                && [
+                    "component=\"aggregator\"",
+                    "group=\"metrics.example.com\"",
+                    "version=\"v1beta1\"",
+                    "resource=\"widgets\"",
+                    "scope=\"namespace\"",
+                    "verb=\"LIST\"",
+                    "code=\"503\"",
+                ]
+                .iter()
+                .all(|label| l.contains(label))
+        });
+        match terminated {
+            Some(_) => Ok(()),
+            None => Err(scrape
+                .lines()
+                .filter(|l| l.contains("terminations"))
+                .collect::<Vec<_>>()
+                .join("\n")),
+        }
+    })
+    .await;
+    let scrape = k.text(&k.url(1, "/metrics")).await;
+    assert!(
+        !scrape
+            .lines()
+            .any(|l| l.starts_with("apiserver_request_total{") && l.contains("group=\"metrics.example.com\"")),
+        "{scrape}"
+    );
 }

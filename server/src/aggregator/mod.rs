@@ -9,6 +9,7 @@
 
 pub mod availability;
 pub mod discovery;
+pub mod priorities;
 pub mod proxy;
 
 use serde_json::Value;

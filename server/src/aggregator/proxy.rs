@@ -4,27 +4,29 @@
 //! as `<service>.<namespace>.svc` (or not at all with `insecureSkipTLSVerify`), this server
 //! identified by the front-proxy client certificate, and the caller named in kube's
 //! front-proxy headers (`X-Remote-User`, `X-Remote-Uid`, one `X-Remote-Group` per group,
-//! `X-Remote-Extra-<key>` per value). The response streams back as it comes (watches
-//! included). A backend that is unavailable, unresolvable or unreachable answers `503` for its
+//! `X-Remote-Extra-<key>` per value). The request body streams to the backend and the
+//! response back as they come (watches included), of any size. A backend that is
+//! unavailable, unresolvable or unreachable answers `503` for its
 //! group-version only, as kube's does.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hyper::body::{Frame, SizeHint};
 
 use super::Backend;
 use crate::authentication::UserInfo;
 use crate::store::cacher::WatchCache;
 use crate::store::services;
 
-/// The most a proxied request body may hold (kube-apiserver's request size limit).
-const MAX_REQUEST_BODY: usize = 3 << 20;
 /// The most a backend answer read whole here (discovery) may hold.
 const MAX_DOCUMENT: usize = 8 << 20;
 /// Clients kept at most (one per APIService version and address).
@@ -65,6 +67,26 @@ pub enum ProxyError {
     Answer(String),
 }
 
+/// A request the proxy refuses itself, before asking the backend (kube's `proxyError`): the
+/// backend is unavailable or unresolvable (`503`), or no client can be built for it (`500`).
+/// kube counts these in `apiserver_request_terminations_total`; a backend that fails once
+/// asked is not a refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// The status answered.
+    pub code: StatusCode,
+    /// The plain-text message answered.
+    pub message: String,
+}
+
+impl Refusal {
+    /// The answer: kube's `http.Error` of the message.
+    pub fn response(&self) -> Response {
+        plain_error(self.code, &self.message)
+    }
+}
+
 /// The proxy: its identity towards backends and the HTTP clients it keeps.
 pub struct Aggregator {
     cache: WatchCache,
@@ -78,6 +100,40 @@ impl std::fmt::Debug for Aggregator {
         f.debug_struct("Aggregator")
             .field("identity", &self.identity.is_some())
             .finish()
+    }
+}
+
+/// A request body as reqwest sends it, streamed as the client sends it (kube's proxy copies
+/// the body through; there is no size limit on what it proxies). reqwest wants a `Sync` body
+/// and axum's is only `Send`: the mutex makes it `Sync` and is never contended, as polling
+/// goes through `get_mut`.
+struct SyncBody(std::sync::Mutex<Body>);
+
+impl SyncBody {
+    fn inner(self: Pin<&mut Self>) -> Pin<&mut Body> {
+        Pin::new(match self.get_mut().0.get_mut() {
+            Ok(body) => body,
+            Err(poisoned) => poisoned.into_inner(),
+        })
+    }
+}
+
+impl HttpBody for SyncBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.inner().poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.0.lock() {
+            Ok(body) => body.size_hint(),
+            Err(poisoned) => poisoned.into_inner().size_hint(),
+        }
     }
 }
 
@@ -208,27 +264,32 @@ impl Aggregator {
         Ok((client, addr))
     }
 
-    /// Proxies `request` of `user` to `backend` and streams its answer back.
-    pub async fn proxy(&self, backend: &Backend, user: &UserInfo, request: Request) -> Response {
+    /// Proxies `request` of `user` to `backend` and streams its answer back, or refuses it.
+    pub async fn proxy(
+        &self,
+        backend: &Backend,
+        user: &UserInfo,
+        request: Request,
+    ) -> Result<Response, Refusal> {
+        let refuse = |code, message: String| Refusal { code, message };
         if !backend.available {
-            return plain_error(StatusCode::SERVICE_UNAVAILABLE, "service unavailable");
+            return Err(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service unavailable".into(),
+            ));
         }
         let (client, addr) = match self.client_for(backend) {
             Ok(c) => c,
             // kube's: a transport that cannot be built (a bad `caBundle`) is this server's
             // failure, an unresolvable Service the backend's.
             Err(e @ ProxyError::Client(_)) => {
-                return plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+                return Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
             }
-            Err(e) => return plain_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            Err(e) => return Err(refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
         };
         let (parts, body) = request.into_parts();
         let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let url = format!("https://{}:{}{path_and_query}", backend.host(), addr.port());
-        let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
-            Ok(b) => b,
-            Err(_) => return plain_error(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large"),
-        };
         let mut headers = parts.headers;
         for h in NOT_FORWARDED {
             headers.remove(*h);
@@ -237,14 +298,14 @@ impl Aggregator {
         let sent = client
             .request(parts.method, &url)
             .headers(headers)
-            .body(body)
+            .body(reqwest::Body::wrap(SyncBody(std::sync::Mutex::new(body))))
             .send()
             .await;
         let answer = match sent {
             Ok(a) => a,
             Err(e) => {
                 tracing::info!(apiservice = backend.name, error = %e, "error while proxying request");
-                return plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e));
+                return Ok(plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e)));
             }
         };
         let mut response = Response::builder().status(answer.status());
@@ -263,9 +324,9 @@ impl Aggregator {
                 Err(e) => Some((Err(std::io::Error::other(e)), None)),
             }
         });
-        response
+        Ok(response
             .body(Body::from_stream(chunks))
-            .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))
+            .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))
     }
 
     /// GETs `path` from `backend` as kube-aggregator's own user (`system:kube-aggregator` in

@@ -172,7 +172,7 @@ fn conversion_webhook(spec: &Value) -> Option<ConversionWebhook> {
 
 /// The sort key of a version in Kubernetes' order: GA before beta before alpha, higher
 /// numbers first, then any other name alphabetically (`v2`, `v1`, `v1beta2`, `v1alpha1`, `foo`).
-fn version_priority(name: &str) -> (u8, i64, i64, String) {
+pub fn version_priority(name: &str) -> (u8, i64, i64, String) {
     let parsed = name.strip_prefix('v').and_then(|rest| {
         let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         let major: i64 = rest[..digits].parse().ok()?;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::aggregator::priorities;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::timestamp::now_rfc3339;
@@ -30,35 +31,6 @@ const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
 /// Whose writes these are.
 const FIELD_MANAGER: &str = "kube-apiserver";
 
-/// kube-apiserver's priorities of its built-in group-versions: `(group, version,
-/// groupPriorityMinimum, versionPriority)`; they order `/apis`.
-const PRIORITIES: &[(&str, &str, i64, i64)] = &[
-    ("", "v1", 18000, 1),
-    ("apiregistration.k8s.io", "v1", 18000, 15),
-    ("apps", "v1", 17800, 15),
-    ("events.k8s.io", "v1", 17750, 15),
-    ("authentication.k8s.io", "v1", 17700, 15),
-    ("authorization.k8s.io", "v1", 17600, 15),
-    ("autoscaling", "v2", 17500, 30),
-    ("autoscaling", "v1", 17500, 15),
-    ("batch", "v1", 17400, 15),
-    ("certificates.k8s.io", "v1", 17300, 15),
-    ("networking.k8s.io", "v1", 17200, 15),
-    ("policy", "v1", 17100, 15),
-    ("rbac.authorization.k8s.io", "v1", 17000, 15),
-    ("storage.k8s.io", "v1", 16800, 15),
-    ("admissionregistration.k8s.io", "v1", 16700, 15),
-    ("apiextensions.k8s.io", "v1", 16700, 15),
-    ("scheduling.k8s.io", "v1", 16600, 15),
-    ("coordination.k8s.io", "v1", 16500, 15),
-    ("node.k8s.io", "v1", 16300, 15),
-    ("discovery.k8s.io", "v1", 16200, 15),
-    ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
-    ("resource.k8s.io", "v1", 15900, 15),
-];
-/// The priorities kube gives the group-versions of custom resources.
-const CUSTOM_PRIORITIES: (i64, i64) = (1000, 100);
-
 /// The name of the APIService of `group`/`version`: `<version>.<group>`.
 pub fn name_of(group: &str, version: &str) -> String {
     format!("{version}.{group}")
@@ -72,12 +44,9 @@ fn desired(registry: &Registry) -> BTreeMap<String, Value> {
         if out.contains_key(&name) {
             continue;
         }
-        let builtin = PRIORITIES
-            .iter()
-            .find(|(g, v, _, _)| (*g, *v) == (&*t.group, &*t.version));
-        let ((group_priority, version_priority), managed) = match builtin {
-            Some((_, _, g, v)) if t.custom.is_none() => ((*g, *v), "onstart"),
-            _ => (CUSTOM_PRIORITIES, "true"),
+        let ((group_priority, version_priority), managed) = match priorities::builtin(&t.group, &t.version) {
+            Some(p) if t.custom.is_none() => (p, "onstart"),
+            _ => (priorities::CUSTOM, "true"),
         };
         out.insert(
             name.clone(),
@@ -228,9 +197,8 @@ mod tests {
             groups
         );
         for (_, v) in d {
-            assert!(PRIORITIES
-                .iter()
-                .any(|(g, ver, _, _)| v["spec"]["group"] == *g && v["spec"]["version"] == *ver));
+            let (g, ver) = (v["spec"]["group"].as_str(), v["spec"]["version"].as_str());
+            assert!(priorities::builtin(g.unwrap_or_default(), ver.unwrap_or_default()).is_some());
         }
     }
 }

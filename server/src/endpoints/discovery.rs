@@ -6,10 +6,14 @@
 //! `version.Info`, ...), with the same omitted-when-empty fields, so that its JSON has kube's
 //! bytes; a `serde_json::Value` would sort the keys.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::aggregator::discovery::Served;
+use crate::aggregator::priorities;
+use crate::apiextensions::version_priority;
 use crate::scheme::{Registry, ResourceType};
 
 /// The Kubernetes version kuberaft's API and types follow.
@@ -193,22 +197,94 @@ fn group_doc(group: &str, versions: &[&str], typed: bool) -> ApiGroup {
     }
 }
 
-/// The named groups with their versions: the served ones, then the aggregated ones (in
-/// `remote`'s order, which is kube's by priority) that no served group shadows.
-fn all_groups<'a>(registry: &'a Registry, remote: &'a [Served]) -> Vec<(&'a str, Vec<&'a str>)> {
-    let mut out = registry.groups();
-    let local = out.len();
-    for s in remote {
-        let (group, version) = (s.backend.group.as_str(), s.backend.version.as_str());
-        if out[..local].iter().any(|(g, _)| *g == group) {
-            continue;
-        }
-        match out[local..].iter_mut().find(|(g, _)| *g == group) {
-            Some((_, versions)) => versions.push(version),
-            None => out.push((group, vec![version])),
+/// How kube orders the groups of a discovery document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupOrder {
+    /// The legacy `APIGroupList` (kube-aggregator's `SortedByGroupAndVersion`): APIServices by
+    /// `groupPriorityMinimum`, highest first, then by APIService name; a group where its first
+    /// APIService falls.
+    ByApiService,
+    /// The aggregated document (the discovery manager): groups by their highest
+    /// `groupPriorityMinimum`, then by group name.
+    ByGroup,
+}
+
+/// A group-version listed under `/apis`, with the priorities of its APIService.
+struct Listed<'a> {
+    group: &'a str,
+    version: &'a str,
+    group_priority: i64,
+    version_priority: i64,
+}
+
+/// The named groups with their versions in kube's order: the served ones (with kube-apiserver's
+/// priorities, `aggregator::priorities`) and the aggregated ones no served group shadows
+/// (with their APIService's); within a group, versions by `versionPriority`, highest first,
+/// then in Kubernetes' version order.
+fn all_groups<'a>(
+    registry: &'a Registry,
+    remote: &'a [Served],
+    order: GroupOrder,
+) -> Vec<(&'a str, Vec<&'a str>)> {
+    let local = registry.groups();
+    let mut listed: Vec<Listed<'a>> = Vec::new();
+    for (group, versions) in &local {
+        for version in versions {
+            let (group_priority, version_priority) =
+                priorities::builtin(group, version).unwrap_or(priorities::CUSTOM);
+            listed.push(Listed {
+                group,
+                version,
+                group_priority,
+                version_priority,
+            });
         }
     }
-    out
+    for s in remote {
+        let b = &s.backend;
+        if local.iter().any(|(g, _)| *g == b.group) {
+            continue;
+        }
+        listed.push(Listed {
+            group: &b.group,
+            version: &b.version,
+            group_priority: b.group_priority,
+            version_priority: b.version_priority,
+        });
+    }
+    match order {
+        GroupOrder::ByApiService => listed.sort_by(|a, b| {
+            b.group_priority
+                .cmp(&a.group_priority)
+                .then_with(|| format!("{}.{}", a.version, a.group).cmp(&format!("{}.{}", b.version, b.group)))
+        }),
+        GroupOrder::ByGroup => {
+            let mut highest: BTreeMap<&str, i64> = BTreeMap::new();
+            for l in &listed {
+                let h = highest.entry(l.group).or_insert(l.group_priority);
+                *h = (*h).max(l.group_priority);
+            }
+            let of = |group: &str| highest.get(group).copied().unwrap_or_default();
+            listed.sort_by(|a, b| of(b.group).cmp(&of(a.group)).then_with(|| a.group.cmp(b.group)));
+        }
+    }
+    let mut out: Vec<(&'a str, Vec<Listed<'a>>)> = Vec::new();
+    for l in listed {
+        match out.iter_mut().find(|(g, _)| *g == l.group) {
+            Some((_, versions)) => versions.push(l),
+            None => out.push((l.group, vec![l])),
+        }
+    }
+    out.into_iter()
+        .map(|(group, mut versions)| {
+            versions.sort_by(|a, b| {
+                b.version_priority
+                    .cmp(&a.version_priority)
+                    .then_with(|| version_priority(a.version).cmp(&version_priority(b.version)))
+            });
+            (group, versions.into_iter().map(|l| l.version).collect())
+        })
+        .collect()
 }
 
 /// `/apis`: the served groups and the available aggregated ones.
@@ -216,7 +292,7 @@ pub fn groups(registry: &Registry, remote: &[Served]) -> ApiGroupList {
     ApiGroupList {
         kind: "APIGroupList",
         api_version: "v1",
-        groups: all_groups(registry, remote)
+        groups: all_groups(registry, remote, GroupOrder::ByApiService)
             .iter()
             .map(|(g, vs)| group_doc(g, vs, false))
             .collect(),
@@ -496,7 +572,7 @@ pub fn aggregated(registry: &Registry, remote: &[Served], core: bool, version: &
     let groups: Vec<(&str, Vec<&str>)> = if core {
         vec![("", vec!["v1"])]
     } else {
-        all_groups(registry, remote)
+        all_groups(registry, remote, GroupOrder::ByGroup)
     };
     let items = groups
         .into_iter()
@@ -532,6 +608,70 @@ pub fn aggregated(registry: &Registry, remote: &[Served], core: bool, version: &
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn groups_and_versions_are_ordered_by_priority_as_kube_orders_them() {
+        let remote = |group: &str, version: &str, group_priority, version_priority| Served {
+            backend: crate::aggregator::Backend {
+                name: format!("{version}.{group}"),
+                resource_version: "1".into(),
+                group: group.into(),
+                version: version.into(),
+                namespace: "ns".into(),
+                service: "s".into(),
+                port: 443,
+                ca_bundle: Vec::new(),
+                insecure: false,
+                available: true,
+                group_priority,
+                version_priority,
+            },
+            resources: json!({"resources": []}),
+            openapi_v3: None,
+        };
+        let served = [
+            remote("low.example.com", "v1", 100, 100),
+            remote("top.example.com", "v1", 20000, 5),
+            remote("top.example.com", "v2", 20000, 10),
+            remote("top.example.com", "v1beta1", 20000, 10),
+        ];
+        let r = Registry::new();
+        let legacy = serde_json::to_value(groups(&r, &served)).unwrap();
+        let aggregated = serde_json::to_value(aggregated(&r, &served, false, "v2")).unwrap();
+        for (doc, name, versions) in [
+            (&legacy["groups"], "/name", "/versions"),
+            (&aggregated["items"], "/metadata/name", "/versions"),
+        ] {
+            let names: Vec<&str> = doc
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g.pointer(name).and_then(Value::as_str).unwrap())
+                .collect();
+            assert_eq!(
+                names[..4],
+                [
+                    "top.example.com",
+                    "apiregistration.k8s.io",
+                    "apps",
+                    "events.k8s.io"
+                ]
+            );
+            assert_eq!(names.last(), Some(&"low.example.com"));
+            let at = |g: &str| names.iter().position(|n| *n == g).unwrap();
+            assert!(at("admissionregistration.k8s.io") < at("apiextensions.k8s.io"));
+            assert!(at("storage.k8s.io") < at("admissionregistration.k8s.io"));
+            let top: Vec<&str> = doc[0]
+                .pointer(versions)
+                .and_then(Value::as_array)
+                .unwrap()
+                .iter()
+                .map(|v| v["version"].as_str().unwrap())
+                .collect();
+            // versionPriority first, then Kubernetes' version order.
+            assert_eq!(top, ["v2", "v1beta1", "v1"]);
+        }
+    }
 
     #[test]
     fn resource_lists_have_kube_apiservers_field_order() {

@@ -2,7 +2,9 @@
 //! that nothing here serves and that an APIService hands to a Service is proxied to it
 //! (`aggregator::proxy`), as kube-aggregator sits in front of kube-apiserver's own handlers;
 //! `/apis/<group>` of an aggregated group is answered from the APIServices, as kube-aggregator's
-//! group handler answers it; everything else goes on to the endpoints.
+//! group handler answers it; everything else goes on to the endpoints. Proxied requests are
+//! recorded in no request series (kube's proxy handler bypasses its instrumented handlers);
+//! the proxy's own refusals are counted in `apiserver_request_terminations_total`.
 
 use std::sync::Arc;
 
@@ -16,6 +18,10 @@ use crate::authentication::UserInfo;
 use crate::endpoints::discovery;
 use crate::endpoints::request_info::{RequestInfo, Target};
 use crate::endpoints::Api;
+use crate::filters::metrics as request_metrics;
+
+/// The `component` label of the aggregator's own metrics.
+const AGGREGATOR: &str = "aggregator";
 
 /// The aggregation filter.
 pub async fn filter(State(api): State<Api>, request: Request, next: Next) -> Response {
@@ -48,5 +54,14 @@ pub async fn filter(State(api): State<Api>, request: Request, next: Next) -> Res
     let (Some(backend), Some(user)) = (backend, request.extensions().get::<Arc<UserInfo>>().cloned()) else {
         return next.run(request).await;
     };
-    api.aggregator.proxy(&backend, &user, request).await
+    // kube's proxy handler is not an instrumented REST handler: what it proxies is in no
+    // request series, and only its own refusals are counted, as terminations.
+    let termination = request_metrics::Termination::of(&request, AGGREGATOR);
+    match api.aggregator.proxy(&backend, &user, request).await {
+        Ok(response) => response,
+        Err(refusal) => {
+            termination.record(refusal.code);
+            refusal.response()
+        }
+    }
 }

@@ -30,7 +30,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use metrics::Label;
 
-use crate::audit::request::LONG_RUNNING_SUBRESOURCES;
+use crate::audit::request::{RequestInfo as KubeRequestInfo, LONG_RUNNING_SUBRESOURCES};
 use crate::endpoints::request_info::{RequestInfo, Verb};
 use crate::filters::observed_body::{Observed, Observer};
 use crate::machinery::query::watch_requested;
@@ -154,37 +154,17 @@ impl Labels {
     ) -> Labels {
         let subresource = req.subresource.as_deref().unwrap_or("");
         let connect = LONG_RUNNING_SUBRESOURCES.contains(&subresource);
-        // The installer's scope: an object (or a create) is `resource`, a collection in a
-        // namespace `namespace`, anything else (all namespaces, cluster-scoped) `cluster`.
-        let scope = if req.name.is_some() || verb == Verb::Create {
-            "resource"
-        } else if req.namespace.is_some() {
-            "namespace"
-        } else {
-            "cluster"
-        };
-        let canonical = match *method {
-            Method::GET | Method::HEAD if scope == "resource" => "GET",
-            Method::GET | Method::HEAD => "LIST",
-            Method::POST => "POST",
-            Method::PUT => "PUT",
-            Method::PATCH => "PATCH",
-            Method::DELETE => "DELETE",
-            _ => "other",
-        };
+        let scope = clean_scope(
+            req.name.is_some(),
+            verb == Verb::Create,
+            req.namespace.is_some(),
+            true,
+        );
         let watch = verb == Verb::Watch || (*method == Method::GET && watch_requested(query) == Some(true));
-        let apply = canonical == "PATCH"
-            && headers
-                .get(header::CONTENT_TYPE)
-                .is_some_and(|v| v.as_bytes() == APPLY_PATCH.as_bytes());
         let reported = if connect {
             "CONNECT"
-        } else if apply {
-            "APPLY"
-        } else if watch {
-            "WATCH"
         } else {
-            canonical
+            reported_verb(method, scope, watch, headers)
         };
         Labels {
             verb: reported,
@@ -199,6 +179,43 @@ impl Labels {
             // kube sizes what its `GET` and `LIST` routes answer, a `?watch=true` among them,
             // but not its `/watch/` routes nor connect streams.
             sized: *method == Method::GET && !req.watch_path && !connect,
+        }
+    }
+
+    /// The labels kube's `RecordRequestTermination` gives a request it knows only by its path
+    /// (a request the aggregator refuses to proxy): kube's request info of the path, the
+    /// path itself as `subresource` when it names no resource.
+    fn of_path(
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        component: &'static str,
+    ) -> Labels {
+        let info = KubeRequestInfo::parse(method, path, query);
+        let r = info.resource.unwrap_or_default();
+        let resource_request = info.resource.is_some();
+        let scope = clean_scope(
+            !r.name.is_empty(),
+            info.verb == "create",
+            !r.namespace.is_empty(),
+            resource_request,
+        );
+        Labels {
+            verb: reported_verb(method, scope, info.verb == "watch", headers),
+            dry_run: dry_run(query),
+            group: r.api_group.to_string(),
+            version: r.api_version.to_string(),
+            resource: r.resource.to_string(),
+            subresource: if resource_request {
+                r.subresource.to_string()
+            } else {
+                path.to_string()
+            },
+            scope,
+            component,
+            long_running: info.is_long_running(),
+            sized: false,
         }
     }
 
@@ -230,6 +247,45 @@ impl Labels {
         let mut labels = self.of_component();
         labels.insert(1, Self::label("dry_run", &self.dry_run));
         labels
+    }
+}
+
+/// kube's `CleanScope`: an object (or a create) is `resource`, a collection in a namespace
+/// `namespace`, any other resource request `cluster`, anything else empty.
+fn clean_scope(named: bool, create: bool, namespaced: bool, resource_request: bool) -> &'static str {
+    if named || create {
+        "resource"
+    } else if namespaced {
+        "namespace"
+    } else if resource_request {
+        "cluster"
+    } else {
+        ""
+    }
+}
+
+/// kube's `cleanVerb(CanonicalVerb(method, scope), ...)`: `GET` for one object and `LIST`
+/// otherwise, `WATCH` for a watch, `APPLY` for a server-side apply.
+fn reported_verb(method: &Method, scope: &str, watch: bool, headers: &HeaderMap) -> &'static str {
+    let canonical = match *method {
+        Method::GET | Method::HEAD if scope == "resource" => "GET",
+        Method::GET | Method::HEAD => "LIST",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        _ => "other",
+    };
+    let apply = canonical == "PATCH"
+        && headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes() == APPLY_PATCH.as_bytes());
+    if apply {
+        "APPLY"
+    } else if watch {
+        "WATCH"
+    } else {
+        canonical
     }
 }
 
@@ -290,6 +346,32 @@ pub fn record_refused(request: &Request, code: axum::http::StatusCode) {
     let mut terminated = labels.of_component();
     terminated.push(Labels::label("code", &code));
     metrics::counter!("apiserver_request_terminations_total", terminated).increment(1);
+}
+
+/// A request refused before any handler served it, known by its path: recorded as kube's
+/// `RecordRequestTermination` records it, in `apiserver_request_terminations_total` only
+/// (the aggregator's own refusals to proxy, with component `aggregator`).
+#[derive(Debug)]
+pub struct Termination(Labels);
+
+impl Termination {
+    /// The labels of `request` for `component`.
+    pub fn of(request: &Request, component: &'static str) -> Termination {
+        Termination(Labels::of_path(
+            request.method(),
+            request.uri().path(),
+            request.uri().query(),
+            request.headers(),
+            component,
+        ))
+    }
+
+    /// Counts the request as terminated with `code`.
+    pub fn record(&self, code: axum::http::StatusCode) {
+        let mut labels = self.0.of_component();
+        labels.push(Labels::label("code", &code.as_u16().to_string()));
+        metrics::counter!("apiserver_request_terminations_total", labels).increment(1);
+    }
 }
 
 /// The request metrics filter (after authorization, so that it sees what endpoints serve).
@@ -476,6 +558,52 @@ mod tests {
         ];
         for (request, expected) in cases {
             assert_eq!(labels(request), expected, "{request}");
+        }
+    }
+
+    #[test]
+    fn a_refused_proxy_request_is_labelled_by_its_path_as_kube_does() {
+        let of = |method: Method, path_and_query: &str| {
+            let (path, query) = match path_and_query.split_once('?') {
+                Some((p, q)) => (p, Some(q)),
+                None => (path_and_query, None),
+            };
+            let l = Labels::of_path(&method, path, query, &HeaderMap::new(), "aggregator");
+            format!(
+                "{} {} {} {} {} {} {}",
+                l.verb, l.group, l.version, l.resource, l.subresource, l.scope, l.component
+            )
+        };
+        let cases = [
+            (
+                of(Method::GET, "/apis/m.io/v1/namespaces/a/widgets"),
+                "LIST m.io v1 widgets  namespace aggregator",
+            ),
+            (
+                of(Method::GET, "/apis/m.io/v1/namespaces/a/widgets?watch=true"),
+                "WATCH m.io v1 widgets  namespace aggregator",
+            ),
+            (
+                of(Method::GET, "/apis/m.io/v1/namespaces/a/widgets/w/status"),
+                "GET m.io v1 widgets status resource aggregator",
+            ),
+            (
+                of(Method::POST, "/apis/m.io/v1/widgets"),
+                "POST m.io v1 widgets  resource aggregator",
+            ),
+            (
+                of(Method::GET, "/apis/m.io/v1/widgets"),
+                "LIST m.io v1 widgets  cluster aggregator",
+            ),
+            // The group-version's own document is no resource request: its path is the
+            // subresource and its scope empty.
+            (
+                of(Method::GET, "/apis/m.io/v1"),
+                "LIST    /apis/m.io/v1  aggregator",
+            ),
+        ];
+        for (got, expected) in cases {
+            assert_eq!(got, expected);
         }
     }
 

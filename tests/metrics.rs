@@ -533,4 +533,48 @@ async fn requests_show_up_in_kube_apiserver_series() {
         missing.is_empty(),
         "used in deploy/monitoring but not exported: {missing:?}"
     );
+
+    // Response sizes are the bytes the client is sent, as kube counts them: a list gzipped
+    // for a client that accepts it counts compressed.
+    let path = "/api/v1/namespaces/metrics/configmaps";
+    for i in 0..40 {
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big-{i}")}, "data": {"a": "x".repeat(4096)}});
+        let (code, body) = k.send(reqwest::Method::POST, 0, path, Some(&cm)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let listed = [
+        ("verb", "LIST"),
+        ("group", ""),
+        ("version", "v1"),
+        ("resource", "configmaps"),
+        ("subresource", ""),
+        ("scope", "namespace"),
+        ("component", "apiserver"),
+    ];
+    let sent = |s: &Scrape| total(s, "apiserver_response_sizes_sum", &listed);
+    let before = sent(&scrape_with(&monitoring, &metrics).await.unwrap());
+    let r = k
+        .http
+        .get(k.url(0, path))
+        .header("accept", "application/json")
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let compressed = r.bytes().await.unwrap().len() as f64;
+    assert!(compressed < 128.0 * 1024.0, "{compressed} bytes: not compressed");
+    eventually(T, || async {
+        let after = sent(&scrape_with(&monitoring, &metrics).await?);
+        if after - before == compressed {
+            Ok(())
+        } else {
+            Err(format!(
+                "recorded {} bytes, the client got {compressed}",
+                after - before
+            ))
+        }
+    })
+    .await;
 }

@@ -393,8 +393,13 @@ pub async fn filter(request: Request, next: Next) -> Response {
         gauge.increment(1.0);
         LongRunning(gauge)
     });
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     let code = response.status().as_u16();
+    if labels.sized {
+        response
+            .extensions_mut()
+            .insert(SizeLabels(labels.of_component()));
+    }
     response.map(|inner| {
         Observed::body(
             inner,
@@ -402,7 +407,6 @@ pub async fn filter(request: Request, next: Next) -> Response {
                 labels,
                 code,
                 start,
-                written: 0,
                 _executing: executing,
                 _long_running: long_running,
             },
@@ -410,22 +414,17 @@ pub async fn filter(request: Request, next: Next) -> Response {
     })
 }
 
-/// A response body's observer that counts the bytes written and records the request when the
-/// body is dropped: after its last frame, or when the client went away.
+/// A response body's observer that records the request when the body is dropped: after its
+/// last frame, or when the client went away.
 struct Record {
     labels: Labels,
     code: u16,
     start: Instant,
-    written: u64,
     _executing: Option<Executing>,
     _long_running: Option<LongRunning>,
 }
 
 impl Observer for Record {
-    fn data(&mut self, data: &Bytes) {
-        self.written += data.len() as u64;
-    }
-
     fn dropped(&mut self, ended: bool) {
         let labels = &self.labels;
         let mut with_code = labels.request();
@@ -433,13 +432,42 @@ impl Observer for Record {
         metrics::counter!("apiserver_request_total", with_code).increment(1);
         metrics::histogram!("apiserver_request_duration_seconds", labels.request())
             .record(self.start.elapsed().as_secs_f64());
-        if labels.sized {
-            metrics::histogram!("apiserver_response_sizes", labels.of_component())
-                .record(self.written as f64);
-        }
         if !ended && !labels.long_running {
             metrics::counter!("apiserver_request_aborts_total", labels.target()).increment(1);
         }
+    }
+}
+
+/// The labels of a response whose size is recorded, left in its extensions by [`filter`] for
+/// [`sizes`].
+#[derive(Clone)]
+struct SizeLabels(Vec<Label>);
+
+/// `apiserver_response_sizes` as kube-apiserver counts it: the bytes the client is sent, after
+/// gzip. It runs outside the compression layer, on the responses [`filter`] marked (kube's
+/// `GET` and `LIST` routes).
+pub async fn sizes(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let Some(SizeLabels(labels)) = response.extensions_mut().remove::<SizeLabels>() else {
+        return response;
+    };
+    response.map(|inner| Observed::body(inner, Size { labels, written: 0 }))
+}
+
+/// Counts the bytes of a response body and records them when it is dropped.
+struct Size {
+    labels: Vec<Label>,
+    written: u64,
+}
+
+impl Observer for Size {
+    fn data(&mut self, data: &Bytes) {
+        self.written += data.len() as u64;
+    }
+
+    fn dropped(&mut self, _ended: bool) {
+        metrics::histogram!("apiserver_response_sizes", std::mem::take(&mut self.labels))
+            .record(self.written as f64);
     }
 }
 

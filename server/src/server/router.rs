@@ -89,7 +89,10 @@ fn with_filters(
         .layer(audit_id::set())
         .layer(audit_id::propagate())
         .layer(CatchPanicLayer::custom(panic_response))
-        // 2. gzip for large complete responses.
+        // 2. Response sizes as the client receives them (after the gzip of 2b), for the
+        //    responses the request metrics (9) marked.
+        .layer(middleware::from_fn(request_metrics::sizes))
+        // 2b. gzip for large complete responses.
         .layer(compression::layer())
         // 3. Audit (only when configured): outside authentication, so that a `401` is audited
         //    too, and inside compression, so that a recorded response body is the object, not

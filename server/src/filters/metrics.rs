@@ -330,15 +330,23 @@ fn long_running(req: &ResourceRequest, verb: Verb, method: &Method, query: Optio
 /// Records a request the server refused in self-defence before any endpoint saw it (the
 /// in-flight limits' `429`), as kube's `RecordDroppedRequest` and `RecordRequestTermination`
 /// do: in `apiserver_request_total` with its code, and in
-/// `apiserver_request_terminations_total`.
+/// `apiserver_request_terminations_total`. A request no endpoint of this replica serves (an
+/// aggregated group's, proxied further in) is labelled by its path as kube's request info
+/// parses it.
 pub fn record_refused(request: &Request, code: axum::http::StatusCode) {
-    let Some(labels) = request
+    let labels = request
         .extensions()
         .get::<RequestInfo>()
         .and_then(|info| Labels::of(info, request.method(), request.uri().query(), request.headers()))
-    else {
-        return;
-    };
+        .unwrap_or_else(|| {
+            Labels::of_path(
+                request.method(),
+                request.uri().path(),
+                request.uri().query(),
+                request.headers(),
+                "apiserver",
+            )
+        });
     let code = code.as_u16().to_string();
     let mut with_code = labels.request();
     with_code.push(Labels::label("code", &code));
@@ -586,6 +594,42 @@ mod tests {
         ];
         for (request, expected) in cases {
             assert_eq!(labels(request), expected, "{request}");
+        }
+    }
+
+    /// An in-flight refusal of an aggregated group's request is counted, labelled by its path,
+    /// as kube's max-in-flight filter counts it in front of the aggregator.
+    #[test]
+    fn an_aggregated_request_refused_for_the_in_flight_limit_is_counted() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let request = axum::http::Request::get("/apis/m.io/v1/namespaces/a/widgets")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        metrics::with_local_recorder(&recorder, || {
+            record_refused(&request, axum::http::StatusCode::TOO_MANY_REQUESTS)
+        });
+        let text = handle.render();
+        let labels = [
+            r#"verb="LIST""#,
+            r#"group="m.io""#,
+            r#"version="v1""#,
+            r#"resource="widgets""#,
+            r#"subresource="""#,
+            r#"scope="namespace""#,
+            r#"component="apiserver""#,
+            r#"code="429""#,
+        ];
+        for series in [
+            "apiserver_request_total{",
+            "apiserver_request_terminations_total{",
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(series)
+                    && labels.iter().all(|x| l.contains(x))
+                    && l.ends_with(" 1")),
+                "{series} in:\n{text}"
+            );
         }
     }
 

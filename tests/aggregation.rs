@@ -510,6 +510,41 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     .await;
     let listed = k.ok("node-1", &["get", "apiservice", "v1beta1.metrics.example.com"]);
     assert!(listed.contains("False (FailedDiscoveryCheck)"), "{listed}");
+    // The legacy group list still names the group of an unavailable APIService, as
+    // kube-aggregator's does, once discovery's cache has dropped what the backend served.
+    eventually(Duration::from_secs(30), || async {
+        let r = k
+            .http
+            .get(k.url(2, "/apis"))
+            .header(
+                "accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            )
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let doc: Value = r.json().await.map_err(|e| e.to_string())?;
+        match doc["items"].as_array() {
+            Some(items)
+                if !items
+                    .iter()
+                    .any(|g| g["metadata"]["name"] == "metrics.example.com") =>
+            {
+                Ok(())
+            }
+            _ => Err("the aggregated discovery still lists the group".to_string()),
+        }
+    })
+    .await;
+    let legacy: Value = serde_json::from_str(&k.text(&k.url(2, "/apis")).await).unwrap();
+    assert!(
+        legacy["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "metrics.example.com" && g["preferredVersion"]["version"] == "v1beta1"),
+        "{legacy}"
+    );
 
     // The proxy's own refusal of an unavailable backend is counted as kube counts it: a
     // termination by the aggregator, not a request served.

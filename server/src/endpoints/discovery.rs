@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::aggregator::discovery::Served;
 use crate::aggregator::priorities;
+use crate::aggregator::Backend;
 use crate::apiextensions::version_priority;
 use crate::scheme::{Registry, ResourceType};
 
@@ -223,7 +224,7 @@ struct Listed<'a> {
 /// then in Kubernetes' version order.
 fn all_groups<'a>(
     registry: &'a Registry,
-    remote: &'a [Served],
+    remote: &[&'a Backend],
     order: GroupOrder,
 ) -> Vec<(&'a str, Vec<&'a str>)> {
     let local = registry.groups();
@@ -240,8 +241,7 @@ fn all_groups<'a>(
             });
         }
     }
-    for s in remote {
-        let b = &s.backend;
+    for b in remote {
         if local.iter().any(|(g, _)| *g == b.group) {
             continue;
         }
@@ -287,12 +287,14 @@ fn all_groups<'a>(
         .collect()
 }
 
-/// `/apis`: the served groups and the available aggregated ones.
-pub fn groups(registry: &Registry, remote: &[Served]) -> ApiGroupList {
+/// `/apis`: the served groups and every aggregated one (`remote`: all APIServices with a
+/// Service, available or not, as kube-aggregator's legacy group list names them).
+pub fn groups(registry: &Registry, remote: &[Backend]) -> ApiGroupList {
+    let remote: Vec<&Backend> = remote.iter().collect();
     ApiGroupList {
         kind: "APIGroupList",
         api_version: "v1",
-        groups: all_groups(registry, remote, GroupOrder::ByApiService)
+        groups: all_groups(registry, &remote, GroupOrder::ByApiService)
             .iter()
             .map(|(g, vs)| group_doc(g, vs, false))
             .collect(),
@@ -569,10 +571,11 @@ fn remote_version(served: &Served) -> VersionDiscovery {
 /// every group, version and resource in one document, which is what kubectl asks for first;
 /// under `/apis` also the available aggregated group-versions (`remote`).
 pub fn aggregated(registry: &Registry, remote: &[Served], core: bool, version: &str) -> GroupDiscoveryList {
+    let backends: Vec<&Backend> = remote.iter().map(|s| &s.backend).collect();
     let groups: Vec<(&str, Vec<&str>)> = if core {
         vec![("", vec!["v1"])]
     } else {
-        all_groups(registry, remote, GroupOrder::ByGroup)
+        all_groups(registry, &backends, GroupOrder::ByGroup)
     };
     let items = groups
         .into_iter()
@@ -636,7 +639,8 @@ mod tests {
             remote("top.example.com", "v1beta1", 20000, 10),
         ];
         let r = Registry::new();
-        let legacy = serde_json::to_value(groups(&r, &served)).unwrap();
+        let backends: Vec<crate::aggregator::Backend> = served.iter().map(|s| s.backend.clone()).collect();
+        let legacy = serde_json::to_value(groups(&r, &backends)).unwrap();
         let aggregated = serde_json::to_value(aggregated(&r, &served, false, "v2")).unwrap();
         for (doc, name, versions) in [
             (&legacy["groups"], "/name", "/versions"),

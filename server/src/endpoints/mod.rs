@@ -22,6 +22,7 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::Response;
 
 use crate::admission;
+use crate::aggregator;
 use crate::aggregator::discovery as aggregated;
 use crate::aggregator::proxy::Aggregator;
 use crate::apiextensions;
@@ -164,7 +165,10 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                 (Target::CoreVersions, _) => {
                     Document::Versions(discovery::core_versions(&host_of(&parts.headers)))
                 }
-                (Target::Groups, _) => Document::Groups(discovery::groups(&registry, &remote)),
+                (Target::Groups, _) => Document::Groups(discovery::groups(
+                    &registry,
+                    &aggregator::backends(api.store.cache()),
+                )),
                 (Target::Group(g), _) => {
                     Document::Group(discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?)
                 }

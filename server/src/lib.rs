@@ -30,19 +30,21 @@
 //! others.
 //!
 //! **`filters`** — tower layers every request passes before an endpoint, in the order
-//! `server::router` lists them: request id and panic recovery, compression, audit (when
+//! `server::router` lists them: request id and panic recovery, response sizes (counted after
+//! gzip, for what the request metrics marked), compression, audit (when
 //! configured; the filters inside it record into its per-request record), authentication
 //! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`; what
 //! nothing serves is kept as `Unserved`, answered `404`/`405` by the endpoint once authorized),
-//! in-flight limits (`max_in_flight`: a seat per executing request, else kube's `429`),
+//! in-flight limits (`max_in_flight`: a seat per executing request, held until its response
+//! body is sent, else kube's `429`),
 //! authorization (`403`), the aggregation proxy (`aggregator`, for APIServices with a Service).
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
 //!
 //! **`endpoints`** — HTTP to verbs and back: content negotiation (one `Accept` parser for
 //! resources, discovery and OpenAPI), bodies, the dispatch of a verb to the registry, response
-//! rendering (JSON, YAML, protobuf, Table, PartialObjectMetadata), watch streams, discovery and
-//! OpenAPI documents. *Invariant:* knows axum and the registry; never sees `RaftNode`,
+//! rendering (JSON, YAML, protobuf, CBOR, Table, PartialObjectMetadata; large lists streamed
+//! by `list_body`), watch streams, discovery and OpenAPI documents. *Invariant:* knows axum and the registry; never sees `RaftNode`,
 //! `kuberaft_proto` or stored bytes.
 //!
 //! **`registry`** — the generic store: one implementation of every verb (`read`, `create`,
@@ -140,14 +142,15 @@
 //!
 //! **`aggregator`** — the aggregation layer (kube-aggregator): the APIServices that hand a
 //! group-version to a Service, the proxy that forwards their requests with the caller's
-//! front-proxy identity, their availability check, and the discovery documents cached from
-//! them. *Invariant:* reads the watch cache, never writes (the leader's controllers write
+//! front-proxy identity, their availability check, the discovery documents cached from
+//! them, and kube-apiserver's group and version priorities (`priorities`), by which `/apis`
+//! orders built-in, custom and aggregated groups alike. *Invariant:* reads the watch cache, never writes (the leader's controllers write
 //! APIService status); knows no registry, filter or endpoint.
 //!
 //! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the
 //! tests and the chaos harness to write configs.
 //!
-//! `docs/architecture.md` walks a create and a watch through these layers and shows how to add
+//! `docs/architecture.md` walks a create, a watch and a list through these layers and shows how to add
 //! a kind and a filter; `tests/layers.rs` checks the rules on the source.
 
 pub mod admission;

@@ -417,6 +417,16 @@ impl ChaosCluster {
         self.replicas[i].process.as_mut().is_some_and(Process::is_running)
     }
 
+    /// The replicas whose process ended on its own (a fault's kill takes the process away, so
+    /// it is not counted), each with its exit status and the end of its log.
+    pub fn exited(&mut self) -> Vec<String> {
+        self.replicas
+            .iter_mut()
+            .filter_map(|r| r.process.as_mut()?.check_running().err())
+            .map(|e| format!("{e:#}"))
+            .collect()
+    }
+
     /// kill -9 of replica `i`.
     pub fn kill(&mut self, i: usize) {
         if let Some(mut p) = self.replicas[i].process.take() {
@@ -548,12 +558,23 @@ impl ChaosCluster {
         }
     }
 
-    fn timeout_error(&self, what: &str, timeout: Duration, detail: String) -> HarnessError {
+    fn timeout_error(&mut self, what: &str, timeout: Duration, detail: String) -> HarnessError {
+        let states: Vec<String> = (0..self.replicas.len())
+            .map(|i| {
+                let state = match (self.is_up(i), self.replicas[i].paused) {
+                    (true, true) => "paused",
+                    (true, false) => "running",
+                    (false, _) => "not running",
+                };
+                format!("replica {} (node {}) {state}", i + 1, self.replicas[i].id)
+            })
+            .collect();
         let logs: String = self
             .replicas
             .iter()
             .map(|r| format!("\n--- {} ---\n{}", r.log.display(), tail(&r.log)))
             .collect();
+        let detail = format!("{detail}\n{}", states.join(", "));
         HarnessError::Timeout {
             what: what.to_string(),
             timeout,

@@ -223,16 +223,24 @@ async fn drive(cfg: &RunConfig, cluster: &mut ChaosCluster) -> Result<Verdict, R
     while tasks.join_next().await.is_some() {}
     injected?;
     let workload_end = clock.now();
+    let mut violations: Vec<Violation> = Vec::new();
+    for crash in cluster.exited() {
+        violations.push(Violation {
+            checker: "crash",
+            summary: "a replica stopped without a fault stopping it".into(),
+            detail: crash.lines().map(str::to_string).collect(),
+        });
+    }
     cluster.wait_serving(SETTLE_TIMEOUT).await?;
 
-    let mut violations: Vec<Violation> = Vec::new();
     let converged = match cluster.wait_converged(SETTLE_TIMEOUT).await {
         Ok(c) => Some(c),
         Err(e) => {
             violations.push(Violation {
                 checker: "convergence",
                 summary: "replicas did not converge on one revision and state hash after healing".into(),
-                detail: e.to_string().lines().take(40).map(str::to_string).collect(),
+                // Every replica's log tail: the one that failed is not always the first.
+                detail: e.to_string().lines().map(str::to_string).collect(),
             });
             None
         }

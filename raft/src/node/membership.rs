@@ -20,7 +20,7 @@ use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use kuberaft_proto as pb;
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
 use pb::member_request::Op;
 
@@ -53,6 +53,10 @@ fn change_err(e: RaftError<u64, ClientWriteError<u64, Member>>) -> NodeError {
         RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => {
             NodeError::Unavailable("leadership changed during the membership change; retry".into())
         }
+        // Another change still being committed passes; the caller retries.
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(ChangeMembershipError::InProgress(
+            e,
+        ))) => NodeError::Unavailable(format!("{e}; retry when it is done")),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => NodeError::Refused(e.to_string()),
         RaftError::Fatal(e) => fatal(e),
     }
@@ -91,7 +95,7 @@ impl RaftNode {
                 .len()
                 > 1;
             if in_change {
-                return Err(NodeError::Refused(
+                return Err(NodeError::Unavailable(
                     "a membership change is in progress; retry when it is done".into(),
                 ));
             }
@@ -302,6 +306,17 @@ impl RaftNode {
             .is_ok_and(|r| r.is_ok())
     }
 
+    /// Whether this replica's membership (as its log has it, committed or not) names it.
+    fn is_in_membership(&self) -> bool {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&self.id)
+            .is_some()
+    }
+
     /// Whether a vote request from `candidate` comes from a replica this replica's committed
     /// membership no longer has: then the candidate was removed (a committed membership is
     /// never undone), and it is told so rather than disturbing the cluster.
@@ -371,28 +386,28 @@ pub(super) fn join(node: Weak<RaftNode>, seed: String, fatal: tokio::sync::mpsc:
                 peer_addr: me.peer_addr,
                 api_addr: me.api_addr,
             };
-            let answer = match n.peers.kv_client(&seed) {
-                Ok(mut client) => client
-                    .members(n.peers.request(req, n.config.request_timeout))
-                    .await
-                    .map(|_| ()),
-                Err(e) => Err(e),
+            let answer = if n.is_in_membership() {
+                // An earlier request was carried out though its answer was lost.
+                Ok(())
+            } else {
+                match n.peers.kv_client(&seed) {
+                    Ok(mut client) => client
+                        .members(n.peers.request(req, n.config.request_timeout))
+                        .await
+                        .map(|_| ()),
+                    Err(e) => Err(e),
+                }
             };
-            match answer {
-                Ok(()) => {
+            match join_step(answer, || n.is_in_membership()) {
+                JoinStep::Joined => {
                     tracing::info!(seed, "joined the cluster as a learner; catching up");
                     return;
                 }
-                Err(s)
-                    if matches!(
-                        s.code(),
-                        tonic::Code::FailedPrecondition | tonic::Code::InvalidArgument
-                    ) =>
-                {
-                    let _ = fatal.send(format!("cannot join through {seed}: {}", s.message()));
+                JoinStep::Refused(why) => {
+                    let _ = fatal.send(format!("cannot join through {seed}: {why}"));
                     return;
                 }
-                Err(s) => tracing::warn!(seed, error = %s.message(), "cannot join yet; retrying"),
+                JoinStep::Retry(why) => tracing::warn!(seed, error = %why, "cannot join yet; retrying"),
             }
             drop(n);
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -400,7 +415,71 @@ pub(super) fn join(node: Weak<RaftNode>, seed: String, fatal: tokio::sync::mpsc:
     });
 }
 
+/// What a joining replica does after asking to be added.
+#[derive(Debug, PartialEq)]
+enum JoinStep {
+    /// It is a member: it catches up from the leader.
+    Joined,
+    /// Asks again after a while (no leader, a change in progress, the seed unreachable).
+    Retry(String),
+    /// Stops: the cluster will not have it (the id or an address is taken).
+    Refused(String),
+}
+
+/// The step after `answer`; `member` says whether this replica's log has the change that
+/// added it (then a refusal answers a repeated request whose first one was carried out, e.g.
+/// "already a voter" once the operator promoted it).
+fn join_step(answer: Result<(), tonic::Status>, member: impl FnOnce() -> bool) -> JoinStep {
+    match answer {
+        Ok(()) => JoinStep::Joined,
+        Err(_) if member() => JoinStep::Joined,
+        Err(s)
+            if matches!(
+                s.code(),
+                tonic::Code::FailedPrecondition | tonic::Code::InvalidArgument
+            ) =>
+        {
+            JoinStep::Refused(s.message().to_string())
+        }
+        Err(s) => JoinStep::Retry(s.message().to_string()),
+    }
+}
+
 /// `FORWARDED_HEADER` as the admin service checks it.
 pub fn is_forwarded(metadata: &tonic::metadata::MetadataMap) -> bool {
     metadata.contains_key(FORWARDED_HEADER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{join_step, JoinStep};
+    use tonic::{Code, Status};
+
+    #[test]
+    fn a_joining_replica_retries_what_passes_and_stops_at_a_refusal() {
+        let unavailable = || {
+            Err(Status::new(
+                Code::Unavailable,
+                "a membership change is in progress",
+            ))
+        };
+        let taken = || Err(Status::new(Code::FailedPrecondition, "node 4 is already a voter"));
+        assert_eq!(join_step(Ok(()), || false), JoinStep::Joined);
+        assert_eq!(
+            join_step(unavailable(), || false),
+            JoinStep::Retry("a membership change is in progress".into())
+        );
+        assert_eq!(
+            join_step(taken(), || false),
+            JoinStep::Refused("node 4 is already a voter".into())
+        );
+        assert_eq!(
+            join_step(Err(Status::new(Code::InvalidArgument, "bad address")), || false),
+            JoinStep::Refused("bad address".into())
+        );
+        // The first request was carried out and its answer lost; the operator has promoted
+        // the replica since: it has joined.
+        assert_eq!(join_step(taken(), || true), JoinStep::Joined);
+        assert_eq!(join_step(unavailable(), || true), JoinStep::Joined);
+    }
 }

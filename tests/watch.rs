@@ -54,7 +54,7 @@ async fn create_cm(k: &Kube, node: usize, ns: &str, name: &str, labels: Value, d
             Some(&json!({"metadata": {"name": name, "labels": labels}, "data": data})),
         )
         .await;
-    assert_eq!(code, 201, "{body}");
+    assert_eq!(code, 201, "{body}{}", k.cluster.log_tails(40));
     rv_of(&body)
 }
 
@@ -172,14 +172,23 @@ impl Watch {
 
     /// Events (bookmarks skipped) until `n` were received.
     async fn events(&mut self, n: usize) -> Vec<Value> {
+        self.events_within(n).await.unwrap_or_else(|(got, next)| {
+            panic!("expected an event, got {next:?} after {} of {n}", got.len())
+        })
+    }
+
+    /// Events (bookmarks skipped) until `n` were received; those received and what came
+    /// instead of the next when the stream ended or stayed quiet for `T`.
+    async fn events_within(&mut self, n: usize) -> Result<Vec<Value>, (Vec<Value>, Next)> {
         let mut out = Vec::new();
         while out.len() < n {
-            let e = self.event().await;
-            if e["type"] != "BOOKMARK" {
-                out.push(e);
+            match self.next(T).await {
+                Next::Event(e) if e["type"] == "BOOKMARK" => {}
+                Next::Event(e) => out.push(e),
+                other => return Err((out, other)),
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -1001,7 +1010,7 @@ async fn a_slow_watcher_is_closed_and_resumes_without_loss() {
         let (code, body) = k
             .send(Method::POST, 0, "/api/v1/namespaces/slow/pods", Some(&pod))
             .await;
-        assert_eq!(code, 201, "{body}");
+        assert_eq!(code, 201, "create {i}: {body}{}", k.cluster.log_tails(40));
         revs.push(rv_of(&body));
     }
     closed_then_resumed(&k, slow, |last| format!("{pods}&resourceVersion={last}"), &revs).await;
@@ -1028,7 +1037,16 @@ async fn closed_then_resumed(k: &Kube, mut slow: Watch, resume: impl Fn(i64) -> 
     );
     let last = rv_of(&got.last().unwrap()["object"]);
     let mut w = Watch::open(k, 2, &resume(last)).await;
-    got.extend(w.events(revs.len() - got.len()).await);
+    let rest = revs.len() - got.len();
+    match w.events_within(rest).await {
+        Ok(events) => got.extend(events),
+        Err((events, next)) => panic!(
+            "the watch resumed on replica 2 from {last} sent {} of {rest} events, then {next:?}; \
+             writes acknowledged at {revs:?}{}",
+            events.len(),
+            k.cluster.log_tails(40)
+        ),
+    }
     check_stream(&got, revs);
 }
 

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::machinery::version::version_priority;
+
 use super::availability;
 use super::proxy::Aggregator;
 use super::{backends, Backend};
@@ -38,7 +40,8 @@ pub struct Cache(Arc<RwLock<BTreeMap<String, Served>>>);
 impl Cache {
     /// What is served now, ordered as kube orders aggregated groups and versions: by
     /// `groupPriorityMinimum` (highest first), then group name; within a group by
-    /// `versionPriority` (highest first), then version.
+    /// `versionPriority` (highest first), then Kubernetes' version order (`v2`, `v1`,
+    /// `v1beta1`, `v1alpha1`).
     pub fn served(&self) -> Vec<Served> {
         let map = match self.0.read() {
             Ok(m) => m,
@@ -51,7 +54,7 @@ impl Cache {
                 .cmp(&a.group_priority)
                 .then_with(|| a.group.cmp(&b.group))
                 .then_with(|| b.version_priority.cmp(&a.version_priority))
-                .then_with(|| a.version.cmp(&b.version))
+                .then_with(|| version_priority(&a.version).cmp(&version_priority(&b.version)))
         });
         out
     }
@@ -99,4 +102,58 @@ pub fn spawn(aggregator: Arc<Aggregator>, cache: Cache) {
             refresh(&aggregator, &cache).await;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn served(group: &str, version: &str, group_priority: i64, version_priority: i64) -> (String, Served) {
+        let apiservice = json!({"metadata": {"name": format!("{version}.{group}")},
+            "spec": {"group": group, "version": version, "groupPriorityMinimum": group_priority,
+                "versionPriority": version_priority, "service": {"namespace": "ns", "name": "s"}}});
+        let backend = Backend::of(&apiservice).expect("a backend");
+        (
+            backend.name.clone(),
+            Served {
+                backend,
+                resources: json!({}),
+                openapi_v3: None,
+            },
+        )
+    }
+
+    #[test]
+    fn groups_go_by_priority_and_versions_by_priority_then_kubernetes_order() {
+        let cache = Cache::default();
+        cache.replace(BTreeMap::from([
+            served("b.io", "v1alpha1", 100, 10),
+            served("b.io", "v1beta1", 100, 10),
+            served("b.io", "v2", 100, 10),
+            served("b.io", "v10", 100, 10),
+            served("b.io", "v1", 100, 20),
+            served("a.io", "v1", 50, 10),
+            served("c.io", "v1", 100, 10),
+        ]));
+        let order: Vec<(String, String)> = cache
+            .served()
+            .into_iter()
+            .map(|s| (s.backend.group, s.backend.version))
+            .collect();
+        let expected = [
+            ("b.io", "v1"),
+            ("b.io", "v10"),
+            ("b.io", "v2"),
+            ("b.io", "v1beta1"),
+            ("b.io", "v1alpha1"),
+            ("c.io", "v1"),
+            ("a.io", "v1"),
+        ];
+        assert_eq!(
+            order,
+            expected.map(|(g, v)| (g.to_string(), v.to_string())).to_vec()
+        );
+    }
 }

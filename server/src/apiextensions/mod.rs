@@ -25,6 +25,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::machinery::definitions::V2_REF;
 use crate::machinery::errors::ApiResult;
 use crate::machinery::field_path::field_path;
+use crate::machinery::version::version_priority;
 use crate::registry::strategy::Strategy;
 use crate::scheme::custom::{ConversionWebhook, CustomType, Patterns, Rules, ScalePaths};
 use crate::scheme::{Hooks, LiveRegistry, ResourceType};
@@ -170,29 +171,6 @@ fn conversion_webhook(spec: &Value) -> Option<ConversionWebhook> {
     })
 }
 
-/// The sort key of a version in Kubernetes' order: GA before beta before alpha, higher
-/// numbers first, then any other name alphabetically (`v2`, `v1`, `v1beta2`, `v1alpha1`, `foo`).
-pub fn version_priority(name: &str) -> (u8, i64, i64, String) {
-    let parsed = name.strip_prefix('v').and_then(|rest| {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        let major: i64 = rest[..digits].parse().ok()?;
-        match &rest[digits..] {
-            "" => Some((0, major, 0)),
-            tail => {
-                let (level, minor) = tail
-                    .strip_prefix("beta")
-                    .map(|m| (1, m))
-                    .or_else(|| tail.strip_prefix("alpha").map(|m| (2, m)))?;
-                Some((level, major, minor.parse::<i64>().ok()?))
-            }
-        }
-    });
-    match parsed {
-        Some((level, major, minor)) => (level, -major, -minor, String::new()),
-        None => (3, 0, 0, name.to_string()),
-    }
-}
-
 /// The custom types of every definition in the cache now, and the cache revision they are at.
 fn custom_types(cache: &WatchCache) -> (Vec<ResourceType>, i64) {
     cache
@@ -332,18 +310,6 @@ mod tests {
         assert!(served(&live), "a late install of revision 5 is ignored");
         live.set_custom(Vec::new(), 9);
         assert!(!served(&live));
-    }
-
-    #[test]
-    fn versions_sort_the_kubernetes_way() {
-        let mut names = vec![
-            "v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v1beta1", "bar", "v10",
-        ];
-        names.sort_by_key(|n| version_priority(n));
-        assert_eq!(
-            names,
-            ["v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
-        );
     }
 
     /// Server-side apply of a custom resource matches list-map items by their keys with the

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::aggregator::discovery::Served;
 use crate::aggregator::priorities;
 use crate::aggregator::Backend;
-use crate::apiextensions::version_priority;
+use crate::machinery::version::version_priority;
 use crate::scheme::{Registry, ResourceType};
 
 /// The Kubernetes version kuberaft's API and types follow.

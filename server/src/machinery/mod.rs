@@ -23,3 +23,4 @@ pub mod selector;
 pub mod strategic_merge;
 pub mod timestamp;
 pub mod type_facts;
+pub mod version;

@@ -352,3 +352,136 @@ async fn kubectl_validates_manifests_against_the_schemas() {
     );
     assert_eq!(target, "http");
 }
+
+const CRONTABS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, listKind: CronTabList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [cronSpec, note]
+            properties:
+              cronSpec: {type: string}
+              replicas: {type: integer, minimum: 1}
+              port: {x-kubernetes-int-or-string: true, anyOf: [{type: integer}, {type: string}]}
+              note: {type: string, nullable: true}
+";
+
+/// How long a replica may take to serve a new or deleted definition.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The Swagger 2.0 document of replica `node` in `accept`: (ETag, body).
+async fn v2_doc(k: &Kube, node: usize, accept: &str) -> (String, Vec<u8>) {
+    let r = k
+        .http
+        .get(k.url(node, "/openapi/v2"))
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let etag = header(&r, "etag");
+    (etag, r.bytes().await.unwrap().to_vec())
+}
+
+/// kube-apiserver adds the custom resources to `/openapi/v2` as their definitions come and go,
+/// in Swagger 2.0's terms, on every replica and in both encodings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v2_document_describes_custom_resources_while_they_are_defined() {
+    let k = Kube::start().await;
+    let (builtin_etag, _) = v2_doc(&k, 0, "application/json").await;
+    let crd = k.manifest("crontabs.yaml", CRONTABS);
+    k.ok("node-1", &["apply", "-f", &crd]);
+
+    let name = "com.example.stable.v1.CronTab";
+    for node in 0..3 {
+        let doc: Value = support::eventually(WAIT, || async {
+            let (_, body) = v2_doc(&k, node, "application/json").await;
+            let doc: Value = serde_json::from_slice(&body).unwrap();
+            if doc["definitions"].get(name).is_some() {
+                Ok(doc)
+            } else {
+                Err(format!("replica {node} has no {name} yet"))
+            }
+        })
+        .await;
+        let def = &doc["definitions"][name];
+        assert_eq!(
+            def["x-kubernetes-group-version-kind"],
+            json!([{"group": "stable.example.com", "version": "v1", "kind": "CronTab"}])
+        );
+        let spec = &def["properties"]["spec"];
+        // Swagger 2.0 has no anyOf and no nullable: the int-or-string keeps its marker, the
+        // nullable field loses its type and is no longer required.
+        assert_eq!(
+            spec["properties"]["port"],
+            json!({"x-kubernetes-int-or-string": true})
+        );
+        assert_eq!(spec["properties"]["note"], json!({}));
+        assert_eq!(spec["required"], json!(["cronSpec"]));
+        assert_eq!(
+            spec["properties"]["replicas"],
+            json!({"type": "integer", "minimum": 1})
+        );
+        assert_eq!(
+            def["properties"]["metadata"]["$ref"],
+            "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert_eq!(
+            doc["definitions"]["com.example.stable.v1.CronTabList"]["properties"]["items"]["items"]["$ref"],
+            format!("#/definitions/{name}")
+        );
+        let item = &doc["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"];
+        assert_eq!(
+            item["get"]["operationId"], "readStableExampleComV1NamespacedCronTab",
+            "{item}"
+        );
+        assert!(doc["paths"]["/apis/stable.example.com/v1/crontabs"]["get"].is_object());
+        // The built-in types are all still there.
+        assert!(doc["definitions"]["io.k8s.api.apps.v1.Deployment"].is_object());
+
+        let (etag, proto) = v2_doc(&k, node, V2_PROTOBUF).await;
+        assert_ne!(etag, builtin_etag);
+        for needle in [name.as_bytes(), b"/apis/stable.example.com/v1/crontabs"] {
+            assert!(proto.windows(needle.len()).any(|w| w == needle), "{needle:?}");
+        }
+    }
+    // A CronTab as the schema allows it: an int-or-string as a string, the nullable note null.
+    let tab = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "t"}, "spec": {"cronSpec": "* * * * */5", "port": "http", "note": null}});
+    let (code, body) = k
+        .send(
+            reqwest::Method::POST,
+            1,
+            "/apis/stable.example.com/v1/namespaces/default/crontabs",
+            Some(&tab),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"].get("note"), Some(&Value::Null), "{body}");
+
+    k.ok("node-3", &["delete", "crd", "crontabs.stable.example.com"]);
+    for node in 0..3 {
+        support::eventually(WAIT, || async {
+            let (etag, body) = v2_doc(&k, node, "application/json").await;
+            let doc: Value = serde_json::from_slice(&body).unwrap();
+            match doc["definitions"].get(name) {
+                None if etag == builtin_etag => Ok(()),
+                _ => Err(format!("replica {node} still describes {name} ({etag})")),
+            }
+        })
+        .await;
+    }
+}

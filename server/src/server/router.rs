@@ -51,7 +51,8 @@ pub fn router(
         .route("/.well-known/openid-configuration", get(openid_configuration))
         .route("/openid/v1/jwks", get(jwks))
         .with_state(api.clone());
-    let openapi_v3 = Router::new()
+    let openapi = Router::new()
+        .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::v3_index))
         .route("/openapi/v3/{*group_version}", get(openapi::v3_group_version))
         .with_state(api.clone());
@@ -66,9 +67,8 @@ pub fn router(
         .route("/version", get(version))
         // kube-apiserver's version service is `GET /version/`; the Python client asks for that.
         .route("/version/", get(version))
-        .route("/openapi/v2", get(openapi::v2))
         .with_state(state)
-        .merge(openapi_v3)
+        .merge(openapi)
         .merge(openid)
         .fallback_service(kube);
     with_filters(routes, api, auditor, limits)

@@ -9,14 +9,15 @@
 //!
 //! The built-in types' documents are generated once on first use and kept as serialized bytes;
 //! `/openapi/v3` also lists one document per custom resource group-version, built from the
-//! stored definitions when asked for.
+//! stored definitions when asked for, and `/openapi/v2` adds the custom resources to the
+//! built-in document (kept until the definitions change).
 
 mod custom;
 mod paths;
 mod proto;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use axum::extract::State;
@@ -242,20 +243,78 @@ fn serve(
     response
 }
 
-/// `GET /openapi/v2`: JSON, or protobuf when asked for it.
-pub async fn v2(headers: HeaderMap) -> Response {
+/// `GET /openapi/v2`: JSON, or protobuf when asked for it; the built-in types' document, with
+/// the custom resources served now added.
+pub async fn v2(State(api): State<Api>, headers: HeaderMap) -> Response {
     let docs = match documents().await {
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
+    let registry = api.registry.current();
+    let types: Vec<&ResourceType> = registry.all().filter(|t| t.custom.is_some()).collect();
+    let with_custom = if types.is_empty() {
+        None
+    } else {
+        match v2_with_custom(docs, custom::v2_parts(&types)).await {
+            Ok(merged) => Some(merged),
+            Err(e) => return e.into_response(),
+        }
+    };
+    let (json_doc, protobuf_doc) = match &with_custom {
+        Some(merged) => (&merged.json, &merged.protobuf),
+        None => (&docs.v2_json, &docs.v2_protobuf),
+    };
     let offered = ["application/json", V2_PROTOBUF[0], V2_PROTOBUF[1]];
     match choose(&headers, &offered) {
-        Some("application/json") => serve(&headers, &docs.v2_json, "application/json", &[]),
+        Some("application/json") => serve(&headers, json_doc, "application/json", &[]),
         // Answered with the dotted form whichever spelling was asked for: the `@` of the
         // older one is not a token character, and Go's mime parser (kubectl's) rejects it.
-        Some(_) => serve(&headers, &docs.v2_protobuf, V2_PROTOBUF[1], &[]),
+        Some(_) => serve(&headers, protobuf_doc, V2_PROTOBUF[1], &[]),
         None => not_acceptable(&offered),
     }
+}
+
+/// The Swagger 2.0 document with custom resources, in both encodings.
+struct V2Doc {
+    json: Doc,
+    protobuf: Doc,
+}
+
+/// The last document with custom resources, by the hash of what they added: built again only
+/// when the definitions change.
+static V2_WITH_CUSTOM: Mutex<Option<(String, Arc<V2Doc>)>> = Mutex::new(None);
+
+/// The built-in document with the custom `(paths, definitions)` added (off the async workers:
+/// the document is megabytes).
+async fn v2_with_custom(
+    docs: &'static Documents,
+    (paths, definitions): (Map<String, Value>, Map<String, Value>),
+) -> Result<Arc<V2Doc>, ApiError> {
+    let added = serde_json::to_vec(&(&paths, &definitions)).map_err(|e| ApiError::internal(e.to_string()))?;
+    let key = Doc::new(added).hash;
+    let last = V2_WITH_CUSTOM.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some((_, doc)) = last.filter(|(k, _)| *k == key) {
+        return Ok(doc);
+    }
+    let doc = tokio::task::spawn_blocking(move || -> Result<V2Doc, BuildError> {
+        let mut v2: Value = serde_json::from_slice(&docs.v2_json.body)?;
+        if let Some(Value::Object(all)) = v2.get_mut("paths") {
+            all.extend(paths);
+        }
+        if let Some(Value::Object(all)) = v2.get_mut("definitions") {
+            all.extend(definitions);
+        }
+        Ok(V2Doc {
+            json: Doc::new(serde_json::to_vec(&v2)?),
+            protobuf: Doc::new(proto::encode(&v2)?),
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("building the OpenAPI v2 document: {e}")))?
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let doc = Arc::new(doc);
+    *V2_WITH_CUSTOM.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, doc.clone()));
+    Ok(doc)
 }
 
 /// The documents of the custom resource group-versions served now and of the available

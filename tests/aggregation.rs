@@ -105,13 +105,31 @@ fn openapi_v3() -> Value {
            "components": {"schemas": {"com.example.metrics.v1beta1.Widget": {"type": "object"}}}})
 }
 
+/// The backend's Swagger 2.0 document, which (as a real extension server's) also describes
+/// types kuberaft has: those are kuberaft's.
+fn openapi_v2() -> Value {
+    json!({"swagger": "2.0", "info": {"title": "metrics", "version": "v1beta1"},
+           "paths": {"/apis/metrics.example.com/v1beta1/namespaces/{namespace}/widgets": {"get": {"operationId": "listMetricsV1beta1NamespacedWidget"}}},
+           "definitions": {
+               "com.example.metrics.v1beta1.Widget": {"type": "object",
+                   "x-kubernetes-group-version-kind": [{"group": "metrics.example.com", "version": "v1beta1", "kind": "Widget"}]},
+               "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "string"}}})
+}
+
+/// `/openapi/v2` or the group-version's `/openapi/v3` document.
 async fn openapi(
     State(b): State<Backend>,
     Extension(conn): Extension<ClientConnection>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
+    let doc = if uri.path() == "/openapi/v2" {
+        openapi_v2()
+    } else {
+        openapi_v3()
+    };
     match caller(&b, &conn, &headers) {
-        Ok(_) => Json(openapi_v3()).into_response(),
+        Ok(_) => Json(doc).into_response(),
         Err(refused) => refused.into_response(),
     }
 }
@@ -233,6 +251,7 @@ fn start_backend(front_proxy_ca: &str, allowed_names: Vec<String>) -> Aggregated
     let app = Router::new()
         .route("/apis/metrics.example.com/v1beta1", get(discovery))
         .route("/openapi/v3/apis/metrics.example.com/v1beta1", get(openapi))
+        .route("/openapi/v2", get(openapi))
         .route(
             "/apis/metrics.example.com/v1beta1/{*rest}",
             get(resources).post(create),
@@ -472,6 +491,23 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     );
     let doc: Value = serde_json::from_str(&k.text(&k.url(2, &index)).await).unwrap();
     assert_eq!(doc, openapi_v3());
+    // Its Swagger 2.0 document is merged into kuberaft's: what kuberaft has stays kuberaft's.
+    for node in 0..3 {
+        let swagger = eventually(Duration::from_secs(30), || async {
+            let doc: Value = serde_json::from_str(&k.text(&k.url(node, "/openapi/v2")).await).unwrap();
+            match doc["definitions"].get("com.example.metrics.v1beta1.Widget") {
+                Some(_) => Ok(doc),
+                None => Err(format!("replica {node} has no Widget in /openapi/v2")),
+            }
+        })
+        .await;
+        let backend = openapi_v2();
+        let path = "/apis/metrics.example.com/v1beta1/namespaces/{namespace}/widgets";
+        assert_eq!(swagger["paths"][path], backend["paths"][path]);
+        let meta = &swagger["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"];
+        assert_eq!(meta["type"], "object", "{meta}");
+        assert!(swagger["definitions"]["io.k8s.api.apps.v1.Deployment"].is_object());
+    }
     assert!(k
         .text(&k.url(0, "/openapi/v3"))
         .await

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::machinery::version::version_priority;
 
@@ -31,6 +31,9 @@ pub struct Served {
     pub resources: Value,
     /// Its OpenAPI v3 document (`/openapi/v3/apis/<group>/<version>`), if it serves one.
     pub openapi_v3: Option<Value>,
+    /// The `paths` and `definitions` of its Swagger 2.0 document (`/openapi/v2`), if it
+    /// serves one.
+    pub openapi_v2: Option<(Map<String, Value>, Map<String, Value>)>,
 }
 
 /// The cache: by APIService name.
@@ -80,16 +83,34 @@ pub async fn refresh(aggregator: &Aggregator, cache: &Cache) {
         };
         let path = format!("/openapi/v3/apis/{}/{}", backend.group, backend.version);
         let openapi_v3 = aggregator.get_json(&backend, &path, OPENAPI_TIMEOUT).await.ok();
+        let openapi_v2 = aggregator
+            .get_json(&backend, "/openapi/v2", OPENAPI_TIMEOUT)
+            .await
+            .ok()
+            .and_then(swagger_parts);
         next.insert(
             backend.name.clone(),
             Served {
                 backend,
                 resources,
                 openapi_v3,
+                openapi_v2,
             },
         );
     }
     cache.replace(next);
+}
+
+/// The `paths` and `definitions` of a Swagger 2.0 document (`None` for anything else).
+fn swagger_parts(mut doc: Value) -> Option<(Map<String, Value>, Map<String, Value>)> {
+    if doc["swagger"] != "2.0" {
+        return None;
+    }
+    let mut take = |key: &str| match doc.get_mut(key).map(Value::take) {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    Some((take("paths"), take("definitions")))
 }
 
 /// Refreshes the cache every [`REFRESH`] for as long as the replica runs.
@@ -121,6 +142,7 @@ mod tests {
                 backend,
                 resources: json!({}),
                 openapi_v3: None,
+                openapi_v2: None,
             },
         )
     }

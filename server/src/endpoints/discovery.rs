@@ -631,6 +631,7 @@ mod tests {
             },
             resources: json!({"resources": []}),
             openapi_v3: None,
+            openapi_v2: None,
         };
         let served = [
             remote("low.example.com", "v1", 100, 100),

@@ -9,8 +9,8 @@
 //!
 //! The built-in types' documents are generated once on first use and kept as serialized bytes;
 //! `/openapi/v3` also lists one document per custom resource group-version, built from the
-//! stored definitions when asked for, and `/openapi/v2` adds the custom resources to the
-//! built-in document (kept until the definitions change).
+//! stored definitions when asked for, and `/openapi/v2` adds the custom resources and the
+//! aggregated APIs' Swagger documents to the built-in one (kept until they change).
 
 mod custom;
 mod paths;
@@ -244,7 +244,7 @@ fn serve(
 }
 
 /// `GET /openapi/v2`: JSON, or protobuf when asked for it; the built-in types' document, with
-/// the custom resources served now added.
+/// the custom resources served now and the available aggregated APIs' documents added.
 pub async fn v2(State(api): State<Api>, headers: HeaderMap) -> Response {
     let docs = match documents().await {
         Ok(d) => d,
@@ -252,15 +252,25 @@ pub async fn v2(State(api): State<Api>, headers: HeaderMap) -> Response {
     };
     let registry = api.registry.current();
     let types: Vec<&ResourceType> = registry.all().filter(|t| t.custom.is_some()).collect();
-    let with_custom = if types.is_empty() {
+    let mut added = Vec::new();
+    if !types.is_empty() {
+        added.push(custom::v2_parts(&types));
+    }
+    added.extend(
+        api.aggregated
+            .served()
+            .into_iter()
+            .filter_map(|served| served.openapi_v2),
+    );
+    let merged = if added.is_empty() {
         None
     } else {
-        match v2_with_custom(docs, custom::v2_parts(&types)).await {
+        match v2_with(docs, added).await {
             Ok(merged) => Some(merged),
             Err(e) => return e.into_response(),
         }
     };
-    let (json_doc, protobuf_doc) = match &with_custom {
+    let (json_doc, protobuf_doc) = match &merged {
         Some(merged) => (&merged.json, &merged.protobuf),
         None => (&docs.v2_json, &docs.v2_protobuf),
     };
@@ -274,35 +284,46 @@ pub async fn v2(State(api): State<Api>, headers: HeaderMap) -> Response {
     }
 }
 
-/// The Swagger 2.0 document with custom resources, in both encodings.
+/// The Swagger 2.0 document with custom resources or aggregated APIs, in both encodings.
 struct V2Doc {
     json: Doc,
     protobuf: Doc,
 }
 
-/// The last document with custom resources, by the hash of what they added: built again only
-/// when the definitions change.
-static V2_WITH_CUSTOM: Mutex<Option<(String, Arc<V2Doc>)>> = Mutex::new(None);
+/// The last document with additions, by the hash of what was added: built again only when
+/// the definitions or the aggregated APIs' documents change.
+static V2_WITH: Mutex<Option<(String, Arc<V2Doc>)>> = Mutex::new(None);
 
-/// The built-in document with the custom `(paths, definitions)` added (off the async workers:
-/// the document is megabytes).
-async fn v2_with_custom(
-    docs: &'static Documents,
-    (paths, definitions): (Map<String, Value>, Map<String, Value>),
-) -> Result<Arc<V2Doc>, ApiError> {
-    let added = serde_json::to_vec(&(&paths, &definitions)).map_err(|e| ApiError::internal(e.to_string()))?;
-    let key = Doc::new(added).hash;
-    let last = V2_WITH_CUSTOM.lock().unwrap_or_else(|p| p.into_inner()).clone();
+/// `(paths, definitions)` of a Swagger 2.0 document.
+type SwaggerParts = (Map<String, Value>, Map<String, Value>);
+
+/// The built-in document with each of `added` merged in, in order, as kube-aggregator merges
+/// its backends' documents: a path or definition already there is kept, and the rest is
+/// added; a backend's part the protobuf form cannot carry is left out whole. The custom
+/// resources' part comes first, so a custom group-version shadows an aggregated one. Built off
+/// the async workers: the document is megabytes.
+async fn v2_with(docs: &'static Documents, added: Vec<SwaggerParts>) -> Result<Arc<V2Doc>, ApiError> {
+    let serialized = serde_json::to_vec(&added).map_err(|e| ApiError::internal(e.to_string()))?;
+    let key = Doc::new(serialized).hash;
+    let last = V2_WITH.lock().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some((_, doc)) = last.filter(|(k, _)| *k == key) {
         return Ok(doc);
     }
     let doc = tokio::task::spawn_blocking(move || -> Result<V2Doc, BuildError> {
         let mut v2: Value = serde_json::from_slice(&docs.v2_json.body)?;
-        if let Some(Value::Object(all)) = v2.get_mut("paths") {
-            all.extend(paths);
-        }
-        if let Some(Value::Object(all)) = v2.get_mut("definitions") {
-            all.extend(definitions);
+        for (paths, definitions) in added {
+            let part = json!({"swagger": "2.0", "info": info(), "paths": paths, "definitions": definitions});
+            if let Err(e) = proto::encode(&part) {
+                tracing::warn!(error = %e, "an added Swagger document is left out of /openapi/v2");
+                continue;
+            }
+            for (key, part) in [("paths", paths), ("definitions", definitions)] {
+                if let Some(Value::Object(all)) = v2.get_mut(key) {
+                    for (name, value) in part {
+                        all.entry(name).or_insert(value);
+                    }
+                }
+            }
         }
         Ok(V2Doc {
             json: Doc::new(serde_json::to_vec(&v2)?),
@@ -313,7 +334,7 @@ async fn v2_with_custom(
     .map_err(|e| ApiError::internal(format!("building the OpenAPI v2 document: {e}")))?
     .map_err(|e| ApiError::internal(e.to_string()))?;
     let doc = Arc::new(doc);
-    *V2_WITH_CUSTOM.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, doc.clone()));
+    *V2_WITH.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, doc.clone()));
     Ok(doc)
 }
 

@@ -512,3 +512,104 @@ async fn admission_annotates_the_audit_events_of_the_writes_it_sees() {
         "{pod}"
     );
 }
+
+/// What the audit webhook received: each POST's `Authorization` header and body.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+
+/// An audit webhook on loopback (plain HTTP, as a kubeconfig may name one) that keeps what it
+/// is sent; returns its URL.
+async fn audit_webhook(received: Received) -> String {
+    use axum::http::HeaderMap;
+    let app = axum::Router::new().route(
+        "/audit",
+        axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
+            let received = received.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let list: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                received.lock().unwrap().push((auth, list));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://127.0.0.1:{port}/audit")
+}
+
+/// With `webhookConfigFile`, every replica also sends its events, in `audit.k8s.io/v1`
+/// `EventList` batches, to the webhook its kubeconfig names, with that kubeconfig's token —
+/// the same events its log has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_events_reach_the_webhook_in_batches() {
+    let received = Received::default();
+    let url = audit_webhook(received.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("audit-webhook.yaml");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: audit\n  cluster: {{server: \"{url}\"}}\nusers:\n- name: apiserver\n  user: {{token: hook-token}}\ncontexts:\n- name: audit\n  context: {{cluster: audit, user: apiserver}}\ncurrent-context: audit\n"
+        ),
+    )
+    .unwrap();
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/audit-policy.yaml");
+    let k = Kube::start_with(Options {
+        audit_policy: Some(policy),
+        audit_webhook: Some(kubeconfig),
+        ..Options::default()
+    })
+    .await;
+    k.ok("node-1", &["create", "configmap", "hooked", "-n", "default"]);
+
+    let sent = eventually(T, || async {
+        let lists = received.lock().unwrap().clone();
+        let events: Vec<(String, Value)> = lists
+            .iter()
+            .flat_map(|(auth, list)| {
+                list["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |e| (auth.clone(), e.clone()))
+            })
+            .collect();
+        let created = events.iter().find(|(_, e)| {
+            is(e, ADMIN, "create", "configmaps", "default")
+                && e["objectRef"]["name"] == "hooked"
+                && e["stage"] == "ResponseComplete"
+        });
+        match created {
+            Some(found) => Ok((lists, found.clone())),
+            None => Err(format!(
+                "no create of configmap hooked among {} events",
+                events.len()
+            )),
+        }
+    })
+    .await;
+    let (lists, (auth, event)) = sent;
+    assert_eq!(auth, "Bearer hook-token");
+    for (_, list) in &lists {
+        assert_eq!(list["kind"], "EventList", "{list}");
+        assert_eq!(list["apiVersion"], "audit.k8s.io/v1", "{list}");
+    }
+    assert_eq!(event["responseStatus"]["code"], 201, "{event}");
+    // The same event, written to the log of the replica that served it.
+    let id = event["auditID"].as_str().unwrap().to_string();
+    eventually(T, || async {
+        let logged = events(&k);
+        let same = by_id(&logged, &id);
+        if same.iter().any(|(_, e)| *e == event) {
+            Ok(())
+        } else {
+            Err(format!("{id} is not in replica 0's log as the webhook got it"))
+        }
+    })
+    .await;
+}

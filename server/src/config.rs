@@ -246,7 +246,16 @@ pub struct AuditConfig {
     /// The `audit.k8s.io/v1` `Policy` that decides what is logged.
     pub policy_file: PathBuf,
     /// The log file (`-`: standard output); backups are written next to it.
-    pub log_path: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<PathBuf>,
+    /// A kubeconfig file naming the webhook that audit events are also (or only) sent to
+    /// (`--audit-webhook-config-file`), in batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_config_file: Option<PathBuf>,
+    /// The longest a webhook batch waits for more events after its first
+    /// (`--audit-webhook-batch-max-wait`).
+    #[serde(default = "default_webhook_batch_max_wait")]
+    pub webhook_batch_max_wait_seconds: u64,
     /// Rotate the file before it exceeds this many megabytes (`--audit-log-maxsize`; 0 means
     /// 100, as in kube).
     #[serde(rename = "logMaxSizeMB", default = "default_log_max_size")]
@@ -264,9 +273,15 @@ fn default_log_max_size() -> u64 {
     AuditConfig::DEFAULT_LOG_MAX_SIZE_MB
 }
 
+fn default_webhook_batch_max_wait() -> u64 {
+    AuditConfig::DEFAULT_WEBHOOK_BATCH_MAX_WAIT_SECONDS
+}
+
 impl AuditConfig {
     /// `logMaxSizeMB` when the file does not set it.
     pub const DEFAULT_LOG_MAX_SIZE_MB: u64 = 100;
+    /// `webhookBatchMaxWaitSeconds` when the file does not set it (kube's 30 s).
+    pub const DEFAULT_WEBHOOK_BATCH_MAX_WAIT_SECONDS: u64 = 30;
 
     /// The paths made absolute against `base` (the config file's directory); `-` stays.
     pub fn resolved(&self, base: &Path) -> AuditConfig {
@@ -279,7 +294,8 @@ impl AuditConfig {
         };
         AuditConfig {
             policy_file: abs(&self.policy_file),
-            log_path: abs(&self.log_path),
+            log_path: self.log_path.as_ref().map(abs),
+            webhook_config_file: self.webhook_config_file.as_ref().map(abs),
             ..self.clone()
         }
     }
@@ -541,8 +557,18 @@ impl ServeConfig {
             if a.policy_file.as_os_str().is_empty() {
                 return Err("audit.policyFile must not be empty".into());
             }
-            if a.log_path.as_os_str().is_empty() {
-                return Err("audit.logPath must not be empty".into());
+            match (&a.log_path, &a.webhook_config_file) {
+                (None, None) => return Err("audit needs a logPath, a webhookConfigFile or both".into()),
+                (Some(p), _) if p.as_os_str().is_empty() => {
+                    return Err("audit.logPath must not be empty".into())
+                }
+                (_, Some(p)) if p.as_os_str().is_empty() => {
+                    return Err("audit.webhookConfigFile must not be empty".into())
+                }
+                _ => {}
+            }
+            if a.webhook_batch_max_wait_seconds == 0 {
+                return Err("audit.webhookBatchMaxWaitSeconds must be greater than 0".into());
             }
         }
         Ok(())
@@ -790,7 +816,9 @@ members:
             c.audit,
             Some(AuditConfig {
                 policy_file: dir.path().join("audit-policy.yaml"),
-                log_path: dir.path().join("logs/audit.log"),
+                log_path: Some(dir.path().join("logs/audit.log")),
+                webhook_config_file: None,
+                webhook_batch_max_wait_seconds: 30,
                 log_max_size_mb: 100,
                 log_max_backups: 0,
                 log_max_age_days: 0,
@@ -806,7 +834,10 @@ members:
         .unwrap();
         let a = ServeConfig::load(&p).unwrap().audit.unwrap();
         assert_eq!(
-            (a.policy_file.to_str(), a.log_path.to_str()),
+            (
+                a.policy_file.to_str(),
+                a.log_path.as_deref().and_then(Path::to_str)
+            ),
             (Some("/etc/p.yaml"), Some("-"))
         );
         assert_eq!(
@@ -816,7 +847,24 @@ members:
         assert!(load(&format!("{}audit:\n  policyFile: p.yaml\n", sample()))
             .unwrap_err()
             .to_string()
-            .contains("missing field `logPath`"));
+            .contains("audit needs a logPath, a webhookConfigFile or both"));
+        std::fs::write(
+            &p,
+            format!(
+                "{}audit:\n  policyFile: p.yaml\n  webhookConfigFile: hook.yaml\n  webhookBatchMaxWaitSeconds: 1\n",
+                sample()
+            ),
+        )
+        .unwrap();
+        let a = ServeConfig::load(&p).unwrap().audit.unwrap();
+        assert_eq!(
+            (
+                a.log_path,
+                a.webhook_config_file,
+                a.webhook_batch_max_wait_seconds
+            ),
+            (None, Some(dir.path().join("hook.yaml")), 1)
+        );
         assert!(load(&format!(
             "{}audit:\n  policyFile: p.yaml\n  logPath: a.log\n  logMaxSize: 1\n",
             sample()

@@ -82,6 +82,9 @@ pub struct Options {
     pub token_file: Option<String>,
     /// An audit policy file every replica logs by, each to its own [`audit_log_path`].
     pub audit_policy: Option<PathBuf>,
+    /// With `audit_policy`: a kubeconfig naming the audit webhook every replica also sends its
+    /// events to (in batches of at most a second's events).
+    pub audit_webhook: Option<PathBuf>,
     /// Every replica's database size quota.
     pub quota_backend_bytes: u64,
     /// Every replica's `serviceClusterIPRange` and `serviceNodePortRange`.
@@ -105,6 +108,7 @@ impl Default for Options {
             insecure: false,
             token_file: None,
             audit_policy: None,
+            audit_webhook: None,
             quota_backend_bytes: kuberaft::config::ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
             service_ranges: (
                 kuberaft::config::ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
@@ -282,7 +286,9 @@ pub fn config_yaml(
         }),
         audit: o.audit_policy.as_ref().map(|policy| AuditConfig {
             policy_file: policy.clone(),
-            log_path: audit_log_path(data_dir.parent().unwrap_or(data_dir), id),
+            log_path: Some(audit_log_path(data_dir.parent().unwrap_or(data_dir), id)),
+            webhook_config_file: o.audit_webhook.clone(),
+            webhook_batch_max_wait_seconds: 1,
             log_max_size_mb: AuditConfig::DEFAULT_LOG_MAX_SIZE_MB,
             log_max_backups: 0,
             log_max_age_days: 0,

@@ -1,14 +1,16 @@
 //! Audit logging, as kube-apiserver's `--audit-policy-file` and `--audit-log-*` do it: a
 //! policy decides for each request how much of it is recorded, and the record is written as
-//! `audit.k8s.io/v1` events, one JSON line each, to a size-rotated file or standard output.
-//! Off unless the config file has an `audit` section.
+//! `audit.k8s.io/v1` events, one JSON line each, to a size-rotated file or standard output,
+//! and (as `--audit-webhook-config-file` does) in `EventList` batches to a webhook. Off unless
+//! the config file has an `audit` section.
 //!
 //! - [`policy`] reads the `Policy` file and evaluates its rules (first match wins).
 //! - [`request`] describes a request as kube's audit sees it (its `RequestInfo` from the path,
 //!   long-running or not, source IPs, user agent).
 //! - [`context`] is one request's record, filled in by the filters and written per stage.
 //! - [`event`] is the `Event` and its JSON line; [`object`] turns bodies into its objects.
-//! - [`sink`] is the bounded buffer and the writer thread; [`log`] the rotating file.
+//! - [`sink`] is the bounded buffer and the writer thread; [`log`] the rotating file;
+//!   [`webhook`] the webhook backend (`--audit-webhook-config-file`, batched).
 //!
 //! The filter that creates the record and the calls that fill it in are in
 //! `filters::audit`; where it sits in the chain is `server::router::with_filters`.
@@ -20,15 +22,18 @@ pub mod object;
 pub mod policy;
 pub mod request;
 pub mod sink;
+pub mod webhook;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::AuditConfig;
 use context::AuditContext;
 use log::{Limits, Log, LogError};
 use policy::{Policy, PolicyError};
-use sink::Sink;
+use sink::{LogWriter, Sink};
+use webhook::{Webhook, WebhookError};
 
 /// Why auditing cannot start (a replica then refuses to run).
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +60,9 @@ pub enum AuditError {
     /// The writer thread cannot be started.
     #[error("cannot start the audit log writer: {0}")]
     Writer(std::io::Error),
+    /// The webhook backend's config is unusable.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
 }
 
 /// A replica's audit: its policy and the sink its events go to (cheap to clone).
@@ -80,9 +88,18 @@ impl Auditor {
             config.log_max_backups,
             config.log_max_age_days,
         );
-        let log = Log::open(&config.log_path, limits)?;
-        let sink = Sink::start(log).map_err(AuditError::Writer)?;
-        Ok(Auditor::new(policy, sink))
+        let log = match &config.log_path {
+            Some(path) => Some(LogWriter::start(Log::open(path, limits)?).map_err(AuditError::Writer)?),
+            None => None,
+        };
+        let webhook = match &config.webhook_config_file {
+            Some(path) => Some(Webhook::start(
+                path,
+                Duration::from_secs(config.webhook_batch_max_wait_seconds),
+            )?),
+            None => None,
+        };
+        Ok(Auditor::new(policy, Sink::new(log, webhook)))
     }
 
     /// An auditor judging by `policy` and writing to `sink`.
@@ -107,7 +124,9 @@ mod tests {
         std::fs::write(dir.join("policy.yaml"), policy).unwrap();
         AuditConfig {
             policy_file: dir.join("policy.yaml"),
-            log_path: dir.join("log/audit.log"),
+            log_path: Some(dir.join("log/audit.log")),
+            webhook_config_file: None,
+            webhook_batch_max_wait_seconds: 30,
             log_max_size_mb: 100,
             log_max_backups: 0,
             log_max_age_days: 0,
@@ -153,7 +172,7 @@ mod tests {
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
         );
         std::fs::write(dir.path().join("file"), "").unwrap();
-        c.log_path = dir.path().join("file/audit.log");
+        c.log_path = Some(dir.path().join("file/audit.log"));
         let e = Auditor::load(&c).unwrap_err().to_string();
         assert!(e.contains("cannot create the audit log directory"), "{e}");
     }

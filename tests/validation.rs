@@ -67,6 +67,18 @@ async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
     let (ok, _, err) = k.kubectl("node-1", &["get", "pod", "test"]);
     assert!(!ok && err.contains("NotFound"), "{err}");
 
+    // A probe with two handlers, as a client-side apply that switched handlers leaves it.
+    let probed = k.manifest(
+        "probed.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: probed}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    livenessProbe:\n      exec: {command: [\"true\"]}\n      tcpSocket: {port: 80}\n      periodSeconds: -5\n",
+    );
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &probed]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "The Pod \"probed\" is invalid: \n* spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type\n* spec.containers[0].livenessProbe.periodSeconds: Invalid value: -5: must be greater than or equal to 0"
+    );
+
     let pods = "/api/v1/namespaces/default/pods";
     let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "test"},
         "spec": {"containers": [{"image": "busybox"}]}});

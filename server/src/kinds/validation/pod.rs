@@ -1,8 +1,9 @@
 //! kube's rules for pods and the pod templates of every workload (`ValidatePodSpec`,
 //! `validateContainerCommon`, `ValidatePodUpdate`): containers named with unique RFC 1123
-//! labels and an image, ports in range with a known protocol, volumes named uniquely and
-//! mounted by name, a known restart and DNS policy — and a pod's spec fixed once created but
-//! for its images, deadline, added tolerations and removed scheduling gates.
+//! labels and an image, ports in range with a known protocol, probes with one valid handler
+//! and no negative timings, volumes named uniquely and mounted by name, a known restart and
+//! DNS policy — and a pod's spec fixed once created but for its images, deadline, added
+//! tolerations and removed scheduling gates.
 
 use std::collections::HashSet;
 
@@ -42,7 +43,7 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     let mut names = HashSet::new();
     for (i, c) in containers.iter().enumerate() {
         let here = format!("{at}[{i}]");
-        container(c, &here, &volumes, causes);
+        container(c, &here, &volumes, true, causes);
         let name = str_of(c, "name");
         if !names.insert(name) {
             causes.push((
@@ -54,7 +55,20 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     let at = format!("{path}.initContainers");
     for (i, c) in list_of(spec, "initContainers").iter().enumerate() {
         let here = format!("{at}[{i}]");
-        container(c, &here, &volumes, causes);
+        // Only a sidecar (an init container that keeps running) is probed.
+        let sidecar = str_of(c, "restartPolicy") == "Always";
+        container(c, &here, &volumes, sidecar, causes);
+        if !sidecar {
+            for field in PROBES.iter().map(|(f, _)| f) {
+                if c.get(*field).is_some_and(|p| !p.is_null()) {
+                    causes.push((
+                        format!("{here}.{field}"),
+                        "Forbidden: may not be set for init containers without restartPolicy=Always"
+                            .to_string(),
+                    ));
+                }
+            }
+        }
         let name = str_of(c, "name");
         if names.contains(name) {
             causes.push((
@@ -125,8 +139,16 @@ fn volumes<'a>(list: &'a [Value], path: &str, causes: &mut Causes) -> HashSet<&'
     names
 }
 
-/// kube's `validateContainerCommon`, for the rules this server checks.
-fn container(c: &Value, path: &str, volumes: &HashSet<&str>, causes: &mut Causes) {
+/// A container's probes, and whether each must succeed exactly once (`successThreshold: 1`).
+const PROBES: [(&str, bool); 3] = [
+    ("livenessProbe", true),
+    ("readinessProbe", false),
+    ("startupProbe", true),
+];
+
+/// kube's `validateContainerCommon`, for the rules this server checks; its probes when it is
+/// `probed`.
+fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, causes: &mut Causes) {
     let name = str_of(c, "name");
     if name.is_empty() {
         causes.push((format!("{path}.name"), "Required value".to_string()));
@@ -175,6 +197,112 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, causes: &mut Causes
         format!("{path}.imagePullPolicy"),
         causes,
     );
+    for (field, once) in PROBES.iter().filter(|_| probed) {
+        if let Some(p) = c.get(*field).filter(|p| p.is_object()) {
+            probe(p, &format!("{path}.{field}"), *once, causes);
+        }
+    }
+}
+
+/// kube's `validateProbe` (and, for a liveness or startup probe, its `successThreshold` of 1):
+/// exactly one handler, each valid, and no negative count or duration.
+fn probe(p: &Value, path: &str, success_once: bool, causes: &mut Causes) {
+    let handlers: Vec<&str> = ["exec", "httpGet", "tcpSocket", "grpc"]
+        .into_iter()
+        .filter(|h| p.get(*h).is_some_and(|v| !v.is_null()))
+        .collect();
+    match handlers.as_slice() {
+        [] => causes.push((
+            path.to_string(),
+            "Required value: must specify a handler type".to_string(),
+        )),
+        [first, rest @ ..] => {
+            handler(first, &p[*first], &format!("{path}.{first}"), causes);
+            for extra in rest {
+                causes.push((
+                    format!("{path}.{extra}"),
+                    "Forbidden: may not specify more than 1 handler type".to_string(),
+                ));
+            }
+        }
+    }
+    for field in [
+        "initialDelaySeconds",
+        "timeoutSeconds",
+        "periodSeconds",
+        "successThreshold",
+        "failureThreshold",
+    ] {
+        if let Some(n) = p.get(field).and_then(Value::as_i64).filter(|n| *n < 0) {
+            causes.push((
+                format!("{path}.{field}"),
+                format!("Invalid value: {n}: must be greater than or equal to 0"),
+            ));
+        }
+    }
+    if let Some(n) = p
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .filter(|n| *n <= 0)
+    {
+        causes.push((
+            format!("{path}.terminationGracePeriodSeconds"),
+            format!("Invalid value: {n}: must be greater than 0"),
+        ));
+    }
+    if success_once {
+        if let Some(n) = p
+            .get("successThreshold")
+            .and_then(Value::as_i64)
+            .filter(|n| *n != 1)
+        {
+            causes.push((
+                format!("{path}.successThreshold"),
+                format!("Invalid value: {n}: must be 1"),
+            ));
+        }
+    }
+}
+
+/// One probe handler: an exec's command, an HTTP GET's path, port and scheme, a TCP or gRPC
+/// port.
+fn handler(kind: &str, h: &Value, path: &str, causes: &mut Causes) {
+    match kind {
+        "exec" => {
+            if list_of(h, "command").is_empty() {
+                causes.push((format!("{path}.command"), "Required value".to_string()));
+            }
+        }
+        "httpGet" => {
+            if str_of(h, "path").is_empty() {
+                causes.push((format!("{path}.path"), "Required value".to_string()));
+            }
+            port_num_or_name(&h["port"], &format!("{path}.port"), causes);
+            one_of(
+                str_of(h, "scheme"),
+                &["HTTP", "HTTPS"],
+                format!("{path}.scheme"),
+                causes,
+            );
+        }
+        "tcpSocket" => port_num_or_name(&h["port"], &format!("{path}.port"), causes),
+        _ => port_number(h["port"].as_i64().unwrap_or(0), format!("{path}.port"), causes),
+    }
+}
+
+/// kube's `ValidatePortNumOrName`: a port number in range, or a valid port name.
+fn port_num_or_name(port: &Value, path: &str, causes: &mut Causes) {
+    match port {
+        Value::String(name) => {
+            for e in port_name_errors(name) {
+                causes.push((
+                    path.to_string(),
+                    format!("Invalid value: {}: {e}", go_quote(name)),
+                ));
+            }
+        }
+        other => port_number(other.as_i64().unwrap_or(0), path.to_string(), causes),
+    }
 }
 
 /// kube's `validateContainerPorts`.

@@ -46,6 +46,67 @@ fn a_valid_pod_has_no_problems() {
 }
 
 #[test]
+fn probes_have_one_valid_handler_and_no_negative_timings() {
+    let probed = |probes: Value| {
+        let mut c = json!({"name": "c", "image": "busybox"});
+        for (k, v) in probes.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        create("", "pods", pod(json!([c])))
+    };
+    assert!(probed(json!({"livenessProbe": {"httpGet": {"port": 8080}},
+        "readinessProbe": {"tcpSocket": {"port": "http"}, "successThreshold": 3},
+        "startupProbe": {"exec": {"command": ["true"]}}}))
+    .is_empty());
+    assert_eq!(
+        probed(
+            json!({"livenessProbe": {"exec": {"command": ["true"]}, "httpGet": {"port": 80}, "tcpSocket": {"port": 80}}})
+        ),
+        [
+            "spec.containers[0].livenessProbe.httpGet: Forbidden: may not specify more than 1 handler type",
+            "spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+        ]
+    );
+    assert_eq!(
+        probed(json!({"readinessProbe": {"periodSeconds": 5}})),
+        ["spec.containers[0].readinessProbe: Required value: must specify a handler type"]
+    );
+    assert_eq!(
+        probed(json!({"livenessProbe": {"httpGet": {"port": 70000, "scheme": "FTP"}, "initialDelaySeconds": -1,
+            "successThreshold": 2, "terminationGracePeriodSeconds": 0}})),
+        [
+            "spec.containers[0].livenessProbe.httpGet.port: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            "spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: \"FTP\": supported values: \"HTTP\", \"HTTPS\"",
+            "spec.containers[0].livenessProbe.initialDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
+            "spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 0: must be greater than 0",
+            "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
+        ]
+    );
+    assert_eq!(
+        probed(json!({"startupProbe": {"exec": {"command": []}}, "readinessProbe": {"grpc": {}}})),
+        [
+            "spec.containers[0].readinessProbe.grpc.port: Invalid value: 0: must be between 1 and 65535, inclusive",
+            "spec.containers[0].startupProbe.exec.command: Required value",
+        ]
+    );
+    // An init container is probed only when it is a sidecar.
+    let init = |restart: Value| {
+        let mut spec = pod(json!([{"name": "c", "image": "busybox"}]));
+        spec["spec"]["initContainers"] = json!([{"name": "i", "image": "busybox", "restartPolicy": restart,
+            "readinessProbe": {"tcpSocket": {"port": "Bad_Port"}}}]);
+        create("", "pods", spec)
+    };
+    assert_eq!(
+        init(json!("Always")),
+        ["spec.initContainers[0].readinessProbe.tcpSocket.port: Invalid value: \"Bad_Port\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"]
+    );
+    assert_eq!(
+        init(Value::Null),
+        ["spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"]
+    );
+}
+
+#[test]
 fn containers_need_a_name_and_an_image() {
     assert_eq!(
         create("", "pods", pod(json!([{"image": "busybox"}]))),

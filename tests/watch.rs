@@ -1040,12 +1040,21 @@ async fn closed_then_resumed(k: &Kube, mut slow: Watch, resume: impl Fn(i64) -> 
     let rest = revs.len() - got.len();
     match w.events_within(rest).await {
         Ok(events) => got.extend(events),
-        Err((events, next)) => panic!(
-            "the watch resumed on replica 2 from {last} sent {} of {rest} events, then {next:?}; \
-             writes acknowledged at {revs:?}{}",
-            events.len(),
-            k.cluster.log_tails(40)
-        ),
+        Err((events, next)) => {
+            let slow: Vec<i64> = got.iter().map(|e| rv_of(&e["object"])).collect();
+            let resumed: Vec<i64> = events.iter().map(|e| rv_of(&e["object"])).collect();
+            let missing: Vec<&i64> = revs
+                .iter()
+                .filter(|r| !slow.contains(r) && !resumed.contains(r))
+                .collect();
+            panic!(
+                "the watch resumed on replica 2 from {last} sent {} of {rest} events, then {next:?}; \
+                 missing from both streams: {missing:?}; the slow watch sent {slow:?}, the resumed \
+                 one {resumed:?}; writes acknowledged at {revs:?}{}",
+                events.len(),
+                k.cluster.log_tails(40)
+            )
+        }
     }
     check_stream(&got, revs);
 }

@@ -1,9 +1,9 @@
 //! kube's rules for pods and the pod templates of every workload (`ValidatePodSpec`,
 //! `validateContainerCommon`, `ValidatePodUpdate`): containers named with unique RFC 1123
-//! labels and an image, ports in range with a known protocol, probes with one valid handler
-//! and no negative timings, volumes named uniquely and mounted by name, a known restart and
-//! DNS policy — and a pod's spec fixed once created but for its images, deadline, added
-//! tolerations and removed scheduling gates.
+//! labels and an image, ports in range with a known protocol, lifecycle hooks and probes with
+//! one valid handler and no negative timings, volumes named uniquely and mounted by name, a
+//! known restart and DNS policy — and a pod's spec fixed once created but for its images,
+//! deadline, added tolerations and removed scheduling gates.
 
 use std::collections::HashSet;
 
@@ -55,11 +55,11 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     let at = format!("{path}.initContainers");
     for (i, c) in list_of(spec, "initContainers").iter().enumerate() {
         let here = format!("{at}[{i}]");
-        // Only a sidecar (an init container that keeps running) is probed.
+        // Only a sidecar (an init container that keeps running) has hooks and probes.
         let sidecar = str_of(c, "restartPolicy") == "Always";
         container(c, &here, &volumes, sidecar, causes);
         if !sidecar {
-            for field in PROBES.iter().map(|(f, _)| f) {
+            for field in ["lifecycle"].iter().chain(PROBES.iter().map(|(f, _)| f)) {
                 if c.get(*field).is_some_and(|p| !p.is_null()) {
                     causes.push((
                         format!("{here}.{field}"),
@@ -146,8 +146,8 @@ const PROBES: [(&str, bool); 3] = [
     ("startupProbe", true),
 ];
 
-/// kube's `validateContainerCommon`, for the rules this server checks; its probes when it is
-/// `probed`.
+/// kube's `validateContainerCommon`, for the rules this server checks; its lifecycle hooks and
+/// probes when it is `probed`.
 fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, causes: &mut Causes) {
     let name = str_of(c, "name");
     if name.is_empty() {
@@ -197,6 +197,12 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, cause
         format!("{path}.imagePullPolicy"),
         causes,
     );
+    for hook in ["postStart", "preStop"].iter().filter(|_| probed) {
+        if let Some(h) = c["lifecycle"].get(*hook).filter(|h| h.is_object()) {
+            let kinds = ["exec", "httpGet", "tcpSocket", "sleep"];
+            one_handler(h, &kinds, &format!("{path}.lifecycle.{hook}"), causes);
+        }
+    }
     for (field, once) in PROBES.iter().filter(|_| probed) {
         if let Some(p) = c.get(*field).filter(|p| p.is_object()) {
             probe(p, &format!("{path}.{field}"), *once, causes);
@@ -207,25 +213,7 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, cause
 /// kube's `validateProbe` (and, for a liveness or startup probe, its `successThreshold` of 1):
 /// exactly one handler, each valid, and no negative count or duration.
 fn probe(p: &Value, path: &str, success_once: bool, causes: &mut Causes) {
-    let handlers: Vec<&str> = ["exec", "httpGet", "tcpSocket", "grpc"]
-        .into_iter()
-        .filter(|h| p.get(*h).is_some_and(|v| !v.is_null()))
-        .collect();
-    match handlers.as_slice() {
-        [] => causes.push((
-            path.to_string(),
-            "Required value: must specify a handler type".to_string(),
-        )),
-        [first, rest @ ..] => {
-            handler(first, &p[*first], &format!("{path}.{first}"), causes);
-            for extra in rest {
-                causes.push((
-                    format!("{path}.{extra}"),
-                    "Forbidden: may not specify more than 1 handler type".to_string(),
-                ));
-            }
-        }
-    }
+    one_handler(p, &["exec", "httpGet", "tcpSocket", "grpc"], path, causes);
     for field in [
         "initialDelaySeconds",
         "timeoutSeconds",
@@ -264,14 +252,36 @@ fn probe(p: &Value, path: &str, success_once: bool, causes: &mut Causes) {
     }
 }
 
-/// One probe handler: an exec's command, an HTTP GET's path, port and scheme, a TCP or gRPC
-/// port.
+/// kube's `validateHandler`: exactly one of the handler `kinds` in `h`, and that one valid.
+fn one_handler(h: &Value, kinds: &[&str], path: &str, causes: &mut Causes) {
+    let set: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|k| h.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    match set.as_slice() {
+        [] => causes.push((
+            path.to_string(),
+            "Required value: must specify a handler type".to_string(),
+        )),
+        [first, rest @ ..] => {
+            handler(first, &h[*first], &format!("{path}.{first}"), causes);
+            for extra in rest {
+                causes.push((
+                    format!("{path}.{extra}"),
+                    "Forbidden: may not specify more than 1 handler type".to_string(),
+                ));
+            }
+        }
+    }
+}
+
+/// One handler: an exec's command, an HTTP GET's path, port and scheme, a TCP or gRPC port
+/// (a lifecycle hook's sleep is left to the kubelet).
 fn handler(kind: &str, h: &Value, path: &str, causes: &mut Causes) {
     match kind {
-        "exec" => {
-            if list_of(h, "command").is_empty() {
-                causes.push((format!("{path}.command"), "Required value".to_string()));
-            }
+        "exec" if list_of(h, "command").is_empty() => {
+            causes.push((format!("{path}.command"), "Required value".to_string()));
         }
         "httpGet" => {
             if str_of(h, "path").is_empty() {
@@ -286,7 +296,8 @@ fn handler(kind: &str, h: &Value, path: &str, causes: &mut Causes) {
             );
         }
         "tcpSocket" => port_num_or_name(&h["port"], &format!("{path}.port"), causes),
-        _ => port_number(h["port"].as_i64().unwrap_or(0), format!("{path}.port"), causes),
+        "grpc" => port_number(h["port"].as_i64().unwrap_or(0), format!("{path}.port"), causes),
+        _ => {}
     }
 }
 

@@ -89,6 +89,18 @@ fn probes_have_one_valid_handler_and_no_negative_timings() {
             "spec.containers[0].startupProbe.exec.command: Required value",
         ]
     );
+    // Lifecycle hooks have one handler too.
+    assert_eq!(
+        probed(
+            json!({"lifecycle": {"preStop": {"exec": {"command": ["stop"]}, "sleep": {"seconds": 5}},
+            "postStart": {"httpGet": {"path": "/", "port": "web", "scheme": "HTTP"}}}})
+        ),
+        ["spec.containers[0].lifecycle.preStop.sleep: Forbidden: may not specify more than 1 handler type"]
+    );
+    assert_eq!(
+        probed(json!({"lifecycle": {"postStart": {}}})),
+        ["spec.containers[0].lifecycle.postStart: Required value: must specify a handler type"]
+    );
     // An init container is probed only when it is a sidecar.
     let init = |restart: Value| {
         let mut spec = pod(json!([{"name": "c", "image": "busybox"}]));

@@ -1,9 +1,10 @@
 //! kube's rules for pods and the pod templates of every workload (`ValidatePodSpec`,
 //! `validateContainerCommon`, `ValidatePodUpdate`): containers named with unique RFC 1123
 //! labels and an image, ports in range with a known protocol, lifecycle hooks and probes with
-//! one valid handler and no negative timings, volumes named uniquely and mounted by name, a
-//! known restart and DNS policy — and a pod's spec fixed once created but for its images,
-//! deadline, added tolerations and removed scheduling gates.
+//! one valid handler and no negative timings, user and group ids in range and a valid seccomp
+//! profile, volumes named uniquely and mounted by name, a known restart and DNS policy — and a
+//! pod's spec fixed once created but for its images, deadline, added tolerations and removed
+//! scheduling gates.
 
 use std::collections::HashSet;
 
@@ -91,6 +92,71 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
         format!("{path}.dnsPolicy"),
         causes,
     );
+    if let Some(sc) = spec.get("securityContext").filter(|sc| sc.is_object()) {
+        security_context(sc, &format!("{path}.securityContext"), causes);
+    }
+}
+
+/// The user and group ids, and the seccomp profile, of a pod's or a container's
+/// `securityContext` (kube's `ValidatePodSecurityContext` and `ValidateSecurityContext`).
+fn security_context(sc: &Value, path: &str, causes: &mut Causes) {
+    let id = |field: String, v: &Value, causes: &mut Causes| {
+        if let Some(n) = v.as_i64().filter(|n| !(0..=i64::from(i32::MAX)).contains(n)) {
+            causes.push((
+                field,
+                format!("Invalid value: {n}: must be between 0 and 2147483647, inclusive"),
+            ));
+        }
+    };
+    for field in ["runAsUser", "runAsGroup", "fsGroup"] {
+        id(format!("{path}.{field}"), &sc[field], causes);
+    }
+    for (i, g) in list_of(sc, "supplementalGroups").iter().enumerate() {
+        id(format!("{path}.supplementalGroups[{i}]"), g, causes);
+    }
+    if let Some(profile) = sc.get("seccompProfile").filter(|p| p.is_object()) {
+        seccomp_profile(profile, &format!("{path}.seccompProfile"), causes);
+    }
+}
+
+/// kube's `validateSeccompProfileField`: a known type, and a relative local profile exactly
+/// when the type is `Localhost`.
+fn seccomp_profile(profile: &Value, path: &str, causes: &mut Causes) {
+    let kind = str_of(profile, "type");
+    match kind {
+        "" => causes.push((
+            format!("{path}.type"),
+            "Required value: type is required when seccompProfile is set".to_string(),
+        )),
+        "Localhost" | "RuntimeDefault" | "Unconfined" => {}
+        other => causes.push((
+            format!("{path}.type"),
+            super::not_supported(other, &["Localhost", "RuntimeDefault", "Unconfined"]),
+        )),
+    }
+    let local = profile.get("localhostProfile").and_then(Value::as_str);
+    match (kind, local) {
+        ("Localhost", None) => causes.push((
+            format!("{path}.localhostProfile"),
+            "Required value: must be set when seccomp type is Localhost".to_string(),
+        )),
+        ("Localhost", Some(file)) => {
+            let at = format!("{path}.localhostProfile");
+            if file.starts_with('/') {
+                causes.push((
+                    at.clone(),
+                    format!("Invalid value: {}: must be a relative path", go_quote(file)),
+                ));
+            }
+            if file.split('/').any(|part| part == "..") {
+                causes.push((
+                    at,
+                    format!("Invalid value: {}: must not contain '..'", go_quote(file)),
+                ));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// kube's `ValidateVolumes`: each volume named by a unique RFC 1123 label, with exactly one
@@ -197,6 +263,9 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, cause
         format!("{path}.imagePullPolicy"),
         causes,
     );
+    if let Some(sc) = c.get("securityContext").filter(|sc| sc.is_object()) {
+        security_context(sc, &format!("{path}.securityContext"), causes);
+    }
     for hook in ["postStart", "preStop"].iter().filter(|_| probed) {
         if let Some(h) = c["lifecycle"].get(*hook).filter(|h| h.is_object()) {
             let kinds = ["exec", "httpGet", "tcpSocket", "sleep"];

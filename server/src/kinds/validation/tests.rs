@@ -119,6 +119,33 @@ fn probes_have_one_valid_handler_and_no_negative_timings() {
 }
 
 #[test]
+fn security_contexts_have_ids_in_range_and_a_valid_seccomp_profile() {
+    let mut p = pod(json!([{"name": "c", "image": "busybox",
+        "securityContext": {"runAsUser": -1, "seccompProfile": {"type": "Localhost", "localhostProfile": "/etc/p.json"}}}]));
+    p["spec"]["securityContext"] = json!({"runAsGroup": 3000000000_i64, "supplementalGroups": [1, -2],
+        "seccompProfile": {"type": "Strict"}});
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.containers[0].securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+            "spec.containers[0].securityContext.seccompProfile.localhostProfile: Invalid value: \"/etc/p.json\": must be a relative path",
+            "spec.securityContext.runAsGroup: Invalid value: 3000000000: must be between 0 and 2147483647, inclusive",
+            "spec.securityContext.supplementalGroups[1]: Invalid value: -2: must be between 0 and 2147483647, inclusive",
+            "spec.securityContext.seccompProfile.type: Unsupported value: \"Strict\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\"",
+        ]
+    );
+    let mut p = pod(
+        json!([{"name": "c", "image": "busybox", "securityContext": {"runAsUser": 1000,
+        "seccompProfile": {"type": "Localhost"}}}]),
+    );
+    p["spec"]["securityContext"] = json!({"fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"}});
+    assert_eq!(
+        create("", "pods", p),
+        ["spec.containers[0].securityContext.seccompProfile.localhostProfile: Required value: must be set when seccomp type is Localhost"]
+    );
+}
+
+#[test]
 fn containers_need_a_name_and_an_image() {
     assert_eq!(
         create("", "pods", pod(json!([{"image": "busybox"}]))),

@@ -106,7 +106,28 @@ pub fn qualified_name_error(key: &str) -> Option<String> {
     })
 }
 
-/// Checks metadata a client controls: labels and annotations.
+/// kube's `ValidateFinalizers`: each finalizer a qualified name, and not both `orphan` and
+/// `foregroundDeletion` (reported at `path`, without an index, as kube reports them).
+pub fn validate_finalizers(finalizers: &[Value], path: &str, causes: &mut Causes) {
+    let names: Vec<&str> = finalizers.iter().filter_map(Value::as_str).collect();
+    for name in &names {
+        if let Some(e) = qualified_name_error(name) {
+            causes.push((path.to_string(), e));
+        }
+    }
+    if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+        let shown: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        causes.push((
+            path.to_string(),
+            format!(
+                "Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
+                shown.join(", ")
+            ),
+        ));
+    }
+}
+
+/// Checks metadata a client controls: labels, annotations and finalizers.
 pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
     if let Some(labels) = meta.get("labels") {
         match labels.as_object() {
@@ -161,6 +182,9 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
                 "Invalid value: annotations must be a map of strings".into(),
             )),
         }
+    }
+    if let Some(Value::Array(finalizers)) = meta.get("finalizers") {
+        validate_finalizers(finalizers, "metadata.finalizers", causes);
     }
 }
 
@@ -417,6 +441,25 @@ mod tests {
                 .unwrap_err()
                 .code,
             400
+        );
+    }
+
+    #[test]
+    fn finalizers_are_qualified_names_not_both_orphan_and_foreground() {
+        let causes = |finalizers: Value| {
+            let mut causes = Causes::new();
+            let meta = json!({"name": "a", "finalizers": finalizers});
+            validate_metadata(meta.as_object().unwrap(), &mut causes);
+            causes
+        };
+        assert!(causes(json!(["kubernetes", "example.com/keep"])).is_empty());
+        assert_eq!(
+            causes(json!(["bad name"])),
+            [("metadata.finalizers".to_string(), "Invalid value: \"bad name\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string())]
+        );
+        assert_eq!(
+            causes(json!(["orphan", "foregroundDeletion"])),
+            [("metadata.finalizers".to_string(), "Invalid value: []string{\"orphan\", \"foregroundDeletion\"}: finalizer orphan and foregroundDeletion cannot be both set".to_string())]
         );
     }
 

@@ -10,6 +10,7 @@
 mod admission_policy;
 mod apiregistration;
 mod config;
+mod namespace;
 mod pod;
 mod rbac;
 mod schema;
@@ -40,6 +41,12 @@ const RULES: &[Rules] = &[
         group: "apiregistration.k8s.io",
         kind: "APIService",
         object: apiregistration::api_service,
+        update: None,
+    },
+    Rules {
+        group: "",
+        kind: "Namespace",
+        object: namespace::namespace,
         update: None,
     },
     Rules {

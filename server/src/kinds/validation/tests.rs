@@ -146,6 +146,16 @@ fn security_contexts_have_ids_in_range_and_a_valid_seccomp_profile() {
 }
 
 #[test]
+fn a_namespace_s_finalizers_are_kubes_or_prefixed() {
+    let ns = json!({"metadata": {"name": "shop"},
+        "spec": {"finalizers": ["kubernetes", "example.com/hold", "custom"]}});
+    assert_eq!(
+        create("", "namespaces", ns),
+        ["spec.finalizers: Invalid value: \"custom\": name is neither a standard finalizer name nor is it fully qualified"]
+    );
+}
+
+#[test]
 fn containers_need_a_name_and_an_image() {
     assert_eq!(
         create("", "pods", pod(json!([{"image": "busybox"}]))),

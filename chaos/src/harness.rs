@@ -352,7 +352,8 @@ impl ChaosCluster {
             id: old,
             ..Default::default()
         };
-        self.members_until(via, remove, deadline)
+        let gone = |r: &MembersResponse| r.members.iter().all(|m| m.id != old);
+        self.members_until(via, remove, gone, deadline)
             .await
             .map_err(|e| fail(&format!("removing node {old}"), e))?;
         self.kill(i);
@@ -388,7 +389,8 @@ impl ChaosCluster {
             id: new,
             ..Default::default()
         };
-        self.members_until(via, promote, deadline)
+        let voter = |r: &MembersResponse| r.members.iter().any(|m| m.id == new && m.voter);
+        self.members_until(via, promote, voter, deadline)
             .await
             .map_err(|e| fail(&format!("promoting node {new}"), e))?;
         Ok((old, new))
@@ -397,18 +399,36 @@ impl ChaosCluster {
     /// Sends `req` through replica `via` until it is accepted or `deadline` passes: a change
     /// can be refused while the cluster settles from the previous fault, and a promotion until
     /// the learner caught up. The error is the last refusal.
+    ///
+    /// A request whose answer was lost may have been carried out (a removal of the leader
+    /// loses its answer with the leadership): after a refusal the member list is read, and
+    /// the change counts as made once `done` says the list shows it, as an operator checks
+    /// `kuberaft member list` before trying again.
     async fn members_until(
         &self,
         via: usize,
         req: MemberRequest,
+        done: impl Fn(&MembersResponse) -> bool,
         deadline: Instant,
     ) -> Result<MembersResponse, String> {
+        let list = MemberRequest {
+            op: member_request::Op::List as i32,
+            ..Default::default()
+        };
         loop {
-            match self.members(via, req.clone()).await {
+            let e = match self.members(via, req.clone()).await {
                 Ok(r) => return Ok(r),
-                Err(e) if Instant::now() >= deadline => return Err(e),
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(e) => e,
+            };
+            if let Ok(members) = self.members(via, list.clone()).await {
+                if done(&members) {
+                    return Ok(members);
+                }
             }
+            if Instant::now() >= deadline {
+                return Err(e);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

@@ -106,6 +106,14 @@ pub fn qualified_name_error(key: &str) -> Option<String> {
     })
 }
 
+/// kube's message for a value that is not a label value (empty, or a qualified name's name
+/// part), if it is not one.
+pub fn label_value_error(value: &str) -> Option<String> {
+    (!value.is_empty() && !is_qualified_name_part(value)).then(|| {
+        format!("Invalid value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({QUALIFIED_NAME_FMT})?'")
+    })
+}
+
 /// kube's `ValidateFinalizers`: each finalizer a qualified name, and not both `orphan` and
 /// `foregroundDeletion` (reported at `path`, without an index, as kube reports them).
 pub fn validate_finalizers(finalizers: &[Value], path: &str, causes: &mut Causes) {
@@ -137,12 +145,15 @@ pub fn validate_metadata(meta: &Map<String, Value>, causes: &mut Causes) {
                         causes.push(("metadata.labels".into(), e));
                     }
                     match v.as_str() {
-                        Some(s) if s.is_empty() || is_qualified_name_part(s) => {}
-                        Some(s) => causes.push((
+                        Some(s) => {
+                            if let Some(e) = label_value_error(s) {
+                                causes.push(("metadata.labels".into(), e));
+                            }
+                        }
+                        None => causes.push((
                             "metadata.labels".into(),
-                            format!("Invalid value: {s:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(({QUALIFIED_NAME_FMT})?'"),
+                            format!("Invalid value: {v}: label values must be strings"),
                         )),
-                        None => causes.push(("metadata.labels".into(), format!("Invalid value: {v}: label values must be strings"))),
                     }
                 }
             }

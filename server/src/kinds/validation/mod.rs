@@ -11,6 +11,7 @@ mod admission_policy;
 mod apiregistration;
 mod config;
 mod namespace;
+mod node;
 mod pod;
 mod rbac;
 mod schema;
@@ -48,6 +49,12 @@ const RULES: &[Rules] = &[
         kind: "Namespace",
         object: namespace::namespace,
         update: None,
+    },
+    Rules {
+        group: "",
+        kind: "Node",
+        object: node::node,
+        update: Some(node::node_update),
     },
     Rules {
         group: "",

@@ -156,6 +156,38 @@ fn a_namespace_s_finalizers_are_kubes_or_prefixed() {
 }
 
 #[test]
+fn node_taints_are_valid_and_unique_and_ids_stay_once_set() {
+    let node = json!({"metadata": {"name": "n1"}, "spec": {"taints": [
+        {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "db", "effect": "NoExecute"},
+        {"key": "bad key", "value": "-x", "effect": "Sometimes"},
+        {"key": "k"}]}});
+    assert_eq!(
+        create("", "nodes", node),
+        [
+            "spec.taints[1]: Duplicate value: core.Taint{Key:\"dedicated\", Value:\"web\", Effect:\"NoSchedule\", TimeAdded:<nil>}: taints must be unique by key and effect pair",
+            "spec.taints[3].key: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "spec.taints[3].value: Invalid value: \"-x\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'",
+            "spec.taints[3].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+            "spec.taints[4].effect: Required value",
+        ]
+    );
+    let old = json!({"metadata": {"name": "n1"}, "spec": {"providerID": "aws:///i-1", "podCIDRs": ["10.0.1.0/24"]}});
+    let new = json!({"metadata": {"name": "n1"}, "spec": {"providerID": "aws:///i-2", "podCIDRs": ["10.0.2.0/24"]}});
+    assert_eq!(
+        update("", "nodes", old, new),
+        [
+            "spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid",
+            "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid",
+        ]
+    );
+    let unset = json!({"metadata": {"name": "n2"}, "spec": {}});
+    let set = json!({"metadata": {"name": "n2"}, "spec": {"providerID": "aws:///i-3", "podCIDRs": ["10.0.3.0/24"]}});
+    assert!(update("", "nodes", unset, set).is_empty());
+}
+
+#[test]
 fn containers_need_a_name_and_an_image() {
     assert_eq!(
         create("", "pods", pod(json!([{"image": "busybox"}]))),

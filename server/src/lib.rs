@@ -78,9 +78,10 @@
 //!
 //! **`audit`** — audit logging as kube-apiserver does it: the `audit.k8s.io/v1` policy and its
 //! rules, each request's record (filled in by the filters, written per stage), the `Event`
-//! JSON lines, the bounded buffer and its writer thread, the size-rotated log file.
-//! *Invariant:* a request never waits on the disk, only (when the buffer is full) on the
-//! writer; knows users, never the registry, the store or an endpoint.
+//! JSON lines, the bounded buffer and its writer thread, the size-rotated log file, and the
+//! webhook backend's `EventList` batches. *Invariant:* a request never waits on the disk, only
+//! (when the buffer is full) on the writer, and never on the webhook; knows users, never the
+//! registry, the store or an endpoint.
 //!
 //! **`pki`** — the cluster's certificates: making them (`rcgen`), checking them before a
 //! replica serves, the rustls and tonic TLS configurations, the on-disk layout.

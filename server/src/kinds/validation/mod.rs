@@ -154,6 +154,12 @@ const RULES: &[Rules] = &[
     },
     Rules {
         group: "",
+        kind: "PersistentVolume",
+        object: storage::persistent_volume,
+        update: None,
+    },
+    Rules {
+        group: "",
         kind: "PersistentVolumeClaim",
         object: storage::persistent_volume_claim,
         update: None,

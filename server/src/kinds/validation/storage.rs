@@ -1,10 +1,12 @@
-//! kube's rules for the claims and leases commonly written by hand: a PersistentVolumeClaim
-//! asks for at least one access mode kube knows and for storage; a Lease's duration is
-//! positive and its transitions not negative.
+//! kube's rules for the volumes, claims and leases commonly written by hand: a
+//! PersistentVolume has known access modes, a storage capacity, a known reclaim policy and
+//! volume mode, and exactly one volume source (a local one with node affinity); a
+//! PersistentVolumeClaim asks for at least one access mode kube knows and for storage; a
+//! Lease's duration is positive and its transitions not negative.
 
 use serde_json::Value;
 
-use super::{list_of, not_supported};
+use super::{list_of, not_supported, str_of};
 use crate::machinery::meta::Causes;
 
 /// The access modes kube knows, as its error lists them (sorted).
@@ -35,6 +37,124 @@ pub fn persistent_volume_claim(obj: &Value, causes: &mut Causes) {
         causes.push((
             "spec.resources[storage]".to_string(),
             "Required value".to_string(),
+        ));
+    }
+}
+
+/// A PersistentVolume's possible sources, in the order kube checks them, each with the field
+/// name kube's "more than 1" error uses for it.
+const PV_SOURCES: [(&str, &str); 22] = [
+    ("hostPath", "hostPath"),
+    ("gcePersistentDisk", "gcePersistentDisk"),
+    ("awsElasticBlockStore", "awsElasticBlockStore"),
+    ("glusterfs", "glusterfs"),
+    ("flocker", "flocker"),
+    ("nfs", "nfs"),
+    ("rbd", "rbd"),
+    ("quobyte", "quobyte"),
+    ("cephfs", "cephFS"),
+    ("iscsi", "iscsi"),
+    ("cinder", "cinder"),
+    ("fc", "fc"),
+    ("flexVolume", "flexVolume"),
+    ("azureFile", "azureFile"),
+    ("vsphereVolume", "vsphereVolume"),
+    ("photonPersistentDisk", "photonPersistentDisk"),
+    ("portworxVolume", "portworxVolume"),
+    ("azureDisk", "azureDisk"),
+    ("scaleIO", "scaleIO"),
+    ("local", "local"),
+    ("storageos", "storageos"),
+    ("csi", "csi"),
+];
+
+/// A PersistentVolume (kube's `ValidatePersistentVolumeSpec`, but for each source's own
+/// fields and the node affinity's terms).
+pub fn persistent_volume(obj: &Value, causes: &mut Causes) {
+    let spec = &obj["spec"];
+    let modes: Vec<&str> = list_of(spec, "accessModes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if modes.is_empty() {
+        causes.push(("spec.accessModes".to_string(), "Required value".to_string()));
+    }
+    for mode in modes.iter().filter(|m| !ACCESS_MODES.contains(m)) {
+        causes.push(("spec.accessModes".to_string(), not_supported(mode, &ACCESS_MODES)));
+    }
+    let once_pod = modes.contains(&"ReadWriteOncePod");
+    if once_pod
+        && modes
+            .iter()
+            .any(|m| *m != "ReadWriteOncePod" && ACCESS_MODES.contains(m))
+    {
+        causes.push((
+            "spec.accessModes".to_string(),
+            "Forbidden: may not use ReadWriteOncePod with other access modes".to_string(),
+        ));
+    }
+    let capacity = spec.get("capacity").and_then(Value::as_object);
+    if capacity.is_none_or(|c| c.is_empty()) {
+        causes.push(("spec.capacity".to_string(), "Required value".to_string()));
+    }
+    if capacity.is_none_or(|c| c.len() != 1 || !c.contains_key("storage")) {
+        // kube prints the Go map (`core.ResourceList(nil)` when there is none).
+        let shown = match capacity {
+            None => "core.ResourceList(nil)".to_string(),
+            Some(c) => format!("core.ResourceList{}", Value::Object(c.clone())),
+        };
+        causes.push((
+            "spec.capacity".to_string(),
+            format!("Unsupported value: {shown}: supported values: \"storage\""),
+        ));
+    }
+    let policy = str_of(spec, "persistentVolumeReclaimPolicy");
+    if !policy.is_empty() && !["Delete", "Recycle", "Retain"].contains(&policy) {
+        causes.push((
+            "spec.persistentVolumeReclaimPolicy".to_string(),
+            not_supported(policy, &["Delete", "Recycle", "Retain"]),
+        ));
+    }
+    let mut sources = 0;
+    for (field, named) in PV_SOURCES {
+        if spec.get(field).is_none_or(Value::is_null) {
+            continue;
+        }
+        if sources > 0 && field != "flexVolume" {
+            causes.push((
+                format!("spec.{named}"),
+                "Forbidden: may not specify more than 1 volume type".to_string(),
+            ));
+            continue;
+        }
+        sources += 1;
+        if field == "local" && spec.get("nodeAffinity").is_none_or(Value::is_null) {
+            causes.push((
+                "spec.nodeAffinity".to_string(),
+                "Required value: Local volume requires node affinity".to_string(),
+            ));
+        }
+    }
+    if sources == 0 {
+        causes.push((
+            "spec".to_string(),
+            "Required value: must specify a volume type".to_string(),
+        ));
+    }
+    let host_root = spec["hostPath"]["path"]
+        .as_str()
+        .is_some_and(|p| p.trim_end_matches('/').is_empty() && p.starts_with('/'));
+    if host_root && policy == "Recycle" {
+        causes.push((
+            "spec.persistentVolumeReclaimPolicy".to_string(),
+            "Forbidden: may not be 'recycle' for a hostPath mount of '/'".to_string(),
+        ));
+    }
+    let mode = str_of(spec, "volumeMode");
+    if !mode.is_empty() && !["Block", "Filesystem"].contains(&mode) {
+        causes.push((
+            "spec.volumeMode".to_string(),
+            not_supported(mode, &["Block", "Filesystem"]),
         ));
     }
 }

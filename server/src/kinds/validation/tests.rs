@@ -188,6 +188,43 @@ fn node_taints_are_valid_and_unique_and_ids_stay_once_set() {
 }
 
 #[test]
+fn persistent_volumes_have_modes_storage_and_one_source() {
+    let good = json!({"metadata": {"name": "pv1"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "capacity": {"storage": "1Gi"}, "nfs": {"server": "nfs.example.com", "path": "/exports"}}});
+    assert!(create("", "persistentvolumes", good).is_empty());
+    let bad = json!({"metadata": {"name": "pv2"}, "spec": {"accessModes": ["ReadWriteOncePod", "ReadWriteMany", "WriteOnly"],
+        "persistentVolumeReclaimPolicy": "Recycle", "volumeMode": "Raw",
+        "hostPath": {"path": "/"}, "nfs": {"server": "s", "path": "/x"}, "local": {"path": "/mnt"}}});
+    assert_eq!(
+        create("", "persistentvolumes", bad),
+        [
+            "spec.accessModes: Unsupported value: \"WriteOnly\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\"",
+            "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+            "spec.capacity: Required value",
+            "spec.capacity: Unsupported value: core.ResourceList(nil): supported values: \"storage\"",
+            "spec.nfs: Forbidden: may not specify more than 1 volume type",
+            "spec.local: Forbidden: may not specify more than 1 volume type",
+            "spec.persistentVolumeReclaimPolicy: Forbidden: may not be 'recycle' for a hostPath mount of '/'",
+            "spec.volumeMode: Unsupported value: \"Raw\": supported values: \"Block\", \"Filesystem\"",
+        ]
+    );
+    let sourceless = json!({"metadata": {"name": "pv3"}, "spec": {"capacity": {"storage": "1Gi"}}});
+    assert_eq!(
+        create("", "persistentvolumes", sourceless),
+        [
+            "spec.accessModes: Required value",
+            "spec: Required value: must specify a volume type"
+        ]
+    );
+    let local = json!({"metadata": {"name": "pv4"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "capacity": {"storage": "1Gi"}, "local": {"path": "/mnt/disk"}}});
+    assert_eq!(
+        create("", "persistentvolumes", local),
+        ["spec.nodeAffinity: Required value: Local volume requires node affinity"]
+    );
+}
+
+#[test]
 fn containers_need_a_name_and_an_image() {
     assert_eq!(
         create("", "pods", pod(json!([{"image": "busybox"}]))),

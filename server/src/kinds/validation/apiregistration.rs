@@ -6,35 +6,9 @@
 use base64::Engine;
 use serde_json::Value;
 
-use super::{port_number, str_of};
+use super::{dns1035_label, port_number, str_of};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_subdomain_error, Causes};
-
-const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-
-/// kube's `IsDNS1035Label` messages for `value` at `field`.
-fn dns1035_label(value: &str, field: &str, causes: &mut Causes) {
-    let mut invalid = |why: String| {
-        causes.push((
-            field.to_string(),
-            format!("Invalid value: {}: {why}", go_quote(value)),
-        ));
-    };
-    if value.len() > 63 {
-        invalid("must be no more than 63 characters".to_string());
-    }
-    let bytes = value.as_bytes();
-    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes
-            .last()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if !valid {
-        invalid(format!("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL_FMT}')"));
-    }
-}
 
 /// A priority that must lie in `1..=max`.
 fn priority(spec: &Value, field: &str, max: i64, causes: &mut Causes) {

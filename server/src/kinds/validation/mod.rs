@@ -10,6 +10,7 @@
 mod admission_policy;
 mod apiregistration;
 mod config;
+mod ingress;
 mod namespace;
 mod node;
 mod pod;
@@ -22,7 +23,7 @@ mod workloads;
 
 use serde_json::Value;
 
-use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::errors::{go_quote, ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
 use crate::machinery::schema::schemas;
 use crate::scheme::ResourceType;
@@ -38,6 +39,12 @@ struct Rules {
 }
 
 const RULES: &[Rules] = &[
+    Rules {
+        group: "networking.k8s.io",
+        kind: "Ingress",
+        object: ingress::ingress,
+        update: None,
+    },
     Rules {
         group: "apiregistration.k8s.io",
         kind: "APIService",
@@ -247,7 +254,6 @@ fn list_of<'a>(v: &'a Value, field: &str) -> &'a [Value] {
 
 /// kube's `NotSupported`: `Unsupported value: "x": supported values: "a", "b"`.
 fn not_supported(value: &str, supported: &[&str]) -> String {
-    use crate::machinery::errors::go_quote;
     let shown: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
     format!(
         "Unsupported value: {}: supported values: {}",
@@ -263,6 +269,32 @@ fn one_of(value: &str, supported: &[&str], field: String, causes: &mut Causes) {
         causes.push((field, "Required value".to_string()));
     } else if !supported.contains(&value) {
         causes.push((field, not_supported(value, supported)));
+    }
+}
+
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+
+/// kube's `IsDNS1035Label` messages for `value` at `field`.
+fn dns1035_label(value: &str, field: &str, causes: &mut Causes) {
+    let mut invalid = |why: String| {
+        causes.push((
+            field.to_string(),
+            format!("Invalid value: {}: {why}", go_quote(value)),
+        ));
+    };
+    if value.len() > 63 {
+        invalid("must be no more than 63 characters".to_string());
+    }
+    let bytes = value.as_bytes();
+    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes
+            .last()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if !valid {
+        invalid(format!("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL_FMT}')"));
     }
 }
 
@@ -302,7 +334,6 @@ fn port_name_errors(name: &str) -> Vec<&'static str> {
 
 /// Go's `%#v` of a `map[string]string` (keys sorted, as `fmt` prints maps).
 fn go_string_map(v: Option<&Value>) -> String {
-    use crate::machinery::errors::go_quote;
     match v.and_then(Value::as_object) {
         None => "map[string]string(nil)".to_string(),
         Some(m) => {

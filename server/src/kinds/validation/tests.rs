@@ -225,6 +225,48 @@ fn persistent_volumes_have_modes_storage_and_one_source() {
 }
 
 #[test]
+fn ingresses_have_rules_or_a_default_and_valid_paths_and_backends() {
+    let ing = |spec: Value| {
+        create(
+            "networking.k8s.io",
+            "ingresses",
+            json!({"metadata": {"name": "web"}, "spec": spec}),
+        )
+    };
+    let svc = json!({"service": {"name": "web", "port": {"number": 80}}});
+    assert!(
+        ing(json!({"rules": [{"host": "shop.example.com", "http": {"paths": [
+        {"path": "/", "pathType": "Prefix", "backend": svc}]}}]}))
+        .is_empty()
+    );
+    assert_eq!(
+        ing(json!({})),
+        ["spec: Invalid value: []networking.IngressRule(nil): either `defaultBackend` or `rules` must be specified"]
+    );
+    assert_eq!(
+        ing(json!({"defaultBackend": {"service": {"name": "Web", "port": {"name": "http", "number": 80}}},
+            "rules": [{"host": "10.0.0.1", "http": {"paths": [
+                {"path": "a//b", "pathType": "Exact", "backend": {"resource": {"kind": "Bucket", "name": "b"}, "service": {"name": "x"}}},
+                {"path": "/x", "pathType": "Regex", "backend": {"service": {"name": "web", "port": {}}}},
+                {"path": "/y", "backend": svc}]}},
+                {"host": "Bad_Host", "http": {"paths": []}}]})),
+        [
+            "spec.defaultBackend.service.name: Invalid value: \"Web\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            "spec.defaultBackend: Invalid value: \"\": cannot set both port name & port number",
+            "spec.rules[0].host: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address",
+            "spec.rules[0].http.paths[0].path: Invalid value: \"a//b\": must be an absolute path",
+            "spec.rules[0].http.paths[0].path: Invalid value: \"a//b\": must not contain '//'",
+            "spec.rules[0].http.paths[0].backend: Invalid value: \"\": cannot set both resource and service backends",
+            "spec.rules[0].http.paths[1].pathType: Unsupported value: \"Regex\": supported values: \"Exact\", \"ImplementationSpecific\", \"Prefix\"",
+            "spec.rules[0].http.paths[1].backend: Required value: port name or number is required",
+            "spec.rules[0].http.paths[2].pathType: Required value: pathType must be specified",
+            "spec.rules[1].host: Invalid value: \"Bad_Host\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            "spec.rules[1].http.paths: Required value",
+        ]
+    );
+}
+
+#[test]
 fn containers_need_a_name_and_an_image() {
     assert_eq!(
         create("", "pods", pod(json!([{"image": "busybox"}]))),

@@ -295,15 +295,18 @@ async fn unread_lists_hold_their_seats(k: &Kube) {
     };
     let url = k.url(0, &format!("/api/v1/namespaces/{NS}/configmaps"));
     let small = k.url(0, "/api/v1/namespaces/default/configmaps");
-    // Alice reads while seats are free (the binding may take a moment to reach the cache).
-    eventually(Duration::from_secs(10), || async {
-        match alice().get(&small).send().await {
-            Ok(r) if r.status() == 200 => Ok(()),
-            Ok(r) => Err(format!("{}", r.status())),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await;
+    // A small list answers once a seat is free (and once the binding has reached the cache).
+    let small_list_served = || {
+        eventually(Duration::from_secs(10), || async {
+            match alice().get(&small).send().await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                Ok(r) => Err(format!("{}", r.status())),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    };
+    // Alice reads while seats are free.
+    small_list_served().await;
     let mut unread = Vec::new();
     for _ in 0..READ_SEATS {
         let r = alice().get(&url).send().await.unwrap();
@@ -320,14 +323,7 @@ async fn unread_lists_hold_their_seats(k: &Kube) {
     // Reading one body to its end frees its seat; dropping the others frees theirs.
     let first = unread.pop().unwrap();
     assert!(first.bytes().await.unwrap().len() > OBJECTS * PAYLOAD_BYTES);
-    eventually(Duration::from_secs(10), || async {
-        match alice().get(&small).send().await {
-            Ok(r) if r.status() == 200 => Ok(()),
-            Ok(r) => Err(format!("{}", r.status())),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await;
+    small_list_served().await;
     drop(unread);
     let lists: Vec<_> = (0..READ_SEATS)
         .map(|_| {

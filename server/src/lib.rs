@@ -129,8 +129,8 @@
 //! **`machinery`** — pure functions over objects as `serde_json::Value`: metadata, field sets
 //! and managed fields (server-side apply), strategic merge, the OpenAPI definitions of the
 //! built-in types, schemas and field validation, selectors, the protobuf and CBOR codecs,
-//! resource quantities and a pod's QoS class (`qos`), body decoding, and `ApiError` (the
-//! `Status` error type). *Invariant:* no I/O and no state;
+//! resource quantities and a pod's QoS class (`qos`), Kubernetes' version order (`version`),
+//! body decoding, and `ApiError` (the `Status` error type). *Invariant:* no I/O and no state;
 //! imports only `scheme`.
 //!
 //! **`scheme`** — the type data, kube's scheme and REST mapper: every built-in type's group,

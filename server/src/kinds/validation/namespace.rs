@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::list_of;
 use crate::machinery::errors::go_quote;
-use crate::machinery::meta::{validate_finalizers, Causes};
+use crate::machinery::meta::{qualified_name_error, Causes};
 
 /// The finalizers Kubernetes itself uses, which need no domain prefix.
 const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
@@ -15,7 +15,9 @@ const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeleti
 pub fn namespace(obj: &Value, causes: &mut Causes) {
     let finalizers = list_of(&obj["spec"], "finalizers");
     for name in finalizers.iter().filter_map(Value::as_str) {
-        validate_finalizers(&[Value::from(name)], "spec.finalizers", causes);
+        if let Some(e) = qualified_name_error(name) {
+            causes.push(("spec.finalizers".to_string(), e));
+        }
         if !name.contains('/') && !STANDARD_FINALIZERS.contains(&name) {
             causes.push((
                 "spec.finalizers".to_string(),

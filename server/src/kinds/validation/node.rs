@@ -57,8 +57,8 @@ pub fn node_update(old: &Value, new: &Value, causes: &mut Causes) {
             "Forbidden: node updates may not change providerID except from \"\" to valid".to_string(),
         ));
     }
-    let cidrs = |spec: &Value| list_of(spec, "podCIDRs").to_vec();
-    if !cidrs(before).is_empty() && cidrs(before) != cidrs(after) {
+    let (was, is) = (list_of(before, "podCIDRs"), list_of(after, "podCIDRs"));
+    if !was.is_empty() && was != is {
         causes.push((
             "spec.podCIDRs".to_string(),
             "Forbidden: node updates may not change podCIDR except from \"\" to valid".to_string(),

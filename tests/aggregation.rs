@@ -26,8 +26,11 @@ use rustls_pki_types::CertificateDer;
 use serde_json::{json, Value};
 use support::kube::Kube;
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const GROUP_VERSION: &str = "metrics.example.com/v1beta1";
+/// The aggregated discovery document's media type.
+const AGGREGATED_DISCOVERY: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 /// Bytes of a body larger than kube-apiserver's 3 MiB request limit, proxied either way.
 const BIG: usize = 5 << 20;
 
@@ -215,6 +218,51 @@ async fn create(
     (StatusCode::CREATED, Json(w)).into_response()
 }
 
+/// The protocol the backend's `echo` subresource switches to: every byte sent comes back.
+const ECHO: &str = "kuberaft-test-echo";
+
+/// `widgets/NAME/echo`: an upgrade to [`ECHO`] (as `exec` upgrades to a websocket or SPDY
+/// stream), answering with the caller's `X-Echo-Key` so the test sees headers pass both ways.
+async fn echo(
+    State(b): State<Backend>,
+    Extension(conn): Extension<ClientConnection>,
+    mut request: axum::extract::Request,
+) -> Response {
+    if let Err(refused) = caller(&b, &conn, request.headers()) {
+        return refused.into_response();
+    }
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    if !header("connection").eq_ignore_ascii_case("upgrade") || header("upgrade") != ECHO {
+        return (
+            StatusCode::BAD_REQUEST,
+            "an upgrade to the echo protocol expected",
+        )
+            .into_response();
+    }
+    let key = header("x-echo-key");
+    let upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        let upgraded = hyper_util::rt::TokioIo::new(upgrade.await.expect("the proxy upgrades"));
+        let (mut from, mut to) = tokio::io::split(upgraded);
+        let _ = tokio::io::copy(&mut from, &mut to).await;
+        let _ = to.shutdown().await;
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("connection", "Upgrade")
+        .header("upgrade", ECHO)
+        .header("x-echo-key", key)
+        .body(Body::empty())
+        .unwrap()
+}
+
 /// A running aggregated server: its port, serving CA and what it saw; dropping `stop` stops it.
 struct Aggregated {
     port: u16,
@@ -252,6 +300,10 @@ fn start_backend(front_proxy_ca: &str, allowed_names: Vec<String>) -> Aggregated
         .route("/apis/metrics.example.com/v1beta1", get(discovery))
         .route("/openapi/v3/apis/metrics.example.com/v1beta1", get(openapi))
         .route("/openapi/v2", get(openapi))
+        .route(
+            "/apis/metrics.example.com/v1beta1/namespaces/{namespace}/widgets/{name}/echo",
+            get(echo),
+        )
         .route(
             "/apis/metrics.example.com/v1beta1/{*rest}",
             get(resources).post(create),
@@ -476,6 +528,148 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
         (Some("ADDED"), Some("w1"))
     );
 
+    // A connection upgrade is tunnelled both ways, through every replica: the backend switches
+    // protocols, the caller's headers reach it and its headers come back, and bytes written on
+    // either side arrive on the other until the caller closes.
+    for node in 0..3 {
+        let answer = k
+            .http
+            .get(k.url(
+                node,
+                "/apis/metrics.example.com/v1beta1/namespaces/default/widgets/w1/echo",
+            ))
+            .header("connection", "Upgrade")
+            .header("upgrade", ECHO)
+            .header("x-echo-key", format!("key-{node}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 101, "replica {node}");
+        assert_eq!(answer.headers()["upgrade"], ECHO);
+        assert_eq!(answer.headers()["x-echo-key"], format!("key-{node}").as_str());
+        let mut stream = answer.upgrade().await.unwrap();
+        for round in 0..3 {
+            let sent = format!("round {round} through replica {node}\n").repeat(1000);
+            stream.write_all(sent.as_bytes()).await.unwrap();
+            let mut back = vec![0; sent.len()];
+            tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut back))
+                .await
+                .expect("the echo within 10 s")
+                .unwrap();
+            assert_eq!(back, sent.as_bytes());
+        }
+        stream.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
+            .await
+            .expect("the tunnel closes after the caller")
+            .unwrap();
+        assert!(rest.is_empty());
+    }
+    // A request that does not upgrade is answered as any other.
+    let plain = k
+        .http
+        .get(k.url(
+            0,
+            "/apis/metrics.example.com/v1beta1/namespaces/default/widgets/w1/echo",
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status().as_u16(), 400);
+
+    // A custom resource in the same group, another version: the group has a version served
+    // here and one served by the backend, side by side in discovery as kube-aggregator lists
+    // them (an APIService per group-version), and kubectl reaches both.
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.metrics.example.com"},
+        "spec": {"group": "metrics.example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let file = k.manifest("gadgets.json", &crd.to_string());
+    k.ok("node-1", &["create", "-f", &file]);
+    let both = json!({"kind": "APIGroup", "apiVersion": "v1", "name": "metrics.example.com",
+        "versions": [{"groupVersion": "metrics.example.com/v1", "version": "v1"},
+                     {"groupVersion": GROUP_VERSION, "version": "v1beta1"}],
+        "preferredVersion": {"groupVersion": "metrics.example.com/v1", "version": "v1"}});
+    for node in 0..3 {
+        eventually(Duration::from_secs(30), || async {
+            let group: Value = serde_json::from_str(&k.text(&k.url(node, "/apis/metrics.example.com")).await)
+                .map_err(|e| e.to_string())?;
+            if group == both {
+                Ok(())
+            } else {
+                Err(format!("replica {node}: {group}"))
+            }
+        })
+        .await;
+    }
+    let legacy: Value = serde_json::from_str(&k.text(&k.url(1, "/apis")).await).unwrap();
+    let listed: Vec<&Value> = legacy["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["name"] == "metrics.example.com")
+        .collect();
+    assert_eq!(listed.len(), 1, "{legacy}");
+    assert_eq!(listed[0]["versions"], both["versions"]);
+    let aggregated = k.json_as(2, "/apis", AGGREGATED_DISCOVERY).await.unwrap();
+    let group = aggregated["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "metrics.example.com")
+        .unwrap_or_else(|| panic!("{aggregated}"));
+    let versions: Vec<(&str, &str)> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_str().unwrap(),
+                v["resources"][0]["resource"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(versions, [("v1", "gadgets"), ("v1beta1", "widgets")]);
+    let resources = k.ok("node-3", &["api-resources", "--api-group", "metrics.example.com"]);
+    for (name, group_version) in [("gadgets", "metrics.example.com/v1"), ("widgets", GROUP_VERSION)] {
+        assert!(
+            resources.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.first() == Some(&name) && cols.contains(&group_version)
+            }),
+            "{resources}"
+        );
+    }
+    let gadget = json!({"apiVersion": "metrics.example.com/v1", "kind": "Gadget",
+                        "metadata": {"name": "g1", "namespace": "default"}});
+    let file = k.manifest("gadget.json", &gadget.to_string());
+    eventually(Duration::from_secs(30), || async {
+        match k.kubectl("node-2", &["create", "-f", &file]) {
+            (true, out, _) => Ok(out),
+            (_, out, err) => Err(format!("{out}{err}")),
+        }
+    })
+    .await;
+    assert!(k
+        .ok("node-2", &["get", "gadgets", "-n", "default"])
+        .contains("g1"));
+    assert!(k
+        .ok("node-2", &["get", "widgets.metrics.example.com", "-n", "default"])
+        .contains("w1"));
+    k.ok("node-1", &["delete", "crd", "gadgets.metrics.example.com"]);
+    eventually(Duration::from_secs(30), || async {
+        let group: Value = serde_json::from_str(&k.text(&k.url(0, "/apis/metrics.example.com")).await)
+            .map_err(|e| e.to_string())?;
+        match group["versions"].as_array().map(Vec::len) {
+            Some(1) => Ok(()),
+            _ => Err(group.to_string()),
+        }
+    })
+    .await;
+
     // Its OpenAPI v3 document is listed and served with kuberaft's own.
     let index = eventually(Duration::from_secs(30), || async {
         let index: Value = serde_json::from_str(&k.text(&k.url(1, "/openapi/v3")).await).unwrap();
@@ -549,17 +743,7 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     // The legacy group list still names the group of an unavailable APIService, as
     // kube-aggregator's does, once discovery's cache has dropped what the backend served.
     eventually(Duration::from_secs(30), || async {
-        let r = k
-            .http
-            .get(k.url(2, "/apis"))
-            .header(
-                "accept",
-                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-            )
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        let doc: Value = r.json().await.map_err(|e| e.to_string())?;
+        let doc = k.json_as(2, "/apis", AGGREGATED_DISCOVERY).await?;
         match doc["items"].as_array() {
             Some(items)
                 if !items
@@ -624,7 +808,7 @@ async fn an_aggregated_api_is_served_through_every_replica_with_the_callers_iden
     assert!(
         !scrape
             .lines()
-            .any(|l| l.starts_with("apiserver_request_total{") && l.contains("group=\"metrics.example.com\"")),
+            .any(|l| l.starts_with("apiserver_request_total{") && l.contains("resource=\"widgets\"")),
         "{scrape}"
     );
 }

@@ -299,6 +299,52 @@ fn problems(s: &Scrape) -> Vec<String> {
             inflight.len() == 1,
         );
     }
+    // The in-flight counts over time as fractions of the limits: kube's buckets, nanoseconds
+    // as weights; requests were executing for some of the time, none ever waited.
+    for phase in ["executing", "waiting"] {
+        for kind in ["readOnly", "mutating"] {
+            let what = format!(
+                "apiserver_flowcontrol_read_vs_write_current_requests{{phase={phase},request_kind={kind}}}"
+            );
+            let series = samples(
+                s,
+                "apiserver_flowcontrol_read_vs_write_current_requests",
+                &[("phase", phase), ("request_kind", kind)],
+            );
+            let buckets = match series.as_slice() {
+                [one] => match &one.value {
+                    Prom::Histogram(buckets) => buckets.clone(),
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+            let bounds: Vec<f64> = buckets
+                .iter()
+                .map(|b| b.less_than)
+                .filter(|le| le.is_finite())
+                .collect();
+            expect(
+                &format!("{what} with kube's buckets"),
+                bounds
+                    == [
+                        0.0, 0.001, 0.01, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0,
+                    ],
+            );
+            let at = |le: f64| {
+                buckets
+                    .iter()
+                    .find(|b| b.less_than == le)
+                    .map_or(0.0, |b| b.count)
+            };
+            let (idle, all) = (at(0.0), at(f64::INFINITY));
+            expect(&format!("{what} counts nanoseconds"), all > 1e9);
+            if phase == "waiting" {
+                expect(&format!("{what} is always 0"), idle == all);
+            } else if kind == "readOnly" {
+                expect(&format!("{what} shows requests executing"), idle < all);
+            }
+        }
+    }
     expect(
         "apiserver_storage_objects of configmaps",
         total(s, "apiserver_storage_objects", &[("resource", "configmaps")]) >= 2.0,

@@ -36,8 +36,9 @@
 //! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`; what
 //! nothing serves is kept as `Unserved`, answered `404`/`405` by the endpoint once authorized),
 //! in-flight limits (`max_in_flight`: a seat per executing request, held until its response
-//! body is sent, else kube's `429`),
-//! authorization (`403`), the aggregation proxy (`aggregator`, for APIServices with a Service).
+//! body is sent, else kube's `429`; `read_vs_write` keeps kube's timing ratio histogram of
+//! their use), authorization (`403`), the aggregation proxy (`aggregator`, for APIServices with
+//! a Service; connection upgrades are tunnelled to the backend).
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
 //!

@@ -192,6 +192,18 @@ impl Kube {
         self.http.get(url).send().await.unwrap().text().await.unwrap()
     }
 
+    /// GETs `path` from replica `node` accepting `accept`, and returns the JSON body.
+    pub async fn json_as(&self, node: usize, path: &str, accept: &str) -> Result<Value, String> {
+        let r = self
+            .http
+            .get(self.url(node, path))
+            .header("accept", accept)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        r.json().await.map_err(|e| e.to_string())
+    }
+
     /// Sends a JSON request to replica `node`: (status code, JSON body or null).
     pub async fn send(
         &self,

@@ -5,9 +5,12 @@
 //! identified by the front-proxy client certificate, and the caller named in kube's
 //! front-proxy headers (`X-Remote-User`, `X-Remote-Uid`, one `X-Remote-Group` per group,
 //! `X-Remote-Extra-<key>` per value). The request body streams to the backend and the
-//! response back as they come (watches included), of any size. A backend that is
-//! unavailable, unresolvable or unreachable answers `503` for its
-//! group-version only, as kube's does.
+//! response back as they come (watches included), of any size. A connection upgrade (the
+//! websocket and SPDY streams of `exec`, `attach` and `port-forward`) goes to the backend over
+//! HTTP/1.1; once the backend switches protocols the two connections are joined both ways
+//! until either closes, as kube's upgrade-aware proxy joins them. A backend that is
+//! unavailable, unresolvable or unreachable answers `503` for its group-version only, as
+//! kube's does.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -92,7 +95,17 @@ pub struct Aggregator {
     cache: WatchCache,
     /// The front-proxy client certificate and key, PEM (none on an insecure replica).
     identity: Option<String>,
-    clients: Mutex<HashMap<(String, String, SocketAddr), reqwest::Client>>,
+    clients: Mutex<HashMap<ClientKey, reqwest::Client>>,
+}
+
+/// A client per APIService version, backend address and protocol: upgrades need HTTP/1.1,
+/// other requests negotiate HTTP/2 where the backend offers it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ClientKey {
+    apiservice: String,
+    resource_version: String,
+    addr: SocketAddr,
+    http1_only: bool,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -134,6 +147,36 @@ impl HttpBody for SyncBody {
             Ok(body) => body.size_hint(),
             Err(poisoned) => poisoned.into_inner().size_hint(),
         }
+    }
+}
+
+/// Whether the request asks to upgrade its connection (a `Connection` header naming
+/// `upgrade`), as kube's `httpstream.IsUpgradeRequest` decides.
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Joins the client's upgraded connection with the backend's once both have switched
+/// protocols, copying both ways until both sides have closed; a side that fails ends the
+/// tunnel, and the client's connection is then closed properly all the same.
+async fn tunnel(client: hyper::upgrade::OnUpgrade, backend: reqwest::Response, apiservice: String) {
+    use tokio::io::AsyncWriteExt;
+    let (client, backend) = tokio::join!(client, backend.upgrade());
+    match (client, backend) {
+        (Ok(client), Ok(mut backend)) => {
+            let mut client = hyper_util::rt::TokioIo::new(client);
+            if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
+                tracing::debug!(apiservice, error = %e, "an upgraded connection failed");
+                let _ = client.shutdown().await;
+            }
+        }
+        (Err(e), _) => tracing::debug!(apiservice, error = %e, "the client did not upgrade"),
+        (_, Err(e)) => tracing::info!(apiservice, error = %e, "the backend did not upgrade"),
     }
 }
 
@@ -223,12 +266,17 @@ impl Aggregator {
     }
 
     /// The backend's address and the client that reaches it.
-    fn client_for(&self, b: &Backend) -> Result<(reqwest::Client, SocketAddr), ProxyError> {
+    fn client_for(&self, b: &Backend, http1_only: bool) -> Result<(reqwest::Client, SocketAddr), ProxyError> {
         let addr = services::resolve(&self.cache, &b.namespace, &b.service, b.port).map_err(|e| {
             tracing::debug!(apiservice = b.name, error = %e, "cannot resolve the backend");
             ProxyError::Unavailable
         })?;
-        let key = (b.name.clone(), b.resource_version.clone(), addr);
+        let key = ClientKey {
+            apiservice: b.name.clone(),
+            resource_version: b.resource_version.clone(),
+            addr,
+            http1_only,
+        };
         let mut clients = self
             .clients
             .lock()
@@ -242,6 +290,9 @@ impl Aggregator {
             .https_only(true)
             .connect_timeout(CONNECT_TIMEOUT)
             .resolve(&b.host(), addr);
+        if http1_only {
+            builder = builder.http1_only();
+        }
         if b.insecure {
             builder = builder.danger_accept_invalid_certs(true);
         } else if !b.ca_bundle.is_empty() {
@@ -278,7 +329,8 @@ impl Aggregator {
                 "service unavailable".into(),
             ));
         }
-        let (client, addr) = match self.client_for(backend) {
+        let upgrade = is_upgrade(request.headers());
+        let (client, addr) = match self.client_for(backend, upgrade) {
             Ok(c) => c,
             // kube's: a transport that cannot be built (a bad `caBundle`) is this server's
             // failure, an unresolvable Service the backend's.
@@ -287,12 +339,19 @@ impl Aggregator {
             }
             Err(e) => return Err(refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
         };
+        let mut request = request;
+        let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
         let (parts, body) = request.into_parts();
         let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let url = format!("https://{}:{}{path_and_query}", backend.host(), addr.port());
         let mut headers = parts.headers;
+        let protocols = headers.get(header::UPGRADE).cloned();
         for h in NOT_FORWARDED {
             headers.remove(*h);
+        }
+        if let (true, Some(protocols)) = (upgrade, protocols) {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            headers.insert(header::UPGRADE, protocols);
         }
         set_identity(&mut headers, user);
         let sent = client
@@ -308,6 +367,18 @@ impl Aggregator {
                 return Ok(plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e)));
             }
         };
+        if let (StatusCode::SWITCHING_PROTOCOLS, Some(client_upgrade)) = (answer.status(), client_upgrade) {
+            let mut response = Response::builder().status(StatusCode::SWITCHING_PROTOCOLS);
+            if let Some(h) = response.headers_mut() {
+                for (k, v) in answer.headers() {
+                    h.append(k.clone(), v.clone());
+                }
+            }
+            tokio::spawn(tunnel(client_upgrade, answer, backend.name.clone()));
+            return Ok(response
+                .body(Body::empty())
+                .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())));
+        }
         let mut response = Response::builder().status(answer.status());
         if let Some(h) = response.headers_mut() {
             for (k, v) in answer.headers() {
@@ -337,7 +408,7 @@ impl Aggregator {
         path: &str,
         timeout: Duration,
     ) -> Result<serde_json::Value, ProxyError> {
-        let (client, addr) = self.client_for(backend)?;
+        let (client, addr) = self.client_for(backend, false)?;
         let url = format!("https://{}:{}{path}", backend.host(), addr.port());
         let mut headers = HeaderMap::new();
         set_identity(

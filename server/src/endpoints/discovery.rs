@@ -218,10 +218,12 @@ struct Listed<'a> {
     version_priority: i64,
 }
 
-/// The named groups with their versions in kube's order: the served ones (with kube-apiserver's
-/// priorities, `aggregator::priorities`) and the aggregated ones no served group shadows
-/// (with their APIService's); within a group, versions by `versionPriority`, highest first,
-/// then in Kubernetes' version order.
+/// The named groups with their versions in kube's order: the served group-versions (with
+/// kube-apiserver's priorities, `aggregator::priorities`) and the aggregated ones no served
+/// group-version shadows (with their APIService's), so a group can have versions served here
+/// and versions served by a backend, as kube-aggregator has an APIService per group-version;
+/// within a group, versions by `versionPriority`, highest first, then in Kubernetes' version
+/// order.
 fn all_groups<'a>(
     registry: &'a Registry,
     remote: &[&'a Backend],
@@ -242,7 +244,10 @@ fn all_groups<'a>(
         }
     }
     for b in remote {
-        if local.iter().any(|(g, _)| *g == b.group) {
+        if local
+            .iter()
+            .any(|(g, vs)| *g == b.group && vs.contains(&b.version.as_str()))
+        {
             continue;
         }
         listed.push(Listed {
@@ -301,10 +306,14 @@ pub fn groups(registry: &Registry, remote: &[Backend]) -> ApiGroupList {
     }
 }
 
-/// `/apis/{group}`, if the group exists.
-pub fn group(registry: &Registry, name: &str) -> Option<ApiGroup> {
-    registry
-        .groups()
+/// `/apis/{group}` of a group served here, if it is: its versions and the available aggregated
+/// versions of the group (`remote`), in priority order, the first preferred.
+pub fn group(registry: &Registry, remote: &[Served], name: &str) -> Option<ApiGroup> {
+    if !registry.groups().iter().any(|(g, _)| *g == name) {
+        return None;
+    }
+    let backends: Vec<&Backend> = remote.iter().map(|s| &s.backend).collect();
+    all_groups(registry, &backends, GroupOrder::ByGroup)
         .into_iter()
         .find(|(g, _)| *g == name)
         .map(|(g, vs)| group_doc(g, &vs, true))

@@ -170,7 +170,7 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                     &aggregator::backends(api.store.cache()),
                 )),
                 (Target::Group(g), _) => {
-                    Document::Group(discovery::group(&registry, &g).ok_or_else(ApiError::no_route)?)
+                    Document::Group(discovery::group(&registry, &remote, &g).ok_or_else(ApiError::no_route)?)
                 }
                 (Target::ResourceList { group, version }, _) => {
                     Document::Resources(discovery::resource_list(&registry, &group, &version))

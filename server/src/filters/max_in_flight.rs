@@ -42,6 +42,7 @@ pub struct Limits {
 impl Limits {
     /// Seats for `read_only` and `mutating` requests and for lease writes (0: unlimited).
     pub fn new(read_only: usize, mutating: usize, leases: usize) -> Arc<Limits> {
+        crate::filters::read_vs_write::set_limits(read_only, mutating);
         let seats = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
         Arc::new(Limits {
             read_only: seats(read_only),

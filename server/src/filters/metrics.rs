@@ -11,7 +11,9 @@
 //! - `apiserver_request_aborts_total` for a response whose body was dropped unfinished (the
 //!   client went away);
 //! - `apiserver_current_inflight_requests{request_kind}`: the most requests (`readOnly` or
-//!   `mutating`, long-running ones not counted) executing at once in the last second.
+//!   `mutating`, long-running ones not counted) executing at once in the last second, and
+//!   the same count over time as a fraction of the in-flight limit
+//!   ([`read_vs_write`](crate::filters::read_vs_write)).
 //!
 //! Label values are computed as kube's `CleanVerb`, `CanonicalVerb`, the installer's scope and
 //! `cleanDryRun` compute them. Only what an endpoint serves is recorded: a path that names no
@@ -33,6 +35,7 @@ use metrics::Label;
 use crate::audit::request::{RequestInfo as KubeRequestInfo, LONG_RUNNING_SUBRESOURCES};
 use crate::endpoints::request_info::{RequestInfo, Verb};
 use crate::filters::observed_body::{Observed, Observer};
+use crate::filters::read_vs_write;
 use crate::machinery::query::watch_requested;
 use crate::registry::ResourceRequest;
 
@@ -47,15 +50,18 @@ const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 /// Requests executing now, and the most at once since the last report, per request kind.
 struct InFlight {
+    kind: read_vs_write::Kind,
     now: AtomicI64,
     most: AtomicI64,
 }
 
 static READ_ONLY: InFlight = InFlight {
+    kind: read_vs_write::Kind::ReadOnly,
     now: AtomicI64::new(0),
     most: AtomicI64::new(0),
 };
 static MUTATING: InFlight = InFlight {
+    kind: read_vs_write::Kind::Mutating,
     now: AtomicI64::new(0),
     most: AtomicI64::new(0),
 };
@@ -78,6 +84,7 @@ impl Executing {
     fn start(kind: &'static InFlight) -> Executing {
         let now = kind.now.fetch_add(1, Ordering::Relaxed) + 1;
         kind.most.fetch_max(now, Ordering::Relaxed);
+        read_vs_write::set_executing(kind.kind, || kind.now.load(Ordering::Relaxed));
         Executing(kind)
     }
 }
@@ -85,6 +92,7 @@ impl Executing {
 impl Drop for Executing {
     fn drop(&mut self) {
         self.0.now.fetch_sub(1, Ordering::Relaxed);
+        read_vs_write::set_executing(self.0.kind, || self.0.now.load(Ordering::Relaxed));
     }
 }
 

@@ -13,4 +13,5 @@ pub mod impersonation;
 pub mod max_in_flight;
 pub mod metrics;
 pub mod observed_body;
+pub mod read_vs_write;
 pub mod request_info;

@@ -1,7 +1,8 @@
 //! The API port's accept loop: TLS (HTTP/2 and HTTP/1.1 by ALPN) or, with `--insecure`, plain
 //! TCP; the client's certificate chain and address attached to every request of its connection
 //! (the x509 authenticator verifies the chain, the audit log records the address); hyper
-//! serving the router; a graceful drain on shutdown.
+//! serving the router, HTTP/1.1 connection upgrades included (the aggregation proxy tunnels
+//! them to its backends); a graceful drain on shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -60,11 +61,12 @@ pub async fn serve(
                     let Some((stream, conn)) = handshake(&acceptor, tcp).await else {
                         return;
                     };
-                    let conn = builder.serve_connection(TokioIo::new(stream), service(app, conn, remote));
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service(app, conn, remote));
                     let _ = watcher.watch(conn).await;
                 }
                 None => {
-                    let conn = builder.serve_connection(
+                    let conn = builder.serve_connection_with_upgrades(
                         TokioIo::new(tcp),
                         service(app, ClientConnection::default(), remote),
                     );

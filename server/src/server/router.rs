@@ -238,9 +238,11 @@ fn bootstrapped(cache: &WatchCache) -> Result<(), String> {
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
+    let mut text = s.metrics.render();
+    crate::filters::read_vs_write::render(&mut text);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        s.metrics.render(),
+        text,
     )
         .into_response()
 }

@@ -4,11 +4,15 @@
 //! expensive for kube's budget is refused when the definition is written, and a
 //! ValidatingAdmissionPolicy with a ConfigMap as params denies writes through a `Deny`
 //! binding while a `Warn` binding's warning reaches kubectl — on every replica, as soon as the
-//! policy's write is acknowledged.
+//! policy's write is acknowledged; a policy asks the authorizer what the request's user and a
+//! service account may do, as users signed by the cluster CA.
 
 mod support;
 
+use std::time::Duration;
+
 use serde_json::Value;
+use support::eventually;
 use support::kube::Kube;
 
 /// A namespaced CustomResourceDefinition `<plural>.cel.example.com` of `kind`, version `v1`,
@@ -261,6 +265,121 @@ spec:
   policyName: no-latest
   validationActions: [Warn]
 ";
+
+/// A policy that asks the authorizer: only a user who may list Secrets in a namespace may
+/// create ConfigMaps there, and a service account the policy names must be able to read them.
+const AUTHZ_POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: secret-readers
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ['']
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [configmaps]
+  validations:
+  - expression: \"authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('list').allowed()\"
+    message: only users who may list secrets can create configmaps here
+  - expression: \"authorizer.requestResource.check('create').allowed() && !authorizer.requestResource.check('create').errored()\"
+    message: the request's own resource is not allowed
+  - expression: \"authorizer.serviceAccount(object.metadata.namespace, 'auditor').group('').resource('configmaps').namespace(object.metadata.namespace).check('get').allowed()\"
+    messageExpression: \"'the auditor may not read configmaps in ' + object.metadata.namespace\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: secret-readers
+spec:
+  policyName: secret-readers
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {authz: test}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_ask_the_authorizer_for_the_user_and_for_service_accounts() {
+    let k = Kube::start().await;
+    // Everyone may create ConfigMaps in `authz`, only bob may list Secrets there; the
+    // `auditor` service account may read ConfigMaps there, not in `authz-2`.
+    for ns in ["authz", "authz-2"] {
+        k.ok("node-1", &["create", "namespace", ns]);
+        k.ok("node-1", &["label", "namespace", ns, "authz=test"]);
+    }
+    for (role, verb, resource, subjects) in [
+        (
+            "writer",
+            "create",
+            "configmaps",
+            &["--user=alice", "--user=bob"][..],
+        ),
+        ("secret-lister", "list", "secrets", &["--user=bob"][..]),
+        (
+            "reader",
+            "get",
+            "configmaps",
+            &["--serviceaccount=authz:auditor"][..],
+        ),
+    ] {
+        let (verb, resource) = (format!("--verb={verb}"), format!("--resource={resource}"));
+        k.ok(
+            "node-1",
+            &["-n", "authz", "create", "role", role, &verb, &resource],
+        );
+        let role_ref = format!("--role={role}");
+        let mut bind = vec!["-n", "authz", "create", "rolebinding", role, &role_ref];
+        bind.extend(subjects);
+        k.ok("node-1", &bind);
+    }
+    let policy = k.manifest("policy.yaml", AUTHZ_POLICY);
+    k.ok("node-1", &["apply", "-f", &policy]);
+    let alice = k.kubeconfig_for("alice", &[]);
+    let bob = k.kubeconfig_for("bob", &[]);
+
+    // alice may create ConfigMaps but not list Secrets: refused, through every replica.
+    for node in 0..3 {
+        let name = format!("from-alice-{node}");
+        let (ok, _, err) = k.kubectl_with(&alice, node, &["create", "configmap", &name, "-n", "authz"]);
+        assert!(!ok, "alice created a configmap through replica {node}");
+        assert!(
+            err.contains("ValidatingAdmissionPolicy 'secret-readers' with binding 'secret-readers' denied request: only users who may list secrets can create configmaps here"),
+            "{err}"
+        );
+    }
+    // bob may list Secrets there: allowed; so is the admin (system:masters).
+    let (ok, _, err) = k.kubectl_with(&bob, 1, &["create", "configmap", "from-bob", "-n", "authz"]);
+    assert!(ok, "{err}");
+    k.ok("node-3", &["create", "configmap", "from-admin", "-n", "authz"]);
+    // The service account named by the policy may not read ConfigMaps in authz-2.
+    let (ok, _, err) = k.kubectl("node-2", &["create", "configmap", "elsewhere", "-n", "authz-2"]);
+    assert!(!ok, "the service account check let it through");
+    assert!(
+        err.contains("denied request: the auditor may not read configmaps in authz-2"),
+        "{err}"
+    );
+    // An RBAC change is seen by the next check: alice is granted the list, and may create.
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "rolebinding",
+            "alice-lists",
+            "--role=secret-lister",
+            "--user=alice",
+            "-n",
+            "authz",
+        ],
+    );
+    eventually(Duration::from_secs(30), || async {
+        match k.kubectl_with(&alice, 2, &["create", "configmap", "from-alice", "-n", "authz"]) {
+            (true, out, _) => Ok(out),
+            (false, _, err) => Err(err),
+        }
+    })
+    .await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validating_admission_policies_deny_and_warn_on_every_replica() {

@@ -609,6 +609,7 @@ async fn match_conditions_decide_which_writes_reach_a_webhook() {
                 json!({"matchConditions": [
                     {"name": "creates", "expression": "request.operation == 'CREATE'"},
                     {"name": "named", "expression": "object.metadata.name.startsWith('in-') && oldObject == null"},
+                    {"name": "secret-readers", "expression": "authorizer.group('').resource('secrets').namespace('cond').check('get').allowed() && authorizer.requestResource.check('create').allowed()"},
                 ]}),
             ),
             webhook(
@@ -641,6 +642,36 @@ async fn match_conditions_decide_which_writes_reach_a_webhook() {
     assert!(ok, "{err}");
     assert_eq!(hooks.calls("cond"), 1);
     k.ok("node-1", &["-n", "cond", "label", "configmap", "in-a", "x=y"]);
+    assert_eq!(hooks.calls("cond"), 1);
+    // The authorizer answers for the request's user: carol may create ConfigMaps but not read
+    // Secrets, so her create does not reach the webhook.
+    k.ok(
+        "node-1",
+        &[
+            "-n",
+            "cond",
+            "create",
+            "role",
+            "cm-creator",
+            "--verb=create",
+            "--resource=configmaps",
+        ],
+    );
+    k.ok(
+        "node-1",
+        &[
+            "-n",
+            "cond",
+            "create",
+            "rolebinding",
+            "carol",
+            "--role=cm-creator",
+            "--user=carol",
+        ],
+    );
+    let carol = k.kubeconfig_for("carol", &[]);
+    let (ok, _, err) = k.kubectl_with(&carol, 2, &["-n", "cond", "create", "configmap", "in-carol"]);
+    assert!(ok, "{err}");
     assert_eq!(hooks.calls("cond"), 1);
 
     // A condition that fails to evaluate: kube's Forbidden under Fail (the webhook is not

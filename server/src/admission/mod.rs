@@ -19,6 +19,7 @@
 //! store only through [`Store`], and never writes.
 
 pub mod audit_annotations;
+mod authorizer;
 mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
@@ -37,6 +38,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::authentication::UserInfo;
+use crate::authorization::Authorizer;
 use crate::machinery::errors::ApiResult;
 use crate::store::delegator::sync_most_recent;
 use crate::store::Store;
@@ -77,6 +79,9 @@ pub struct Attributes<'a> {
     pub dry_run: bool,
     /// Who asks (`None` for the server's own controllers).
     pub user: Option<&'a UserInfo>,
+    /// What decides what they may do (`None` for the server's own controllers), for the CEL
+    /// `authorizer` variable ([`authorizer`]).
+    pub authorizer: Option<&'a Authorizer>,
     /// The object as stored before the write (updates; `None` for creates, and for deletes,
     /// which are admitted before the object is read).
     pub old: Option<&'a Value>,
@@ -196,6 +201,7 @@ mod tests {
             subresource: None,
             dry_run: false,
             user: None,
+            authorizer: None,
             old: None,
         }
     }

@@ -453,6 +453,7 @@ fn evaluate(
                 subject.namespace.map_or(cel::Value::Null, value::from_json),
             ),
         ];
+        vars.extend(crate::admission::authorizer::variables(subject.attrs));
         // Each variable sees the ones before it; one that fails is absent (an expression
         // reading it fails in turn).
         let mut computed: Vec<(String, cel::Value)> = Vec::new();

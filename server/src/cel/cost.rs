@@ -456,6 +456,7 @@ impl Estimator {
                 tenth(longest).saturating_mul(pattern)
             }
             "sort" | "distinct" => longest.saturating_mul(64 - longest.leading_zeros() as u64),
+            "check" => super::authz::CHECK_COST,
             n if LIST_TRAVERSING.contains(&n) => match &first {
                 Shape::List { max, item } => max.saturating_mul(tenth(item.size()).max(1)),
                 other => other.size(),

@@ -27,7 +27,7 @@ const FIND_ALL_UNLIMITED: i64 = -1;
 type ValueFn = fn(&[Value]) -> Result<Value, ExecutionError>;
 
 /// Runs `f` on the arguments as [`Value`]s.
-fn lift<'b, 'v>(args: Vec<CowVal<'b, 'v>>, f: ValueFn) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn lift<'b, 'v>(args: Vec<CowVal<'b, 'v>>, f: ValueFn) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let values = args
         .iter()
         .map(|a| Value::try_from(a.as_ref()))
@@ -39,29 +39,35 @@ fn lift<'b, 'v>(args: Vec<CowVal<'b, 'v>>, f: ValueFn) -> Result<CowVal<'b, 'v>,
 /// Declares `$f` (a [`ValueFn`]) as an overload function the environment can call.
 macro_rules! overload {
     ($f:path) => {{
-        fn call<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-            lift(args, $f)
+        fn call<'b, 'v>(
+            args: Vec<cel::common::value::CowVal<'b, 'v>>,
+        ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
+            $crate::cel::library::lift(args, $f)
         }
         call
     }};
 }
+pub(super) use overload;
 
 /// How an overload is called.
-enum Call {
+pub(super) enum Call {
     /// `name(args...)`.
     Global,
     /// `target.name(args...)`.
     Member(Type),
 }
 
-/// kube's additions: name, overload id, how it is called, argument types, implementation.
-fn kube_functions() -> Vec<(
+/// A library function: name, overload id, how it is called, argument types, implementation.
+pub(super) type LibraryFunction = (
     &'static str,
     &'static str,
     Call,
     Vec<Type>,
     cel::common::functions::Function,
-)> {
+);
+
+/// kube's additions (but the authorization library, [`super::authz`]).
+fn kube_functions() -> Vec<LibraryFunction> {
     use Call::{Global, Member};
     vec![
         (
@@ -327,7 +333,7 @@ pub fn env() -> Result<Env, DeclarationError> {
     env.add_extension(extensions::strings)?;
     env.add_extension(extensions::lists)?;
     env.add_extension(extensions::encoders)?;
-    for (name, id, call, args, f) in kube_functions() {
+    for (name, id, call, args, f) in kube_functions().into_iter().chain(super::authz::functions()) {
         match call {
             Call::Global => env.add_overload(name, id, args, f)?,
             Call::Member(target) => env.add_member_overload(name, id, target, args, f)?,
@@ -336,7 +342,7 @@ pub fn env() -> Result<Env, DeclarationError> {
     Ok(env)
 }
 
-fn no_overload(name: &str, args: &[Value]) -> ExecutionError {
+pub(super) fn no_overload(name: &str, args: &[Value]) -> ExecutionError {
     ExecutionError::no_such_overload(name, args.iter().map(|a| a.type_of().to_string()).collect())
 }
 
@@ -347,7 +353,7 @@ fn list<'a>(name: &str, args: &'a [Value]) -> Result<&'a [Value], ExecutionError
     }
 }
 
-fn str_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str, ExecutionError> {
+pub(super) fn str_arg<'a>(name: &str, args: &'a [Value], i: usize) -> Result<&'a str, ExecutionError> {
     match args.get(i) {
         Some(Value::String(s)) => Ok(s.as_str()),
         _ => Err(no_overload(name, args)),
@@ -518,7 +524,11 @@ fn url(args: &[Value]) -> Result<Value, ExecutionError> {
     Ok(Value::Opaque(Arc::new(Url(u))))
 }
 
-fn opaque<'a, T: 'static>(name: &str, args: &'a [Value], i: usize) -> Result<&'a T, ExecutionError> {
+pub(super) fn opaque<'a, T: 'static>(
+    name: &str,
+    args: &'a [Value],
+    i: usize,
+) -> Result<&'a T, ExecutionError> {
     match args.get(i) {
         Some(Value::Opaque(o)) => o.downcast_ref::<T>().ok_or_else(|| no_overload(name, args)),
         _ => Err(no_overload(name, args)),

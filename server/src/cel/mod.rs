@@ -9,6 +9,7 @@
 //! refused when over kube's per-call limit or the caller's remaining budget, so a rule cannot
 //! burn the CPU.
 
+pub mod authz;
 pub mod cost;
 mod library;
 pub mod value;
@@ -91,17 +92,25 @@ fn environment() -> Result<Arc<Env>, String> {
 }
 
 /// The variables of a ValidatingAdmissionPolicy's expressions.
-pub const POLICY_VARIABLES: [&str; 6] = [
+pub const POLICY_VARIABLES: [&str; 8] = [
     "object",
     "oldObject",
     "request",
     "params",
     "namespaceObject",
     "variables",
+    AUTHORIZER,
+    REQUEST_RESOURCE,
 ];
 
-/// The variables of an admission webhook's `matchConditions` (kube's, less `authorizer`).
-pub const WEBHOOK_CONDITION_VARIABLES: [&str; 3] = ["object", "oldObject", "request"];
+/// The variables of an admission webhook's `matchConditions`.
+pub const WEBHOOK_CONDITION_VARIABLES: [&str; 5] =
+    ["object", "oldObject", "request", AUTHORIZER, REQUEST_RESOURCE];
+
+/// The authorization library's variable: what the request's user may do ([`authz`]).
+pub const AUTHORIZER: &str = "authorizer";
+/// A check of the request's own resource.
+pub const REQUEST_RESOURCE: &str = "authorizer.requestResource";
 
 /// kube's `RuntimeCELCostBudgetMatchConditions`: what a webhook's match conditions may cost
 /// together for one request.

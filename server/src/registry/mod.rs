@@ -61,6 +61,7 @@ impl ResourceRequest {
             subresource: self.subresource.as_deref(),
             dry_run,
             user: self.requester.as_ref().map(|r| &*r.user),
+            authorizer: self.requester.as_ref().map(|r| &r.authorizer),
             old,
         }
     }

@@ -321,6 +321,7 @@ mod tests {
             subresource: None,
             dry_run: false,
             user: None,
+            authorizer: None,
             old,
         }
     }

@@ -247,10 +247,13 @@ pub fn applies(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&
 /// the webhook under `failurePolicy: Ignore`.
 fn conditions_hold(hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
     let request = super::review::request(attrs, obj).1["request"].take();
+    let [authorizer, request_resource] = crate::admission::authorizer::variables(attrs);
     let vars = [
         ("object", obj.map_or(cel::Value::Null, value::from_json)),
         ("oldObject", attrs.old.map_or(cel::Value::Null, value::from_json)),
         ("request", value::from_json(&request)),
+        authorizer,
+        request_resource,
     ];
     let mut budget = MATCH_CONDITIONS_BUDGET;
     let mut errors = Vec::new();

@@ -563,3 +563,66 @@ async fn validating_admission_policies_deny_and_warn_on_every_replica() {
         "{err}"
     );
 }
+
+/// A policy `name` for `autoscaling/v2` autoscalers with `match_policy` and `validations`
+/// (YAML list items), and its `Deny` binding.
+fn v2_policy(name: &str, match_policy: &str, validations: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  matchConstraints:
+    matchPolicy: {match_policy}
+    resourceRules:
+    - {{apiGroups: [autoscaling], apiVersions: [v2], operations: [CREATE], resources: [horizontalpodautoscalers]}}
+  validations:
+{validations}---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec: {{policyName: {name}, validationActions: [Deny]}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_for_another_version_see_the_object_converted() {
+    let k = Kube::start().await;
+    // Equivalent (the default) sees a v1 write converted to v2; Exact does not see it.
+    let equivalent = v2_policy(
+        "utilization",
+        "Equivalent",
+        "  - expression: \"object.apiVersion == 'autoscaling/v2' && request.kind.version == 'v2' && request.requestKind.version == 'v1'\"
+    message: not seen in v2
+  - expression: \"object.spec.metrics.all(m, m.resource.target.averageUtilization <= 80)\"
+    message: utilization above 80
+",
+    );
+    let exact = v2_policy(
+        "exact",
+        "Exact",
+        "  - {expression: 'false', message: an exact policy for v2 saw a v1 write}\n",
+    );
+    for (name, policy) in [("equivalent.yaml", equivalent), ("exact.yaml", exact)] {
+        k.ok("node-1", &["apply", "-f", &k.manifest(name, &policy)]);
+    }
+    let hpa = |name: &str, target: i64| {
+        serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"maxReplicas": 5, "targetCPUUtilizationPercentage": target,
+                     "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}}})
+        .to_string()
+    };
+    let hot = k.manifest("hot.json", &hpa("hot", 90));
+    k.refused(
+        "node-2",
+        &["create", "-f", &hot],
+        "ValidatingAdmissionPolicy 'utilization' with binding 'utilization' denied request: utilization above 80",
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-3",
+        &["create", "-f", &k.manifest("cool.json", &hpa("cool", 70))],
+    );
+    assert!(ok, "{err}");
+}

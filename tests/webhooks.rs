@@ -694,3 +694,90 @@ async fn match_conditions_decide_which_writes_reach_a_webhook() {
     assert!(ok, "{err}");
     assert_eq!(hooks.calls("err-fail") + hooks.calls("err-ignore"), 0);
 }
+
+/// `matchPolicy: Equivalent`: webhooks registered for `autoscaling/v2` see an autoscaler
+/// written through `autoscaling/v1` converted to v2 (kind and resource in v2, `requestKind`
+/// and `requestResource` in v1), and a mutating webhook's patch to the v2 object is converted
+/// back into what v1 stores and shows; an `Exact` webhook for v2 is not called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_for_another_version_get_the_object_converted() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "scaled", "hpa");
+    let v2_rule = json!([{"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v2"], "resources": ["horizontalpodautoscalers"]}]);
+    configure(
+        &k,
+        "MutatingWebhookConfiguration",
+        "hpa-labels",
+        vec![webhook(
+            "label.example.com",
+            by_url(&hooks, "label"),
+            "hpa",
+            json!({"rules": v2_rule}),
+        )],
+    );
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "hpa-checks",
+        vec![
+            webhook(
+                "equivalent.example.com",
+                by_url(&hooks, "equivalent"),
+                "hpa",
+                json!({"rules": v2_rule}),
+            ),
+            webhook(
+                "exact.example.com",
+                by_url(&hooks, "exact"),
+                "hpa",
+                json!({"rules": v2_rule, "matchPolicy": "Exact"}),
+            ),
+        ],
+    );
+    let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "scaled"},
+        "spec": {"maxReplicas": 5, "targetCPUUtilizationPercentage": 70,
+                 "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}});
+    let file = k.manifest("hpa-v1.json", &v1.to_string());
+    k.ok("node-2", &["create", "-f", &file]);
+
+    assert_eq!(hooks.calls("exact"), 0);
+    assert_eq!(hooks.calls("label"), 1);
+    let review = hooks.last("equivalent");
+    let req = &review["request"];
+    assert_eq!(
+        req["kind"],
+        json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"})
+    );
+    assert_eq!(
+        req["resource"],
+        json!({"group": "autoscaling", "version": "v2", "resource": "horizontalpodautoscalers"})
+    );
+    assert_eq!(
+        req["requestKind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"})
+    );
+    assert_eq!(req["requestResource"]["version"], "v1");
+    assert_eq!(req["object"]["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        req["object"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 70,
+        "{review}"
+    );
+    // The validating webhook saw the mutating one's label, and so does every reader, in v1.
+    assert_eq!(label(&req["object"], "webhook-added"), Some("yes"));
+    let stored = k.json(
+        "node-3",
+        &[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-n",
+            "scaled",
+        ],
+    );
+    assert_eq!(stored["apiVersion"], "autoscaling/v1");
+    assert_eq!(label(&stored, "webhook-added"), Some("yes"));
+    assert_eq!(stored["spec"]["targetCPUUtilizationPercentage"], 70);
+    assert_eq!(hooks.last("label")["request"]["requestKind"]["version"], "v1");
+}

@@ -168,6 +168,14 @@ impl Kube {
         out
     }
 
+    /// Runs kubectl, asserts it failed with `message` in its stderr, and returns the stderr.
+    pub fn refused(&self, context: &str, args: &[&str], message: &str) -> String {
+        let (ok, _, err) = self.kubectl(context, args);
+        assert!(!ok, "kubectl {args:?} succeeded");
+        assert!(err.contains(message), "kubectl {args:?}: {err}");
+        err
+    }
+
     /// Runs kubectl with `-o json` and parses the output.
     pub fn json(&self, context: &str, args: &[&str]) -> Value {
         let mut all = args.to_vec();

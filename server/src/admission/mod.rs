@@ -82,9 +82,35 @@ pub struct Attributes<'a> {
     /// What decides what they may do (`None` for the server's own controllers), for the CEL
     /// `authorizer` variable ([`authorizer`]).
     pub authorizer: Option<&'a Authorizer>,
+    /// The resource's other versions and the conversion between them, for webhooks registered
+    /// for another version (`matchPolicy: Equivalent`); `None` where there are none to know.
+    pub versions: Option<&'a dyn Versions>,
     /// The object as stored before the write (updates; `None` for creates, and for deletes,
     /// which are admitted before the object is read).
     pub old: Option<&'a Value>,
+}
+
+/// The versions a written resource is served in, and its objects in each: kube's equivalent
+/// resources (the same resource in another version, kept in the same storage) and its
+/// conversion, which a webhook registered for another version than the request's is called
+/// in. The registry, which owns conversion, provides it.
+pub trait Versions: Send + Sync + std::fmt::Debug {
+    /// The other versions of the resource, in the order kube tries them.
+    fn equivalents(&self, store: &Store) -> Vec<String>;
+    /// `obj`, of the request's version, as `version` shows it.
+    fn to_version<'a>(
+        &'a self,
+        store: &'a Store,
+        obj: &'a Value,
+        version: &'a str,
+    ) -> BoxFuture<'a, ApiResult<Value>>;
+    /// `obj`, of `version`, back in the request's version.
+    fn back_from_version<'a>(
+        &'a self,
+        store: &'a Store,
+        obj: &'a Value,
+        version: &'a str,
+    ) -> BoxFuture<'a, ApiResult<Value>>;
 }
 
 /// A plugin that may change the object.
@@ -202,6 +228,7 @@ mod tests {
             dry_run: false,
             user: None,
             authorizer: None,
+            versions: None,
             old: None,
         }
     }

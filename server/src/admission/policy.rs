@@ -61,7 +61,7 @@ impl Validating for ValidatingAdmissionPolicy {
             if attrs.group == GROUP && EXEMPT.contains(&attrs.resource) {
                 return Ok(());
             }
-            admit(store.cache(), attrs, obj)
+            admit(store, attrs, obj).await
         })
     }
 }
@@ -176,7 +176,38 @@ struct Denial {
     reason: Option<String>,
 }
 
-fn admit(cache: &WatchCache, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<()> {
+/// The write's objects in another version of its resource (for policies matching only that
+/// version, `matchPolicy: Equivalent`), converted once per version.
+#[derive(Default)]
+struct Converted(HashMap<String, (Value, Option<Value>)>);
+
+impl Converted {
+    async fn get(
+        &mut self,
+        store: &Store,
+        attrs: &Attributes<'_>,
+        obj: &Value,
+        version: &str,
+    ) -> ApiResult<&(Value, Option<Value>)> {
+        if !self.0.contains_key(version) {
+            let versions = attrs
+                .versions
+                .ok_or_else(|| ApiError::internal("no conversion for an equivalent version"))?;
+            let converted = versions.to_version(store, obj, version).await?;
+            let old = match attrs.old {
+                Some(old) => Some(versions.to_version(store, old, version).await?),
+                None => None,
+            };
+            self.0.insert(version.to_string(), (converted, old));
+        }
+        self.0
+            .get(version)
+            .ok_or_else(|| ApiError::internal("a converted object went missing"))
+    }
+}
+
+async fn admit(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<()> {
+    let cache = store.cache();
     let policies = compiled(cache);
     if policies.is_empty() {
         return Ok(());
@@ -197,9 +228,12 @@ fn admit(cache: &WatchCache, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<(
         .map(|c| c.value());
     let subject = Subject {
         attrs,
+        requested: attrs,
         obj,
         namespace: namespace_object.as_ref(),
     };
+    let mut converted = Converted::default();
+    let equivalents = std::cell::OnceCell::new();
     let mut denials = Vec::new();
     let mut published_annotations: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     for (_, cached) in &bindings {
@@ -211,9 +245,33 @@ fn admit(cache: &WatchCache, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<(
         else {
             continue;
         };
-        if !subject.matches(&policy.spec["matchConstraints"]) {
+        let others = || {
+            equivalents
+                .get_or_init(|| attrs.versions.map(|v| v.equivalents(store)).unwrap_or_default())
+                .clone()
+        };
+        let Some(version) = subject.matched_version(&policy.spec["matchConstraints"], others) else {
             continue;
-        }
+        };
+        let (versioned_attrs, versioned_obj) = match &version {
+            None => (*attrs, obj),
+            Some(v) => {
+                let (o, old) = converted.get(store, attrs, obj, v).await?;
+                (
+                    Attributes {
+                        version: v,
+                        old: old.as_ref(),
+                        ..*attrs
+                    },
+                    o,
+                )
+            }
+        };
+        let subject = Subject {
+            attrs: &versioned_attrs,
+            obj: versioned_obj,
+            ..subject
+        };
         if spec.get("matchResources").is_some_and(|m| !subject.matches(m)) {
             continue;
         }
@@ -289,9 +347,12 @@ fn denied(attrs: &Attributes<'_>, d: Denial) -> ApiError {
     e
 }
 
-/// What the policies are matched against.
+/// What the policies are matched against: the write as a policy sees it (`attrs`, `obj`, in
+/// the version it matched), and as the request made it (`requested`).
+#[derive(Clone, Copy)]
 struct Subject<'a> {
     attrs: &'a Attributes<'a>,
+    requested: &'a Attributes<'a>,
     obj: &'a Value,
     namespace: Option<&'a Value>,
 }
@@ -310,6 +371,33 @@ fn contains_or_star(list: &Value, item: &str) -> bool {
 }
 
 impl Subject<'_> {
+    /// The version a policy whose `matchConstraints` are `m` sees the write in, if they select
+    /// it: its own (`Some(None)`), else under `matchPolicy: Equivalent` (the default) the first
+    /// of the resource's other versions (`equivalents`, asked only then) they select.
+    fn matched_version(
+        &self,
+        m: &Value,
+        equivalents: impl FnOnce() -> Vec<String>,
+    ) -> Option<Option<String>> {
+        if self.matches(m) {
+            return Some(None);
+        }
+        if m["matchPolicy"].as_str() == Some("Exact") {
+            return None;
+        }
+        equivalents().into_iter().find_map(|version| {
+            let attrs = Attributes {
+                version: &version,
+                ..*self.attrs
+            };
+            let other = Subject {
+                attrs: &attrs,
+                ..*self
+            };
+            other.matches(m).then(|| Some(version.clone()))
+        })
+    }
+
     /// Whether `m` (a `matchConstraints` or `matchResources`) selects the request.
     fn matches(&self, m: &Value) -> bool {
         let rules = |key: &str| m[key].as_array().cloned().unwrap_or_default();
@@ -384,16 +472,17 @@ impl Subject<'_> {
 
     /// kube's `AdmissionRequest` as CEL's `request`.
     fn request(&self) -> cel::Value {
-        let a = self.attrs;
-        let gvk = json!({"group": a.group, "version": a.version, "kind": a.kind});
-        let gvr = json!({"group": a.group, "version": a.version, "resource": a.resource});
+        let (a, requested) = (self.attrs, self.requested);
+        let gvk = |a: &Attributes<'_>| json!({"group": a.group, "version": a.version, "kind": a.kind});
+        let gvr =
+            |a: &Attributes<'_>| json!({"group": a.group, "version": a.version, "resource": a.resource});
         let user = a.user.map_or(
             json!({}),
             |u| json!({"username": u.name, "uid": u.uid, "groups": u.groups, "extra": u.extra}),
         );
         let mut r = json!({
             "uid": uuid::Uuid::new_v4().to_string(),
-            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "kind": gvk(a), "resource": gvr(a), "requestKind": gvk(requested), "requestResource": gvr(requested),
             "name": a.name, "namespace": a.namespace.unwrap_or_default(),
             "operation": operation(a.operation), "userInfo": user, "dryRun": a.dry_run,
         });

@@ -62,6 +62,7 @@ impl ResourceRequest {
             dry_run,
             user: self.requester.as_ref().map(|r| &*r.user),
             authorizer: self.requester.as_ref().map(|r| &r.authorizer),
+            versions: Some(&self.rt),
             old,
         }
     }

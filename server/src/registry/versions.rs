@@ -4,18 +4,23 @@
 //! ([`Strategy::webhook_conversion`](super::strategy::Strategy::webhook_conversion)). Writes
 //! convert to the storage version before anything is stored; reads, lists and watch events
 //! convert to the requested version before anything is sent. A list's objects go to the
-//! webhook in one call; a failed call is the request's error.
+//! webhook in one call; a failed call is the request's error. Admission webhooks registered for
+//! another version of the resource get the objects in theirs through the same conversions
+//! ([`Versions`]).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use futures::future::BoxFuture;
+
 use super::reply::served_cached;
 use super::strategy;
+use crate::admission::Versions;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::scheme::{conversion, ResourceType};
 use crate::store::cacher::CachedObject;
-use crate::store::{Store, Stored};
+use crate::store::{keys, Store, Stored};
 
 /// Whether `rt`'s objects are converted by a webhook.
 pub fn by_webhook(rt: &ResourceType) -> bool {
@@ -123,4 +128,81 @@ pub async fn cached_to_served(
         objects[i] = objects[i].converted(|v| *v = value);
     }
     Ok(())
+}
+
+/// `rt` in another of its versions: the same type as far as conversion goes (a custom
+/// resource's storage version and conversion are the definition's, a built-in pair is found
+/// by version).
+fn in_version(rt: &ResourceType, version: &str) -> ResourceType {
+    ResourceType {
+        version: version.into(),
+        ..rt.clone()
+    }
+}
+
+/// `obj`, read or written through `from`, as `to` shows it: to the storage version, then to
+/// `to`'s.
+async fn between(store: &Store, from: &ResourceType, to: &ResourceType, obj: &Value) -> ApiResult<Value> {
+    let stored = to_stored(store, from, obj).await?.unwrap_or_else(|| obj.clone());
+    let mut out = [stored];
+    to_served(store, to, &mut out, false).await?;
+    let [out] = out;
+    Ok(out)
+}
+
+impl Versions for ResourceType {
+    /// A custom resource's other served versions in its definition's order; a built-in type's
+    /// other versions in the scheme's conversions, its storage version first.
+    fn equivalents(&self, store: &Store) -> Vec<String> {
+        let versions: Vec<String> = match &self.custom {
+            Some(custom) => {
+                let key = keys::object(
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    None,
+                    &custom.definition,
+                );
+                let definition = store.cache().get(&key).ok().flatten().map(|d| d.value());
+                definition
+                    .as_ref()
+                    .and_then(|d| d["spec"]["versions"].as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| v["served"].as_bool() == Some(true))
+                    .filter_map(|v| v["name"].as_str().map(str::to_string))
+                    .collect()
+            }
+            None => conversion::BUILTIN
+                .iter()
+                .filter(|c| (c.group, c.kind) == (&*self.group, &*self.kind))
+                .flat_map(|c| [c.storage_version, c.version])
+                .map(str::to_string)
+                .collect(),
+        };
+        let mut out: Vec<String> = Vec::new();
+        for v in versions {
+            if v != *self.version && !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    fn to_version<'a>(
+        &'a self,
+        store: &'a Store,
+        obj: &'a Value,
+        version: &'a str,
+    ) -> BoxFuture<'a, ApiResult<Value>> {
+        Box::pin(async move { between(store, self, &in_version(self, version), obj).await })
+    }
+
+    fn back_from_version<'a>(
+        &'a self,
+        store: &'a Store,
+        obj: &'a Value,
+        version: &'a str,
+    ) -> BoxFuture<'a, ApiResult<Value>> {
+        Box::pin(async move { between(store, &in_version(self, version), self, obj).await })
+    }
 }

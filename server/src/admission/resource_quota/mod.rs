@@ -322,6 +322,7 @@ mod tests {
             dry_run: false,
             user: None,
             authorizer: None,
+            versions: None,
             old,
         }
     }

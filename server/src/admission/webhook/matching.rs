@@ -161,7 +161,8 @@ fn is_namespace(attrs: &Attributes<'_>) -> bool {
 }
 
 impl Rule {
-    fn matches(&self, attrs: &Attributes<'_>, equivalent: bool) -> bool {
+    /// Whether the rule names this write (its version included).
+    fn matches(&self, attrs: &Attributes<'_>) -> bool {
         let resource = self.resources.iter().any(|r| {
             let (res, sub) = r.split_once('/').unwrap_or((r, ""));
             (res == "*" || res == attrs.resource) && (sub == "*" || sub == attrs.subresource.unwrap_or(""))
@@ -174,7 +175,7 @@ impl Rule {
         };
         listed(&self.operations, operation_name(attrs.operation))
             && listed(&self.groups, attrs.group)
-            && (equivalent || listed(&self.versions, attrs.version))
+            && listed(&self.versions, attrs.version)
             && resource
             && scope
     }
@@ -221,32 +222,127 @@ fn object_matches(s: &LabelSelector, attrs: &Attributes<'_>, obj: Option<&Value>
             .any(|o| selector_matches(s, &labels(o)))
 }
 
-/// Whether `hook` is called for this write.
-pub fn applies(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
-    let exact = hook.rules.iter().any(|r| r.matches(attrs, false));
-    let equivalent = hook.equivalent && hook.rules.iter().any(|r| r.matches(attrs, true));
-    if !(exact || equivalent) {
-        return Ok(false);
+/// How a webhook is called for a write: in the request's own version, or (under
+/// `matchPolicy: Equivalent`) in another version of the resource that a rule names, with the
+/// objects converted to it, as kube's `ShouldCallHook` picks the version and converts its
+/// versioned attributes.
+#[derive(Debug, Default)]
+pub struct Invocation {
+    /// The version called in, when it is not the request's.
+    version: Option<String>,
+    /// The object in that version.
+    object: Option<Value>,
+    /// The stored object in that version.
+    old: Option<Value>,
+}
+
+impl Invocation {
+    /// The write as the webhook sees it.
+    pub fn attributes<'a>(&'a self, attrs: &Attributes<'a>) -> Attributes<'a> {
+        match &self.version {
+            None => *attrs,
+            Some(version) => Attributes {
+                version,
+                old: self.old.as_ref(),
+                ..*attrs
+            },
+        }
     }
+
+    /// The object as the webhook sees it.
+    pub fn object<'a>(&'a self, obj: Option<&'a Value>) -> Option<&'a Value> {
+        match self.version {
+            None => obj,
+            Some(_) => self.object.as_ref(),
+        }
+    }
+
+    /// The version a mutated object (as the webhook sees it) must be converted back from.
+    pub fn converted_from(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+}
+
+/// The version `hook` is called in for this write, if a rule matches it: the request's own
+/// (`Some(None)`), else under `Equivalent` the first of the resource's other versions
+/// (`equivalents`, asked only then) a rule names.
+fn matched_version(
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    equivalents: impl FnOnce() -> Vec<String>,
+) -> Option<Option<String>> {
+    if hook.rules.iter().any(|r| r.matches(attrs)) {
+        return Some(None);
+    }
+    if !hook.equivalent {
+        return None;
+    }
+    equivalents().into_iter().find_map(|version| {
+        let other = Attributes {
+            version: &version,
+            ..*attrs
+        };
+        hook.rules
+            .iter()
+            .any(|r| r.matches(&other))
+            .then(|| Some(version.clone()))
+    })
+}
+
+/// Whether `hook` is called for this write, and how: its rules, then (on the objects as it
+/// would see them) its selectors and match conditions.
+pub async fn invocation(
+    store: &Store,
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    obj: Option<&Value>,
+) -> ApiResult<Option<Invocation>> {
+    let equivalents = || attrs.versions.map(|v| v.equivalents(store)).unwrap_or_default();
+    let Some(version) = matched_version(hook, attrs, equivalents) else {
+        return Ok(None);
+    };
+    let invocation = match (version, attrs.versions) {
+        (Some(version), Some(versions)) => {
+            let object = match obj {
+                Some(o) => Some(versions.to_version(store, o, &version).await?),
+                None => None,
+            };
+            let old = match attrs.old {
+                Some(o) => Some(versions.to_version(store, o, &version).await?),
+                None => None,
+            };
+            Invocation {
+                version: Some(version),
+                object,
+                old,
+            }
+        }
+        _ => Invocation::default(),
+    };
+    let seen = invocation.attributes(attrs);
+    let obj = invocation.object(obj);
     let ns = hook
         .namespace_selector
         .as_ref()
-        .is_none_or(|s| namespace_matches(store, s, attrs, obj));
+        .is_none_or(|s| namespace_matches(store, s, &seen, obj));
     let object = hook
         .object_selector
         .as_ref()
-        .is_none_or(|s| object_matches(s, attrs, obj));
-    if !(ns && object) || hook.conditions.is_empty() {
-        return Ok(ns && object);
-    }
-    conditions_hold(hook, attrs, obj)
+        .is_none_or(|s| object_matches(s, &seen, obj));
+    let called = ns && object && (hook.conditions.is_empty() || conditions_hold(hook, &seen, attrs, obj)?);
+    Ok(called.then_some(invocation))
 }
 
 /// kube's match condition matcher: the conditions in order; the first `false` skips the webhook
 /// (even after errors); errors without a `false` fail the write with kube's Forbidden, or skip
 /// the webhook under `failurePolicy: Ignore`.
-fn conditions_hold(hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<bool> {
-    let request = super::review::request(attrs, obj).1["request"].take();
+fn conditions_hold(
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    requested: &Attributes<'_>,
+    obj: Option<&Value>,
+) -> ApiResult<bool> {
+    let request = super::review::request(attrs, requested, obj).1["request"].take();
     let [authorizer, request_resource] = crate::admission::authorizer::variables(attrs);
     let vars = [
         ("object", obj.map_or(cel::Value::Null, value::from_json)),
@@ -328,36 +424,43 @@ mod tests {
         };
         let main = attrs("deployments", None, "v1");
         let scale = attrs("deployments", Some("scale"), "v1");
-        assert!(rule("*", "*").matches(&main, false));
-        assert!(!rule("*", "*").matches(&scale, false));
-        assert!(rule("*/*", "*").matches(&scale, false));
-        assert!(rule("deployments/scale", "*").matches(&scale, false));
-        assert!(!rule("deployments/status", "*").matches(&scale, false));
-        assert!(rule("deployments/*", "*").matches(&main, false));
-        assert!(rule("*/scale", "*").matches(&scale, false));
-        assert!(rule("*", "Namespaced").matches(&main, false));
-        assert!(!rule("*", "Cluster").matches(&main, false));
+        assert!(rule("*", "*").matches(&main));
+        assert!(!rule("*", "*").matches(&scale));
+        assert!(rule("*/*", "*").matches(&scale));
+        assert!(rule("deployments/scale", "*").matches(&scale));
+        assert!(!rule("deployments/status", "*").matches(&scale));
+        assert!(rule("deployments/*", "*").matches(&main));
+        assert!(rule("*/scale", "*").matches(&scale));
+        assert!(rule("*", "Namespaced").matches(&main));
+        assert!(!rule("*", "Cluster").matches(&main));
         let update = Attributes {
             operation: Operation::Update,
             ..main
         };
-        assert!(!rule("*", "*").matches(&update, false));
+        assert!(!rule("*", "*").matches(&update));
     }
 
     /// `matchPolicy: Equivalent` (the default) matches the same group and resource in another
-    /// version; `Exact` does not.
+    /// version, the first the resource has that a rule names; `Exact` does not; a rule naming
+    /// the request's own version wins.
     #[test]
     fn match_policy_decides_whether_other_versions_match() {
         let rule = json!({"operations": ["*"], "apiGroups": ["apps"], "apiVersions": ["v1beta1"], "resources": ["deployments"]});
         let exact = hook(rule.clone(), "Exact");
         let equivalent = hook(rule, "Equivalent");
         let a = attrs("deployments", None, "v1");
-        let matched = |h: &Hook| {
-            h.rules.iter().any(|r| r.matches(&a, false))
-                || (h.equivalent && h.rules.iter().any(|r| r.matches(&a, true)))
-        };
-        assert!(!matched(&exact));
-        assert!(matched(&equivalent));
+        let others = || vec!["v1beta2".to_string(), "v1beta1".to_string()];
+        assert_eq!(matched_version(&exact, &a, others), None);
+        assert_eq!(
+            matched_version(&equivalent, &a, others),
+            Some(Some("v1beta1".to_string()))
+        );
+        assert_eq!(matched_version(&equivalent, &a, Vec::new), None);
+        let own = hook(
+            json!({"operations": ["*"], "apiGroups": ["apps"], "apiVersions": ["*"], "resources": ["deployments"]}),
+            "Equivalent",
+        );
+        assert_eq!(matched_version(&own, &a, others), Some(None));
     }
 
     /// The object selector matches the new or the old object's labels; no object matches no

@@ -25,7 +25,7 @@ use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
 use crate::store::cacher::CachedObject;
 use crate::store::{keys, Store};
-use matching::Hook;
+use matching::{Hook, Invocation};
 use review::Outcome;
 
 /// The group whose objects no webhook sees (kube's exempt admission configuration resources).
@@ -116,11 +116,11 @@ async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiRe
     // Each webhook called, and whether it changed the object.
     let mut calls: Vec<(usize, bool)> = Vec::new();
     for (i, hook) in hooks.iter().enumerate() {
-        if !matching::applies(store, hook, attrs, Some(obj))? {
+        let Some(invocation) = matching::invocation(store, hook, attrs, Some(obj)).await? else {
             continue;
-        }
+        };
         let before = obj.clone();
-        call_mutating(store, hook, attrs, obj).await?;
+        call_mutating(store, hook, attrs, &invocation, obj).await?;
         calls.push((i, *obj != before));
     }
     // kube's `reinvocationPolicy: IfNeeded`: a webhook is called once more when a webhook
@@ -132,8 +132,8 @@ async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiRe
         .map(|(_, (i, _))| *i)
         .collect();
     for i in again {
-        if matching::applies(store, &hooks[i], attrs, Some(obj))? {
-            call_mutating(store, &hooks[i], attrs, obj).await?;
+        if let Some(invocation) = matching::invocation(store, &hooks[i], attrs, Some(obj)).await? {
+            call_mutating(store, &hooks[i], attrs, &invocation, obj).await?;
         }
     }
     Ok(())
@@ -144,10 +144,10 @@ async fn mutate(store: &Store, attrs: &Attributes<'_>, obj: &mut Value) -> ApiRe
 /// side effects, but a patch has nothing to apply to and fails the delete as kube fails it.
 async fn admit_delete(store: &Store, hooks: &[Arc<Hook>], attrs: &Attributes<'_>) -> ApiResult<()> {
     for hook in hooks {
-        if !matching::applies(store, hook, attrs, None)? {
+        let Some(invocation) = matching::invocation(store, hook, attrs, None).await? else {
             continue;
-        }
-        match review::call(store, hook, attrs, None).await {
+        };
+        match review::call(store, hook, &invocation.attributes(attrs), attrs, None).await {
             Outcome::Allowed { patch, warnings } => {
                 warnings.into_iter().for_each(super::warnings::warn);
                 if patch
@@ -168,12 +168,28 @@ async fn admit_delete(store: &Store, hooks: &[Arc<Hook>], attrs: &Attributes<'_>
     Ok(())
 }
 
-async fn call_mutating(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: &mut Value) -> ApiResult<()> {
-    match review::call(store, hook, attrs, Some(obj)).await {
+/// Calls a mutating webhook and applies its patch: to the object in the version the webhook was
+/// called in, converted back to the request's version afterwards.
+async fn call_mutating(
+    store: &Store,
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    invocation: &Invocation,
+    obj: &mut Value,
+) -> ApiResult<()> {
+    let seen = invocation.object(Some(obj)).cloned();
+    match review::call(store, hook, &invocation.attributes(attrs), attrs, seen.as_ref()).await {
         Outcome::Allowed { patch, warnings } => {
             warnings.into_iter().for_each(super::warnings::warn);
-            if let Some(patch) = patch {
-                review::apply_patch(hook, obj, patch)?;
+            let Some(patch) = patch else {
+                return Ok(());
+            };
+            match (invocation.converted_from(), attrs.versions, seen) {
+                (Some(version), Some(versions), Some(mut seen)) => {
+                    review::apply_patch(hook, &mut seen, patch)?;
+                    *obj = versions.back_from_version(store, &seen, version).await?;
+                }
+                _ => review::apply_patch(hook, obj, patch)?,
             }
             Ok(())
         }
@@ -208,12 +224,13 @@ async fn validate(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> ApiResu
     let hooks = configured(store, "validatingwebhookconfigurations", false).await?;
     let mut matched = Vec::new();
     for hook in &hooks {
-        if matching::applies(store, hook, attrs, object)? {
-            matched.push(hook);
+        if let Some(invocation) = matching::invocation(store, hook, attrs, object).await? {
+            matched.push((hook, invocation));
         }
     }
-    let results = join_all(matched.iter().map(|hook| async move {
-        match review::call(store, hook, attrs, object).await {
+    let results = join_all(matched.iter().map(|(hook, invocation)| async move {
+        let seen = invocation.attributes(attrs);
+        match review::call(store, hook, &seen, attrs, invocation.object(object)).await {
             Outcome::Allowed { warnings, .. } => {
                 warnings.into_iter().for_each(super::warnings::warn);
                 Ok(())

@@ -130,20 +130,22 @@ fn options(attrs: &Attributes<'_>) -> Value {
     o
 }
 
-/// The `AdmissionReview` sent for this write, with its uid.
-pub fn request(attrs: &Attributes<'_>, obj: Option<&Value>) -> (String, Value) {
+/// The `AdmissionReview` sent for this write as the webhook sees it (`attrs`, `obj`: in the
+/// version it is called in), with its uid; `requested` is the write as the request made it,
+/// whose version `requestKind` and `requestResource` name.
+pub fn request(attrs: &Attributes<'_>, requested: &Attributes<'_>, obj: Option<&Value>) -> (String, Value) {
     let uid = uuid::Uuid::new_v4().to_string();
-    let gvk = json!({"group": attrs.group, "version": attrs.version, "kind": attrs.kind});
-    let gvr = json!({"group": attrs.group, "version": attrs.version, "resource": attrs.resource});
+    let gvk = |a: &Attributes<'_>| json!({"group": a.group, "version": a.version, "kind": a.kind});
+    let gvr = |a: &Attributes<'_>| json!({"group": a.group, "version": a.version, "resource": a.resource});
     let mut r = Map::new();
     r.insert("uid".into(), json!(uid));
-    r.insert("kind".into(), gvk.clone());
-    r.insert("resource".into(), gvr.clone());
+    r.insert("kind".into(), gvk(attrs));
+    r.insert("resource".into(), gvr(attrs));
     if let Some(sub) = attrs.subresource {
         r.insert("subResource".into(), json!(sub));
     }
-    r.insert("requestKind".into(), gvk);
-    r.insert("requestResource".into(), gvr);
+    r.insert("requestKind".into(), gvk(requested));
+    r.insert("requestResource".into(), gvr(requested));
     if let Some(sub) = attrs.subresource {
         r.insert("requestSubResource".into(), json!(sub));
     }
@@ -247,11 +249,17 @@ fn dry_run_refusal(hook: &Hook, attrs: &Attributes<'_>) -> Option<Outcome> {
 }
 
 /// Calls `hook` about this write (`obj` is the object written, `None` for a delete).
-pub async fn call(store: &Store, hook: &Hook, attrs: &Attributes<'_>, obj: Option<&Value>) -> Outcome {
+pub async fn call(
+    store: &Store,
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    requested: &Attributes<'_>,
+    obj: Option<&Value>,
+) -> Outcome {
     if let Some(refused) = dry_run_refusal(hook, attrs) {
         return refused;
     }
-    let (uid, body) = request(attrs, obj);
+    let (uid, body) = request(attrs, requested, obj);
     let review = match crate::webhook::post(store, &hook.client, &body).await {
         Ok(r) => r,
         Err(why) => return failed(hook, format!("failed to call webhook: {why}")),

@@ -160,6 +160,25 @@ async fn crd_rules_use_kubes_format_semver_and_ip_libraries() {
         );
     }
 
+    // A version the library cannot parse is an evaluation error, with blang's message.
+    let (ok, _, err) = k.kubectl(
+        "node-1",
+        &[
+            "patch",
+            "release",
+            "r1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"minVersion":"1.0"}}"#,
+        ],
+    );
+    assert!(!ok, "patched to an unparsable minimum");
+    assert!(
+        err.contains(r#"spec: Invalid value: "object": No Major.Minor.Patch elements found evaluating rule: isSemver(self.version, true)"#),
+        "{err}"
+    );
+
     // string(ip(...)) is the canonical form: an address written otherwise is refused.
     let loud = k.manifest("loud.yaml", &release("r6", "web", "2.0.0", "2001:DB8::1"));
     let (ok, _, err) = k.kubectl("node-3", &["apply", "-f", &loud]);

@@ -375,18 +375,31 @@ fn valid_optional_port(port: &str) -> bool {
 /// Go's `parseHost`.
 fn parse_host(host: &str) -> Result<(), String> {
     let invalid_port = |p: &str| format!("invalid port {} after host", go_quote(p));
-    if host.starts_with('[') {
-        let end = host.rfind(']').ok_or("missing ']' in host")?;
-        let port = &host[end + 1..];
-        if !valid_optional_port(port) {
-            return Err(invalid_port(port));
+    match host.rfind('[') {
+        Some(0) => {
+            let end = host.rfind(']').ok_or("missing ']' in host")?;
+            let port = &host[end + 1..];
+            if !valid_optional_port(port) {
+                return Err(invalid_port(port));
+            }
+            let literal = &host[1..end];
+            match literal.find("%25") {
+                Some(zone) => {
+                    unescape(&literal[..zone], Part::Host)?;
+                    unescape(&literal[zone..], Part::Zone)?;
+                }
+                None => unescape(literal, Part::Host)?,
+            }
+            // Only an IPv6 address may be enclosed in brackets.
+            if literal.parse::<std::net::Ipv4Addr>().is_ok() {
+                return Err("invalid IP-literal".to_string());
+            }
+            return Ok(());
         }
-        if let Some(zone) = host[..end].find("%25") {
-            unescape(&host[..zone], Part::Host)?;
-            unescape(&host[zone..end], Part::Zone)?;
-            return unescape(&host[end..], Part::Host);
-        }
-    } else if let Some(colon) = host.rfind(':') {
+        Some(_) => return Err("invalid IP-literal".to_string()),
+        None => {}
+    }
+    if let Some(colon) = host.rfind(':') {
         let port = &host[colon..];
         if !valid_optional_port(port) {
             return Err(invalid_port(port));
@@ -557,6 +570,15 @@ mod tests {
                 "http://us er@h/",
                 "parse \"http://us er@h/\": net/url: invalid userinfo",
             ),
+            (
+                "https://[1.2.3.4]/",
+                "parse \"https://[1.2.3.4]/\": invalid IP-literal",
+            ),
+            ("http://a[b]/", "parse \"http://a[b]/\": invalid IP-literal"),
+            (
+                "http://[fe80::1%25en 0]/",
+                "parse \"http://[fe80::1%25en 0]/\": invalid character \" \" in host name",
+            ),
         ];
         for (s, why) in cases {
             assert_eq!(check("uri", s), vec![why.to_string()], "{s}");
@@ -565,6 +587,7 @@ mod tests {
             "/path only",
             "mailto:someone",
             "https://[::1]:8443/x?y#z",
+            "http://[fe80::1%25en0]/",
             "*",
             "http://u:p@h:80/",
         ] {

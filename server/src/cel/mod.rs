@@ -80,6 +80,8 @@ impl From<ExecutionError> for EvalError {
         match e {
             ExecutionError::NoSuchOverload(_) => EvalError::NoSuchOverload,
             ExecutionError::NoSuchKey(k) => EvalError::Failed(format!("no such key: {k}")),
+            // A library function's own message, as kube's functions report it.
+            ExecutionError::FunctionError { message, .. } => EvalError::Failed(message),
             other => EvalError::Failed(other.to_string()),
         }
     }
@@ -324,10 +326,15 @@ mod tests {
         yes("semver('1.2.3').compareTo(semver('1.2.3')) == 0 && semver('1.0.0').compareTo(semver('1.2.3')) == -1");
         yes("semver('1.2.3').compareTo(semver('1.0.0')) == 1");
         yes("semver('1.2.3').major() == 1 && semver('1.2.3').minor() == 2 && semver('1.2.3').patch() == 3");
-        let failed = run("semver('v1.0')", &[]);
-        assert!(
-            matches!(&failed, Err(EvalError::Failed(m)) if m.contains("No Major.Minor.Patch elements found")),
-            "{failed:?}"
+        assert_eq!(
+            run("semver('v1.0')", &[]),
+            Err(EvalError::Failed("No Major.Minor.Patch elements found".into()))
+        );
+        assert_eq!(
+            run("semver('1.0.0-01')", &[]),
+            Err(EvalError::Failed(
+                "Numeric PreRelease version must not contain leading zeroes \"01\"".into()
+            ))
         );
         yes("quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('1').compareTo(quantity('2')) == -1");
     }

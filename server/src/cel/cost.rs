@@ -216,7 +216,7 @@ const STRING_TRAVERSING: [&str; 19] = [
     "charAt",
     "reverse",
     "format",
-    "quote",
+    "strings.quote",
     "url",
     "semver",
     "isSemver",
@@ -509,9 +509,8 @@ impl Estimator {
                 max: longest,
                 item: Box::new(Shape::Str { max: longest }),
             },
-            "lowerAscii" | "upperAscii" | "trim" | "substring" | "reverse" | "quote" | "find" | "charAt" => {
-                Shape::Str { max: first.size() }
-            }
+            "lowerAscii" | "upperAscii" | "trim" | "substring" | "reverse" | "strings.quote" | "find"
+            | "charAt" => Shape::Str { max: first.size() },
             "replace" => Shape::Str {
                 max: first
                     .size()

@@ -283,6 +283,8 @@ mod tests {
         yes("format.byte().validate('aGVsbG8').value() == ['invalid base64']");
         yes("format.uri().validate('x').value() == ['parse \"x\": invalid URI for request']");
         yes("!format.named('unknown').hasValue()");
+        // The namespace leaves the strings extension's `format` method alone.
+        yes("'%s-%d'.format(['a', 1]) == 'a-1'");
         let keys = [
             "dns1123Label",
             "dns1123Subdomain",
@@ -358,6 +360,8 @@ mod tests {
         assert_eq!(cost("isSemver(self)", &string(100)), 1 + 1 + 10);
         assert_eq!(cost("semver(self).major()", &string(100)), 1 + 1 + 1 + 10);
         assert!(cost("format.uri().validate(self)", &unbounded) > STATIC_EXPRESSION_LIMIT);
+        // Namespaced functions are priced by their qualified names.
+        assert_eq!(cost("strings.quote(self)", &string(100)), 1 + 1 + 10);
     }
 
     #[test]

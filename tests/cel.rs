@@ -5,7 +5,9 @@
 //! ValidatingAdmissionPolicy with a ConfigMap as params denies writes through a `Deny`
 //! binding while a `Warn` binding's warning reaches kubectl — on every replica, as soon as the
 //! policy's write is acknowledged; a policy asks the authorizer what the request's user and a
-//! service account may do, as users signed by the cluster CA.
+//! service account may do, as users signed by the cluster CA, and one written for another
+//! version sees the objects converted to it. Rules also use kube's `format`, `semver` and ip
+//! libraries, refusing objects with the libraries' messages.
 
 mod support;
 
@@ -84,6 +86,119 @@ const GADGETS: &str = r#"            type: object
                 - rule: "self.all(a, self.exists_one(b, a == b))"
                   message: "names must be unique"
 "#;
+
+const RELEASES: &str = r#"            type: object
+            x-kubernetes-validations:
+            - rule: "!format.dns1123Label().validate(self.host).hasValue()"
+              messageExpression: "format.dns1123Label().validate(self.host).value().join(', ')"
+              fieldPath: ".host"
+            - rule: "isSemver(self.version, true) && semver(self.version, true).isGreaterThan(semver(self.minVersion))"
+              messageExpression: "'version ' + self.version + ' is not a semantic version above ' + self.minVersion"
+            - rule: "!has(self.address) || (isIP(self.address) && string(ip(self.address)) == self.address)"
+              message: "address must be an IP address in canonical form"
+            properties:
+              host: {type: string, maxLength: 80}
+              version: {type: string, maxLength: 32}
+              minVersion: {type: string, maxLength: 32}
+              address: {type: string, maxLength: 64}
+"#;
+
+fn release(name: &str, host: &str, version: &str, address: &str) -> String {
+    format!(
+        "apiVersion: cel.example.com/v1
+kind: Release
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  host: {host:?}
+  version: {version:?}
+  minVersion: 1.0.0
+  address: {address:?}
+"
+    )
+}
+
+const DNS_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_rules_use_kubes_format_semver_and_ip_libraries() {
+    let k = Kube::start().await;
+    let crd = k.manifest("releases.yaml", &definition("releases", "Release", RELEASES));
+    k.ok("node-1", &["apply", "-f", &crd]);
+
+    // A DNS label host, a version normalized from `v1.2` above 1.0.0, a canonical address.
+    let good = k.manifest("good.yaml", &release("r1", "web-1", "v1.2", "2001:db8::1"));
+    assert!(k
+        .ok("node-2", &["apply", "-f", &good])
+        .contains("release.cel.example.com/r1 created"));
+
+    // The format's messages, joined by the messageExpression, on the field the rule names.
+    let bad_host = k.manifest("bad-host.yaml", &release("r2", "Web_1", "1.2.3", "10.0.0.1"));
+    let (ok, _, err) = k.kubectl("node-3", &["apply", "-f", &bad_host]);
+    assert!(!ok, "created with a host that is not a DNS label");
+    assert!(
+        err.contains(&format!("spec.host: Invalid value: {DNS_LABEL}")),
+        "{err}"
+    );
+    let long_host = "A".repeat(64);
+    let long = k.manifest("long-host.yaml", &release("r3", &long_host, "1.2.3", "10.0.0.1"));
+    let (ok, _, err) = k.kubectl("node-1", &["apply", "-f", &long]);
+    assert!(!ok, "created with a long host");
+    assert!(
+        err.contains(&format!(
+            "spec.host: Invalid value: must be no more than 63 characters, {DNS_LABEL}"
+        )),
+        "{err}"
+    );
+
+    // Versions: not semantic even normalized, and not above the minimum.
+    for (name, version) in [("r4", "1.2.3.4"), ("r5", "v0.9")] {
+        let bad = k.manifest("bad-version.yaml", &release(name, "web", version, "10.0.0.1"));
+        let (ok, _, err) = k.kubectl("node-2", &["apply", "-f", &bad]);
+        assert!(!ok, "created with version {version}");
+        assert!(
+            err.contains(&format!(
+                "spec: Invalid value: version {version} is not a semantic version above 1.0.0"
+            )),
+            "{err}"
+        );
+    }
+
+    // A version the library cannot parse is an evaluation error, with blang's message.
+    let (ok, _, err) = k.kubectl(
+        "node-1",
+        &[
+            "patch",
+            "release",
+            "r1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"minVersion":"1.0"}}"#,
+        ],
+    );
+    assert!(!ok, "patched to an unparsable minimum");
+    assert!(
+        err.contains(r#"spec: Invalid value: "object": No Major.Minor.Patch elements found evaluating rule: isSemver(self.version, true)"#),
+        "{err}"
+    );
+
+    // string(ip(...)) is the canonical form: an address written otherwise is refused.
+    let loud = k.manifest("loud.yaml", &release("r6", "web", "2.0.0", "2001:DB8::1"));
+    let (ok, _, err) = k.kubectl("node-3", &["apply", "-f", &loud]);
+    assert!(!ok, "created with a non-canonical address");
+    assert!(
+        err.contains("spec: Invalid value: address must be an IP address in canonical form"),
+        "{err}"
+    );
+
+    // The good object was kept, the refused ones never were, on every replica.
+    for node in ["node-1", "node-2", "node-3"] {
+        let names = k.ok(node, &["get", "releases", "-o", "name"]);
+        assert_eq!(names.trim(), "release.cel.example.com/r1", "{node}");
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_validation_rules_refuse_objects_with_kubes_messages() {

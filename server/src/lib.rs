@@ -103,7 +103,9 @@
 //!
 //! **`cel`** — the Common Expression Language of CRD validation rules and admission
 //! policies: compile once (names checked, cost estimated from the variables' shapes), evaluate
-//! with bound variables under a cost bound, kube's CEL libraries. *Invariant:* pure (no I/O,
+//! with bound variables under a cost bound, kube's CEL libraries (`library`, with the `format`
+//! and `semver` libraries in their own modules; the name formats reuse `machinery::meta`'s
+//! validators). *Invariant:* pure (no I/O,
 //! no state but the shared environment); used by `apiextensions` and `admission`.
 //!
 //! **`webhook`** — reaching a webhook: a `clientConfig` (`url` or `service` resolved through

@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use crate::machinery::meta::dns1035_label_reasons;
 use crate::machinery::timestamp::now_rfc3339;
 use crate::webhook;
 
@@ -19,12 +20,7 @@ const APPROVAL: &str = "api-approved.kubernetes.io";
 
 /// Lower-case DNS-1035 label (plural and singular names).
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.starts_with(|c: char| c.is_ascii_lowercase())
-        && !s.ends_with('-')
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    dns1035_label_reasons(s.as_bytes()).is_empty()
 }
 
 /// A kind-like name: starts with a letter, letters and digits only.
@@ -314,11 +310,10 @@ fn conversion(conversion: &Value, causes: &mut Vec<(String, String)>) {
                 format!("{at}[{i}]"),
                 format!("Invalid value: {text:?}: duplicate version"),
             ));
-        } else if !is_dns_label(text) {
-            causes.push((
-                format!("{at}[{i}]"),
-                format!("Invalid value: {text:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"),
-            ));
+        } else {
+            for why in dns1035_label_reasons(text.as_bytes()) {
+                causes.push((format!("{at}[{i}]"), format!("Invalid value: {text:?}: {why}")));
+            }
         }
     }
     if !versions

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 
 use crate::audit::request::Attributes;
-use crate::machinery::meta::is_dns_subdomain;
+use crate::machinery::meta::dns_subdomain_error;
 
 /// Why a policy file is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -254,11 +254,8 @@ impl RuleDocument {
             }
         }
         for gr in &self.resources {
-            if !gr.group.is_empty() && !is_dns_subdomain(&gr.group) {
-                errors.push(format!(
-                    "{at}.resources.group: Invalid value: {:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-                    gr.group
-                ));
+            if let Some(why) = dns_subdomain_error(&gr.group).filter(|_| !gr.group.is_empty()) {
+                errors.push(format!("{at}.resources.group: {why}"));
             }
             if !gr.resource_names.is_empty() && gr.resources.is_empty() {
                 errors.push(format!(

@@ -15,7 +15,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::{Opaque, Value};
 use cel::ExecutionError;
 
-use super::library::{opaque, overload, str_arg, Call, LibraryFunction};
+use super::library::{opaque, overload, str_arg, Call, Overload};
 use super::value::string;
 use crate::machinery::meta::{dns_label_error, dns_subdomain_error};
 
@@ -101,7 +101,7 @@ struct ResourceCheck {
 #[derive(Debug, PartialEq, Eq)]
 struct Decision(Verdict);
 
-macro_rules! opaque_type {
+macro_rules! authz_type {
     ($t:ty, $name:literal) => {
         impl Opaque for $t {
             fn runtime_type_name(&self) -> &str {
@@ -111,11 +111,11 @@ macro_rules! opaque_type {
     };
 }
 
-opaque_type!(Authorizer, "kubernetes.authorization.Authorizer");
-opaque_type!(PathCheck, "kubernetes.authorization.PathCheck");
-opaque_type!(GroupCheck, "kubernetes.authorization.GroupCheck");
-opaque_type!(ResourceCheck, "kubernetes.authorization.ResourceCheck");
-opaque_type!(Decision, "kubernetes.authorization.Decision");
+authz_type!(Authorizer, "kubernetes.authorization.Authorizer");
+authz_type!(PathCheck, "kubernetes.authorization.PathCheck");
+authz_type!(GroupCheck, "kubernetes.authorization.GroupCheck");
+authz_type!(ResourceCheck, "kubernetes.authorization.ResourceCheck");
+authz_type!(Decision, "kubernetes.authorization.Decision");
 
 impl Eq for Authorizer {}
 
@@ -188,7 +188,7 @@ pub fn request_resource(
 
 /// The library's functions. Each is a method of `dyn` that dispatches on its receiver, as the
 /// environment has no static types to tell `PathCheck.check` from `ResourceCheck.check`.
-pub(super) fn functions() -> Vec<LibraryFunction> {
+pub(super) fn functions() -> Vec<Overload> {
     let member = || Call::Member(DYN_TYPE);
     vec![
         (

@@ -200,7 +200,7 @@ impl Shape {
 
 /// The functions whose cost grows with the length of the string they read (kube prices them
 /// at a tenth of a unit per byte).
-const STRING_TRAVERSING: [&str; 17] = [
+const STRING_TRAVERSING: [&str; 19] = [
     "contains",
     "startsWith",
     "endsWith",
@@ -216,8 +216,10 @@ const STRING_TRAVERSING: [&str; 17] = [
     "charAt",
     "reverse",
     "format",
-    "quote",
+    "strings.quote",
     "url",
+    "semver",
+    "isSemver",
 ];
 
 /// The functions whose cost grows with the number of items of the list they read.
@@ -240,7 +242,7 @@ const LIST_TRAVERSING: [&str; 14] = [
 
 /// Names every expression may use besides its variables: CEL's type names and the
 /// namespaces of library functions.
-const BUILTIN_NAMES: [&str; 17] = [
+const BUILTIN_NAMES: [&str; 18] = [
     "int",
     "uint",
     "double",
@@ -258,7 +260,15 @@ const BUILTIN_NAMES: [&str; 17] = [
     "strings",
     "base64",
     "sets",
+    "format",
 ];
+
+/// kube's `MaxFormatSize`: the longest a format's name may be (what comparing formats costs).
+const MAX_FORMAT_SIZE: u64 = 64;
+
+/// kube's `MaxNameFormatRegexSize` times its `RegexStringLengthCostFactor` (a quarter): what
+/// each tenth of a unit of the string `validate` checks is multiplied by.
+const FORMAT_VALIDATE_FACTOR: u64 = 128 / 4;
 
 /// Cost estimation of one expression.
 pub struct Estimator {
@@ -426,9 +436,15 @@ impl Estimator {
     ) -> (u64, Shape) {
         let mut cost = 1u64;
         let mut shapes = Vec::with_capacity(args.len() + 1);
-        let namespaced =
-            matches!(target.map(|t| &t.expr), Some(Expr::Ident(ns)) if BUILTIN_NAMES.contains(&ns.as_str()));
-        if let Some(t) = target.filter(|_| !namespaced) {
+        // A namespaced function (`sets.contains(a, b)`, `format.uri()`) parses as a call on
+        // its namespace: it is priced by its qualified name.
+        let namespace = match target.map(|t| &t.expr) {
+            Some(Expr::Ident(ns)) if BUILTIN_NAMES.contains(&ns.as_str()) => Some(ns),
+            _ => None,
+        };
+        let qualified = namespace.map(|ns| format!("{ns}.{name}"));
+        let name = qualified.as_deref().unwrap_or(name);
+        if let Some(t) = target.filter(|_| namespace.is_none()) {
             let (c, s) = self.walk(t, depth + 1);
             cost = cost.saturating_add(c);
             shapes.push(s);
@@ -457,6 +473,7 @@ impl Estimator {
             }
             "sort" | "distinct" => longest.saturating_mul(64 - longest.leading_zeros() as u64),
             "check" => super::authz::CHECK_COST,
+            "validate" => tenth(shapes.get(1).map_or(0, Shape::size)).saturating_mul(FORMAT_VALIDATE_FACTOR),
             n if LIST_TRAVERSING.contains(&n) => match &first {
                 Shape::List { max, item } => max.saturating_mul(tenth(item.size()).max(1)),
                 other => other.size(),
@@ -493,9 +510,8 @@ impl Estimator {
                 max: longest,
                 item: Box::new(Shape::Str { max: longest }),
             },
-            "lowerAscii" | "upperAscii" | "trim" | "substring" | "reverse" | "quote" | "find" | "charAt" => {
-                Shape::Str { max: first.size() }
-            }
+            "lowerAscii" | "upperAscii" | "trim" | "substring" | "reverse" | "strings.quote" | "find"
+            | "charAt" => Shape::Str { max: first.size() },
             "replace" => Shape::Str {
                 max: first
                     .size()
@@ -513,6 +529,8 @@ impl Estimator {
             "slice" | "sort" | "distinct" | "flatten" | "sortBy" => first.clone(),
             "map" | "filter" | "all" | "exists" | "exists_one" => first.clone(),
             "dyn" => first.clone(),
+            // A format compares as a string as long as its name may be.
+            n if n.starts_with("format.") => Shape::Str { max: MAX_FORMAT_SIZE },
             _ => Shape::Scalar,
         };
         (cost.saturating_add(extra), result)

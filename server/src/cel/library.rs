@@ -4,8 +4,10 @@
 //! overloads — lists (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`), regex
 //! (`find`, `findAll`), sets (`sets.contains`, `sets.equivalent`, `sets.intersects`), URLs
 //! (`isURL`, `url` and its getters), IP addresses and CIDRs (`isIP`, `ip`, `isCIDR`, `cidr`
-//! and their methods) and quantities (`isQuantity`, `quantity` and its arithmetic and
-//! comparisons).
+//! and their methods, `string()` of both) and quantities (`isQuantity`, `quantity` and its
+//! arithmetic and comparisons); the `format` and `semver` libraries are in [`super::format`]
+//! and [`super::semver`], registered here with the rest. Opaque values that share method
+//! names (a quantity's and a version's `compareTo`) are told apart by their overloads' types.
 
 use std::cmp::Ordering;
 use std::net::IpAddr;
@@ -18,13 +20,14 @@ use cel::{extensions, DeclarationError, Env, ExecutionError};
 use ipnet::IpNet;
 
 use super::value::{map, string};
+use super::{format, semver};
 use crate::machinery::qos::parse_quantity;
 
 /// The most matches `findAll` returns when no limit is given (bounded by the string anyway).
 const FIND_ALL_UNLIMITED: i64 = -1;
 
 /// A function over values: the receiver first for a method.
-type ValueFn = fn(&[Value]) -> Result<Value, ExecutionError>;
+pub(super) type ValueFn = fn(&[Value]) -> Result<Value, ExecutionError>;
 
 /// Runs `f` on the arguments as [`Value`]s.
 pub(super) fn lift<'b, 'v>(args: Vec<CowVal<'b, 'v>>, f: ValueFn) -> Result<CowVal<'b, 'v>, ExecutionError> {
@@ -40,8 +43,8 @@ pub(super) fn lift<'b, 'v>(args: Vec<CowVal<'b, 'v>>, f: ValueFn) -> Result<CowV
 macro_rules! overload {
     ($f:path) => {{
         fn call<'b, 'v>(
-            args: Vec<cel::common::value::CowVal<'b, 'v>>,
-        ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
+            args: Vec<::cel::common::value::CowVal<'b, 'v>>,
+        ) -> Result<::cel::common::value::CowVal<'b, 'v>, ::cel::ExecutionError> {
             $crate::cel::library::lift(args, $f)
         }
         call
@@ -57,8 +60,8 @@ pub(super) enum Call {
     Member(Type),
 }
 
-/// A library function: name, overload id, how it is called, argument types, implementation.
-pub(super) type LibraryFunction = (
+/// An overload: function name, overload id, how it is called, argument types, implementation.
+pub(super) type Overload = (
     &'static str,
     &'static str,
     Call,
@@ -66,9 +69,16 @@ pub(super) type LibraryFunction = (
     cel::common::functions::Function,
 );
 
-/// kube's additions (but the authorization library, [`super::authz`]).
-fn kube_functions() -> Vec<LibraryFunction> {
+/// The type of the opaque values whose runtime type name is `name`, for overloads that take
+/// only them.
+pub(super) fn opaque_type(name: &'static str) -> Type {
+    Type::new_opaque_type(name)
+}
+
+/// kube's additions: name, overload id, how it is called, argument types, implementation.
+fn kube_functions() -> Vec<Overload> {
     use Call::{Global, Member};
+    let quantity_type = || opaque_type(QUANTITY);
     vec![
         (
             "isSorted",
@@ -248,6 +258,20 @@ fn kube_functions() -> Vec<LibraryFunction> {
             overload!(cidr_masked),
         ),
         (
+            "string",
+            "ip_to_string",
+            Global,
+            vec![opaque_type(IP)],
+            overload!(ip_to_string),
+        ),
+        (
+            "string",
+            "cidr_to_string",
+            Global,
+            vec![opaque_type(CIDR)],
+            overload!(cidr_to_string),
+        ),
+        (
             "isQuantity",
             "is_quantity",
             Global,
@@ -264,63 +288,63 @@ fn kube_functions() -> Vec<LibraryFunction> {
         (
             "isGreaterThan",
             "quantity_is_greater_than",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![DYN_TYPE],
             overload!(q_greater),
         ),
         (
             "isLessThan",
             "quantity_is_less_than",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![DYN_TYPE],
             overload!(q_less),
         ),
         (
             "compareTo",
             "quantity_compare_to",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![DYN_TYPE],
             overload!(q_compare),
         ),
         (
             "add",
             "quantity_add",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![DYN_TYPE],
             overload!(q_add),
         ),
         (
             "sub",
             "quantity_sub",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![DYN_TYPE],
             overload!(q_sub),
         ),
         (
             "sign",
             "quantity_sign",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![],
             overload!(q_sign),
         ),
         (
             "isInteger",
             "quantity_is_integer",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![],
             overload!(q_is_integer),
         ),
         (
             "asInteger",
             "quantity_as_integer",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![],
             overload!(q_as_integer),
         ),
         (
             "asApproximateFloat",
             "quantity_as_float",
-            Member(DYN_TYPE),
+            Member(quantity_type()),
             vec![],
             overload!(q_as_float),
         ),
@@ -333,7 +357,13 @@ pub fn env() -> Result<Env, DeclarationError> {
     env.add_extension(extensions::strings)?;
     env.add_extension(extensions::lists)?;
     env.add_extension(extensions::encoders)?;
-    for (name, id, call, args, f) in kube_functions().into_iter().chain(super::authz::functions()) {
+    let libraries = [
+        kube_functions(),
+        format::functions(),
+        semver::functions(),
+        super::authz::functions(),
+    ];
+    for (name, id, call, args, f) in libraries.into_iter().flatten() {
         match call {
             Call::Global => env.add_overload(name, id, args, f)?,
             Call::Member(target) => env.add_member_overload(name, id, target, args, f)?,
@@ -580,9 +610,12 @@ fn url_query(args: &[Value]) -> Result<Value, ExecutionError> {
 #[derive(Debug, PartialEq, Eq)]
 struct Ip(IpAddr);
 
+/// The CEL type name of an IP address.
+const IP: &str = "net.IP";
+
 impl Opaque for Ip {
     fn runtime_type_name(&self) -> &str {
-        "net.IP"
+        IP
     }
 }
 
@@ -590,9 +623,12 @@ impl Opaque for Ip {
 #[derive(Debug, PartialEq, Eq)]
 struct Cidr(IpNet);
 
+/// The CEL type name of a CIDR.
+const CIDR: &str = "net.CIDR";
+
 impl Opaque for Cidr {
     fn runtime_type_name(&self) -> &str {
-        "net.CIDR"
+        CIDR
     }
 }
 
@@ -678,6 +714,17 @@ fn cidr(args: &[Value]) -> Result<Value, ExecutionError> {
     Ok(Value::Opaque(Arc::new(Cidr(net))))
 }
 
+/// `string(ip)`: Go's `netip.Addr.String()`, the canonical form (RFC 5952 for IPv6).
+fn ip_to_string(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(string(&ip_of("string", args)?.to_string()))
+}
+
+/// `string(cidr)`: the address as written, `/`, the prefix length (Go's
+/// `netip.Prefix.String()`).
+fn cidr_to_string(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(string(&cidr_of("string", args)?.to_string()))
+}
+
 fn cidr_of(name: &str, args: &[Value]) -> Result<IpNet, ExecutionError> {
     opaque::<Cidr>(name, args, 0).map(|c| c.0)
 }
@@ -720,9 +767,12 @@ fn cidr_masked(args: &[Value]) -> Result<Value, ExecutionError> {
 #[derive(Debug, PartialEq, Eq)]
 struct Quantity(i128);
 
+/// The CEL type name of a quantity.
+const QUANTITY: &str = "kubernetes.Quantity";
+
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
-        "kubernetes.Quantity"
+        QUANTITY
     }
 }
 

@@ -11,7 +11,9 @@
 
 pub mod authz;
 pub mod cost;
+mod format;
 mod library;
+mod semver;
 pub mod value;
 
 use std::sync::{Arc, LazyLock};
@@ -79,6 +81,8 @@ impl From<ExecutionError> for EvalError {
         match e {
             ExecutionError::NoSuchOverload(_) => EvalError::NoSuchOverload,
             ExecutionError::NoSuchKey(k) => EvalError::Failed(format!("no such key: {k}")),
+            // A library function's own message, as kube's functions report it.
+            ExecutionError::FunctionError { message, .. } => EvalError::Failed(message),
             other => EvalError::Failed(other.to_string()),
         }
     }
@@ -278,6 +282,95 @@ mod tests {
         yes("quantity('1k').add(24).asInteger() == 1024 && quantity('1.5').sub(quantity('2')).sign() == -1");
         yes("quantity('2').compareTo(quantity('2000m')) == 0 && !quantity('1.5').isInteger() && isQuantity('3Mi')");
         yes("quantity('1.5').asApproximateFloat() == 1.5 && !isQuantity('abc')");
+    }
+
+    #[test]
+    fn kube_format_functions() {
+        yes("!format.dns1123Label().validate('my-label-name').hasValue()");
+        yes("!format.named('dns1123SubdomainPrefix').value().validate('mysubdomain.prefix.-').hasValue()");
+        yes("format.dns1123Label().validate('contains a space').value() == [\"a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\"]");
+        yes("format.byte().validate('aGVsbG8').value() == ['invalid base64']");
+        yes("format.uri().validate('x').value() == ['parse \"x\": invalid URI for request']");
+        yes("!format.named('unknown').hasValue()");
+        // The namespace leaves the strings extension's `format` method alone.
+        yes("'%s-%d'.format(['a', 1]) == 'a-1'");
+        let keys = [
+            "dns1123Label",
+            "dns1123Subdomain",
+            "dns1035Label",
+            "qualifiedName",
+            "dns1123LabelPrefix",
+            "dns1123SubdomainPrefix",
+            "dns1035LabelPrefix",
+            "labelValue",
+            "uri",
+            "uuid",
+            "byte",
+            "date",
+            "datetime",
+        ];
+        for lhs in keys {
+            yes(&format!(
+                "format.named('{lhs}').hasValue() && format.named('{lhs}').value() == format.{lhs}()"
+            ));
+            for rhs in keys.iter().filter(|k| **k != lhs) {
+                yes(&format!("format.{lhs}() != format.{rhs}()"));
+            }
+        }
+    }
+
+    #[test]
+    fn kube_semver_functions() {
+        yes("semver('1.2.3') == semver('1.2.3') && semver('v01.01', true) == semver('1.1.0')");
+        yes("!(semver('1.2.3') == semver('1.0.0')) && isSemver('1.2.3-beta.1+build.1')");
+        for bad in ["", "v1.0.0", " 1.0.0", "1. 0.0", "1.0.0 ", "01.01.01", "1", "1.1"] {
+            yes(&format!("!isSemver('{bad}')"));
+        }
+        for bad in ["", " 1.0.0", "1. 0.0", "1.0.0 "] {
+            yes(&format!("!isSemver('{bad}', true)"));
+        }
+        for good in ["v1.0.0", "01.01.01", "1", "1.1"] {
+            yes(&format!("isSemver('{good}', true)"));
+        }
+        yes("semver('1.0.0').isLessThan(semver('1.2.3')) && !semver('1.0.0').isLessThan(semver('1.0.0'))");
+        yes("semver('1.2.3').isGreaterThan(semver('1.0.0')) && !semver('1.0.0').isGreaterThan(semver('1.0.0'))");
+        yes("semver('1.2.3').compareTo(semver('1.2.3')) == 0 && semver('1.0.0').compareTo(semver('1.2.3')) == -1");
+        yes("semver('1.2.3').compareTo(semver('1.0.0')) == 1");
+        yes("semver('1.2.3').major() == 1 && semver('1.2.3').minor() == 2 && semver('1.2.3').patch() == 3");
+        assert_eq!(
+            run("semver('v1.0')", &[]),
+            Err(EvalError::Failed("No Major.Minor.Patch elements found".into()))
+        );
+        assert_eq!(
+            run("semver('1.0.0-01')", &[]),
+            Err(EvalError::Failed(
+                "Numeric PreRelease version must not contain leading zeroes \"01\"".into()
+            ))
+        );
+        yes("quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('1').compareTo(quantity('2')) == -1");
+    }
+
+    #[test]
+    fn ips_and_cidrs_convert_to_strings() {
+        yes("string(ip('192.168.0.1')) == '192.168.0.1' && string(ip('2001:db8::68')) == '2001:db8::68'");
+        yes("string(ip('2001:DB8:0:0::68')) == '2001:db8::68' && string(cidr('192.168.0.0/24')) == '192.168.0.0/24'");
+        yes("string(cidr('2001:db8::/32')) == '2001:db8::/32' && string(cidr('192.168.0.1/24').masked()) == '192.168.0.0/24'");
+        yes("string(cidr('10.0.0.0/8').ip()) == '10.0.0.0' && string(1) == '1'");
+    }
+
+    #[test]
+    fn format_and_semver_costs_are_kubes() {
+        let unbounded = [("self", Shape::unbounded())];
+        let string = |max| [("self", Shape::Str { max })];
+        let cost = |source: &str, vars: &[(&str, Shape)]| compile(source, vars).expect("compiles").cost();
+        // kube: ceil(size / 10) * (128 / 4) for validate, ceil(size / 10) for semver.
+        let validate = cost("format.dns1123Label().validate(self)", &string(100));
+        assert_eq!(validate, 1 + 1 + 1 + 10 * 32, "{validate}");
+        assert_eq!(cost("isSemver(self)", &string(100)), 1 + 1 + 10);
+        assert_eq!(cost("semver(self).major()", &string(100)), 1 + 1 + 1 + 10);
+        assert!(cost("format.uri().validate(self)", &unbounded) > STATIC_EXPRESSION_LIMIT);
+        // Namespaced functions are priced by their qualified names.
+        assert_eq!(cost("strings.quote(self)", &string(100)), 1 + 1 + 10);
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! Everything random or time-based is decided here, on the replica that receives the request,
 //! before the write is proposed: apply stays deterministic.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 
 use crate::machinery::errors::{go_quote, ApiError, ApiResult};
@@ -18,51 +20,221 @@ pub type Causes = Vec<(String, String)>;
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+
+/// The longest a DNS label, a qualified name's name part or a label value may be.
+const LABEL_MAX: usize = 63;
+
+/// The longest a DNS subdomain may be.
+const SUBDOMAIN_MAX: usize = 253;
+
+/// apimachinery's `MaxLenError`.
+fn max_len_error(max: usize) -> String {
+    format!("must be no more than {max} characters")
+}
+
+/// apimachinery's `RegexError`: what the value must look like, with examples.
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    let shown: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{msg} (e.g. {}regex used for validation is '{fmt}')",
+        shown.join(" or ")
+    )
+}
+
+fn dns_label_regex_error() -> String {
+    regex_error(
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+        DNS1123_LABEL_FMT,
+        &["my-name", "123-abc"],
+    )
+}
+
+fn dns_subdomain_regex_error() -> String {
+    regex_error(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        &format!("{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*"),
+        &["example.com"],
+    )
+}
+
+fn qualified_name_regex_error() -> String {
+    regex_error(
+        "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        QUALIFIED_NAME_FMT,
+        &["MyName", "my.name", "123-abc"],
+    )
+}
+
+/// Whether `s` matches `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (`first` decides the first byte).
+fn label_shaped(s: &[u8], first: fn(&u8) -> bool) -> bool {
+    let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    s.first().is_some_and(first) && s.last().is_some_and(inner) && s.iter().all(|b| inner(b) || *b == b'-')
+}
+
+fn dns1123_first(b: &u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+fn subdomain_shaped(s: &[u8]) -> bool {
+    s.split(|b| *b == b'.').all(|l| label_shaped(l, dns1123_first))
+}
+
+/// Whether `s` matches a qualified name's name part, `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn qualified_shaped(s: &[u8]) -> bool {
+    s.first().is_some_and(u8::is_ascii_alphanumeric)
+        && s.last().is_some_and(u8::is_ascii_alphanumeric)
+        && s.iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// apimachinery's `maskTrailingDash`, for a name that is a prefix (a generated name's base):
+/// a trailing dash, and the byte before it, become an `a` (kube's exact slicing).
+pub fn mask_trailing_dash(name: &str) -> Cow<'_, [u8]> {
+    let b = name.as_bytes();
+    if b.len() > 1 && b.ends_with(b"-") {
+        let mut masked = b[..b.len() - 2].to_vec();
+        masked.push(b'a');
+        Cow::Owned(masked)
+    } else {
+        Cow::Borrowed(b)
+    }
+}
+
+/// apimachinery's `IsDNS1123Label`: every reason `value` is not a lowercase RFC 1123 label
+/// (`my-name`), none when it is one.
+pub fn dns_label_reasons(value: &[u8]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > LABEL_MAX {
+        reasons.push(max_len_error(LABEL_MAX));
+    }
+    if !label_shaped(value, dns1123_first) {
+        reasons.push(if subdomain_shaped(value) {
+            "must not contain dots".to_string()
+        } else {
+            dns_label_regex_error()
+        });
+    }
+    reasons
+}
+
+/// apimachinery's `IsDNS1123Subdomain`: every reason `value` is not a lowercase RFC 1123
+/// subdomain (`example.com`), none when it is one.
+pub fn dns_subdomain_reasons(value: &[u8]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > SUBDOMAIN_MAX {
+        reasons.push(max_len_error(SUBDOMAIN_MAX));
+    }
+    if !subdomain_shaped(value) {
+        reasons.push(dns_subdomain_regex_error());
+    }
+    reasons
+}
+
+/// apimachinery's `IsDNS1035Label`: every reason `value` is not a DNS-1035 label (a DNS label
+/// starting with a letter), none when it is one.
+pub fn dns1035_label_reasons(value: &[u8]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > LABEL_MAX {
+        reasons.push(max_len_error(LABEL_MAX));
+    }
+    if !label_shaped(value, u8::is_ascii_lowercase) {
+        reasons.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
+        ));
+    }
+    reasons
+}
+
+/// apimachinery's `IsQualifiedName`: every reason `value` is not a qualified name (an optional
+/// DNS subdomain prefix and `/`, then a name part, as label keys are), none when it is one.
+pub fn qualified_name_reasons(value: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                reasons.push("prefix part must be non-empty".to_string());
+            } else {
+                reasons.extend(
+                    dns_subdomain_reasons(prefix.as_bytes())
+                        .into_iter()
+                        .map(|r| format!("prefix part {r}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(
+                    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"],
+                )
+            )]
+        }
+    };
+    if name.is_empty() {
+        reasons.push("name part must be non-empty".to_string());
+    } else if name.len() > LABEL_MAX {
+        reasons.push(format!("name part {}", max_len_error(LABEL_MAX)));
+    }
+    if !qualified_shaped(name.as_bytes()) {
+        reasons.push(qualified_name_regex_error());
+    }
+    reasons
+}
+
+/// apimachinery's `IsValidLabelValue`: every reason `value` is not a label value (empty, or a
+/// qualified name's name part), none when it is one.
+pub fn label_value_reasons(value: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > LABEL_MAX {
+        reasons.push(max_len_error(LABEL_MAX));
+    }
+    if !value.is_empty() && !qualified_shaped(value.as_bytes()) {
+        reasons.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            &format!("({QUALIFIED_NAME_FMT})?"),
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    reasons
+}
+
+/// kube's field message for `value` when `reasons` says it is invalid: the first reason.
+fn invalid(value: &str, reasons: Vec<String>) -> Option<String> {
+    reasons
+        .into_iter()
+        .next()
+        .map(|why| format!("Invalid value: {}: {why}", go_quote(value)))
+}
 
 /// Whether `s` is a lowercase RFC 1123 label (`my-name`), as kube validates namespace names,
 /// container and port names.
 pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    dns_label_reasons(s.as_bytes()).is_empty()
 }
 
 /// Whether `s` is a lowercase RFC 1123 subdomain (`example.com`), as kube validates names and
 /// API groups.
 pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
-fn is_qualified_name_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && s.as_bytes()[0].is_ascii_alphanumeric()
-        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+    dns_subdomain_reasons(s.as_bytes()).is_empty()
 }
 
 /// kube's message for a value that is not a lowercase RFC 1123 label, if it is not one.
 pub fn dns_label_error(value: &str) -> Option<String> {
-    (!is_dns_label(value)).then(|| {
-        format!(
-            "Invalid value: {}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')",
-            go_quote(value)
-        )
-    })
+    invalid(value, dns_label_reasons(value.as_bytes()))
 }
 
 /// kube's message for a value that is not a lowercase RFC 1123 subdomain, if it is not one.
 pub fn dns_subdomain_error(value: &str) -> Option<String> {
-    (!is_dns_subdomain(value)).then(|| {
-        format!(
-            "Invalid value: {value:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*')"
-        )
-    })
+    invalid(value, dns_subdomain_reasons(value.as_bytes()))
 }
 
 /// kube's `IsValidPathSegmentName` messages for a name that only has to fit in a URL path
@@ -92,26 +264,13 @@ pub fn name_error(rt: &ResourceType, name: &str) -> Option<String> {
 /// kube's message for a value that is not a qualified name (`prefix/name`, as label keys and
 /// match condition names are), if it is not one.
 pub fn qualified_name_error(key: &str) -> Option<String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(p) = prefix {
-        if !is_dns_subdomain(p) {
-            return Some(format!("Invalid value: {key:?}: prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"));
-        }
-    }
-    (!is_qualified_name_part(name)).then(|| {
-        format!("Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}')")
-    })
+    invalid(key, qualified_name_reasons(key))
 }
 
 /// kube's message for a value that is not a label value (empty, or a qualified name's name
 /// part), if it is not one.
 pub fn label_value_error(value: &str) -> Option<String> {
-    (!value.is_empty() && !is_qualified_name_part(value)).then(|| {
-        format!("Invalid value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({QUALIFIED_NAME_FMT})?'")
-    })
+    invalid(value, label_value_reasons(value))
 }
 
 /// kube's `ValidateFinalizers`: each finalizer a qualified name, and not both `orphan` and
@@ -420,8 +579,15 @@ mod tests {
         let ns = r.lookup("", "v1", "namespaces").unwrap();
         assert!(name_error(cm, "a.b-c").is_none());
         assert!(name_error(cm, "Bad_Name").unwrap().contains("RFC 1123 subdomain"));
-        assert!(name_error(ns, "a.b").unwrap().contains("RFC 1123 label"));
-        assert!(name_error(cm, &"a".repeat(254)).is_some());
+        assert!(name_error(ns, "a_b").unwrap().contains("RFC 1123 label"));
+        assert_eq!(
+            name_error(ns, "a.b"),
+            Some("Invalid value: \"a.b\": must not contain dots".to_string())
+        );
+        assert_eq!(
+            name_error(cm, &"a".repeat(254)).map(|m| m.ends_with("must be no more than 253 characters")),
+            Some(true)
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod workloads;
 use serde_json::Value;
 
 use crate::machinery::errors::{go_quote, ApiError, ApiResult};
-use crate::machinery::meta::{meta_str, Causes};
+use crate::machinery::meta::{dns1035_label_reasons, meta_str, Causes};
 use crate::machinery::schema::schemas;
 use crate::scheme::ResourceType;
 
@@ -272,29 +272,13 @@ fn one_of(value: &str, supported: &[&str], field: String, causes: &mut Causes) {
     }
 }
 
-const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-
 /// kube's `IsDNS1035Label` messages for `value` at `field`.
 fn dns1035_label(value: &str, field: &str, causes: &mut Causes) {
-    let mut invalid = |why: String| {
+    for why in dns1035_label_reasons(value.as_bytes()) {
         causes.push((
             field.to_string(),
             format!("Invalid value: {}: {why}", go_quote(value)),
         ));
-    };
-    if value.len() > 63 {
-        invalid("must be no more than 63 characters".to_string());
-    }
-    let bytes = value.as_bytes();
-    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes
-            .last()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if !valid {
-        invalid(format!("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL_FMT}')"));
     }
 }
 

@@ -571,3 +571,120 @@ async fn compute_quotas_charge_pods_and_require_their_resources() {
     })
     .await;
 }
+
+/// The admission configuration file of [`pod_security_follows_the_admission_configuration`]:
+/// namespaces without labels enforce `baseline`; the `legacy` namespace, the user `deployer`
+/// and the `sandboxed` runtime class are exempt (PodSecurity's configuration in a file of
+/// its own, as `path` names it).
+const ADMISSION_CONFIGURATION: &str = "apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  path: pod-security.yaml
+";
+
+const POD_SECURITY_CONFIGURATION: &str = "apiVersion: pod-security.admission.config.k8s.io/v1
+kind: PodSecurityConfiguration
+defaults:
+  enforce: baseline
+  enforce-version: latest
+exemptions:
+  usernames: [deployer]
+  runtimeClasses: [sandboxed]
+  namespaces: [legacy]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_security_follows_the_admission_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("admission.yaml");
+    std::fs::write(&config, ADMISSION_CONFIGURATION).unwrap();
+    std::fs::write(dir.path().join("pod-security.yaml"), POD_SECURITY_CONFIGURATION).unwrap();
+    let k = Kube::start_with(support::Options {
+        admission_config: Some(config),
+        ..support::Options::default()
+    })
+    .await;
+    for ns in ["strict", "legacy", "open"] {
+        k.ok("node-1", &["create", "namespace", ns]);
+    }
+    k.ok(
+        "node-1",
+        &[
+            "label",
+            "namespace",
+            "open",
+            "pod-security.kubernetes.io/enforce=privileged",
+        ],
+    );
+    let pod = |name: &str, ns: &str, runtime_class: Option<&str>| {
+        let mut text = PRIVILEGED_POD
+            .replace("NAME", name)
+            .replace("namespace: strict", &format!("namespace: {ns}"));
+        if let Some(class) = runtime_class {
+            text = text.replace("spec:\n", &format!("spec:\n  runtimeClassName: {class}\n"));
+        }
+        k.manifest(&format!("{name}.yaml"), &text)
+    };
+    // A namespace without labels enforces the configured default, on every replica.
+    for node in ["node-1", "node-2", "node-3"] {
+        k.refused(
+            node,
+            &["create", "-f", &pod("denied", "strict", None)],
+            "pods \"denied\" is forbidden: violates PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)",
+        );
+    }
+    // A label still overrides the default.
+    k.ok("node-2", &["create", "-f", &pod("labelled", "open", None)]);
+    // The exempt namespace, user and runtime class.
+    k.ok("node-3", &["create", "-f", &pod("in-legacy", "legacy", None)]);
+    k.ok(
+        "node-1",
+        &["create", "-f", &pod("sandboxed", "strict", Some("sandboxed"))],
+    );
+    k.refused(
+        "node-1",
+        &["create", "-f", &pod("other-class", "strict", Some("runc"))],
+        "violates PodSecurity \"baseline:latest\"",
+    );
+    k.ok(
+        "node-1",
+        &[
+            "-n",
+            "strict",
+            "create",
+            "role",
+            "pods",
+            "--verb=create",
+            "--resource=pods",
+        ],
+    );
+    for user in ["deployer", "someone"] {
+        let binding = format!("--user={user}");
+        k.ok(
+            "node-1",
+            &[
+                "-n",
+                "strict",
+                "create",
+                "rolebinding",
+                user,
+                "--role=pods",
+                &binding,
+            ],
+        );
+    }
+    let deployer = k.kubeconfig_for("deployer", &[]);
+    let (ok, _, err) = k.kubectl_with(
+        &deployer,
+        1,
+        &["create", "-f", &pod("by-deployer", "strict", None)],
+    );
+    assert!(ok, "{err}");
+    let someone = k.kubeconfig_for("someone", &[]);
+    let (ok, _, err) = k.kubectl_with(&someone, 2, &["create", "-f", &pod("by-someone", "strict", None)]);
+    assert!(
+        !ok && err.contains("violates PodSecurity \"baseline:latest\""),
+        "{err}"
+    );
+}

@@ -397,6 +397,27 @@ fn serve_refuses_bad_configs_with_a_clear_error() {
             "case {i}: names the file: {err}"
         );
     }
+    // An admission configuration that does not parse stops it too, naming that file.
+    let admission = dir.path().join("admission.yaml");
+    std::fs::write(
+        &admission,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults: {enforce: strictest}\n",
+    )
+    .unwrap();
+    let p = dir.path().join("bad-admission.yaml");
+    std::fs::write(
+        &p,
+        format!("{good}admissionConfigFile: {}\n", admission.display()),
+    )
+    .unwrap();
+    let err = serve_fails(&p);
+    assert!(
+        err.contains(&format!(
+            "{}: defaults.enforce: Invalid value: \"strictest\": must be one of privileged, baseline, restricted",
+            admission.display()
+        )),
+        "{err}"
+    );
     assert!(
         !dir.path().join("d1").exists(),
         "no data dir was created for a bad config"

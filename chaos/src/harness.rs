@@ -236,6 +236,7 @@ impl ChaosCluster {
                 feature_gates: FeatureGates::default(),
                 security: Some(pki.security_config(&format!("node-{}", i + 1))),
                 audit: None,
+                admission_config_file: None,
                 backup: None,
                 service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
                 service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),

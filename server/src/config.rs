@@ -385,6 +385,10 @@ pub struct ServeConfig {
     /// Audit logging; off without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditConfig>,
+    /// An `AdmissionConfiguration` file with the plugins' configurations (kube-apiserver's
+    /// `--admission-control-config-file`): PodSecurity's default levels and exemptions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_config_file: Option<PathBuf>,
     /// Scheduled backups; off without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupConfig>,
@@ -473,6 +477,7 @@ impl ServeConfig {
         config.security = config.security.map(|s| s.resolved(base));
         config.audit = config.audit.map(|a| a.resolved(base));
         config.backup = config.backup.map(|b| b.resolved(base, &config.data_dir));
+        config.admission_config_file = config.admission_config_file.map(|f| base.join(f));
         Ok(config)
     }
 

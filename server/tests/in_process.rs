@@ -41,6 +41,7 @@ async fn replica(dir: &Path) -> Replica {
         feature_gates: Default::default(),
         security: None,
         audit: None,
+        admission_config_file: None,
         backup: None,
         service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
         service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),

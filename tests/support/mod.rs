@@ -85,6 +85,8 @@ pub struct Options {
     /// With `audit_policy`: a kubeconfig naming the audit webhook every replica also sends its
     /// events to (in batches of at most a second's events).
     pub audit_webhook: Option<PathBuf>,
+    /// Every replica's `admissionConfigFile` (an `AdmissionConfiguration`).
+    pub admission_config: Option<PathBuf>,
     /// Every replica's database size quota.
     pub quota_backend_bytes: u64,
     /// Every replica's `serviceClusterIPRange` and `serviceNodePortRange`.
@@ -109,6 +111,7 @@ impl Default for Options {
             token_file: None,
             audit_policy: None,
             audit_webhook: None,
+            admission_config: None,
             quota_backend_bytes: kuberaft::config::ServeConfig::DEFAULT_QUOTA_BACKEND_BYTES,
             service_ranges: (
                 kuberaft::config::ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
@@ -293,6 +296,7 @@ pub fn config_yaml(
             log_max_backups: 0,
             log_max_age_days: 0,
         }),
+        admission_config_file: o.admission_config.clone(),
         backup: None,
         service_cluster_ip_range: o.service_ranges.0.clone(),
         service_node_port_range: o.service_ranges.1.clone(),

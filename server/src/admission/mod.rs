@@ -20,11 +20,12 @@
 
 pub mod audit_annotations;
 mod authorizer;
+pub mod configuration;
 mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
-mod pod_security;
+pub mod pod_security;
 mod policy;
 mod priority;
 pub mod resource_quota;

@@ -172,6 +172,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             feature_gates: FeatureGates::default(),
             security: Some(security(m.id)),
             audit: None,
+            admission_config_file: None,
             backup: None,
             service_cluster_ip_range: ServiceRanges::DEFAULT_CLUSTER_IP_RANGE.into(),
             service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),

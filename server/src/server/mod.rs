@@ -248,6 +248,9 @@ impl Replica {
         join: Option<&str>,
     ) -> anyhow::Result<Replica> {
         let auditor = config.audit.as_ref().map(Auditor::load).transpose()?;
+        if let Some(file) = &config.admission_config_file {
+            crate::admission::configuration::install(file)?;
+        }
         let mut node_config = config.node_config();
         node_config.join = join.map(str::to_string);
         node_config.peer_tls = security.credentials.as_ref().map(|c| c.peer_client.clone());

@@ -5,7 +5,9 @@
 //! (`403`), one that violates the warn level gets a warning; pod controllers (Deployments, Jobs,
 //! ...) are only warned about, their templates checked. Label values are validated on the
 //! namespace (`422`), and a namespace whose enforce level is tightened warns about the pods it
-//! holds that would now be refused. (Audit annotations and exemptions are not supported.)
+//! holds that would now be refused. The admission configuration's `PodSecurityConfiguration`
+//! ([`PodSecurityConfig`]) gives the levels of a namespace without labels and exempts users,
+//! runtime classes and namespaces, as kube's does.
 //!
 //! The namespace is read linearizably, so a label written through any replica applies to the
 //! next pod on every replica.
@@ -66,6 +68,98 @@ const IGNORED_POD_SUBRESOURCES: [&str; 8] = [
     "status",
 ];
 
+/// The audit annotation naming why a request was exempt (`namespace`, `user`, `runtimeClass`).
+const EXEMPT: &str = "pod-security.kubernetes.io/exempt";
+
+/// kube's `PodSecurityConfiguration`: the levels of a namespace without the labels, and what
+/// is exempt from every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSecurityConfig {
+    /// enforce, audit and warn, in [`MODES`] order.
+    defaults: [LevelVersion; 3],
+    usernames: Vec<String>,
+    runtime_classes: Vec<String>,
+    namespaces: Vec<String>,
+}
+
+impl Default for PodSecurityConfig {
+    fn default() -> Self {
+        PodSecurityConfig {
+            defaults: [LevelVersion::PRIVILEGED; 3],
+            usernames: Vec::new(),
+            runtime_classes: Vec::new(),
+            namespaces: Vec::new(),
+        }
+    }
+}
+
+impl PodSecurityConfig {
+    /// Reads a `pod-security.admission.config.k8s.io` `PodSecurityConfiguration`; the message
+    /// names the first field that is wrong.
+    pub fn parse(v: &Value) -> Result<PodSecurityConfig, String> {
+        let api_version = v["apiVersion"].as_str().unwrap_or_default();
+        let known = ["v1", "v1beta1", "v1alpha1"]
+            .iter()
+            .any(|version| api_version == format!("pod-security.admission.config.k8s.io/{version}"));
+        if !known || v["kind"] != "PodSecurityConfiguration" {
+            return Err(format!(
+                "expected pod-security.admission.config.k8s.io/v1 PodSecurityConfiguration, got {api_version}/{}",
+                v["kind"].as_str().unwrap_or_default()
+            ));
+        }
+        let defaults = &v["defaults"];
+        let (policy, errors) = policy_from(
+            |key| defaults[key].as_str(),
+            |key| format!("defaults.{key}"),
+            PodSecurityConfig::default().defaults,
+        );
+        if let Some((field, message)) = errors.into_iter().next() {
+            return Err(format!("{field}: {message}"));
+        }
+        let list = |field: &str| -> Result<Vec<String>, String> {
+            match &v["exemptions"][field] {
+                Value::Null => Ok(Vec::new()),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| format!("exemptions.{field}: expected strings"))
+                    })
+                    .collect(),
+                _ => Err(format!("exemptions.{field}: expected a list")),
+            }
+        };
+        Ok(PodSecurityConfig {
+            defaults: [policy.enforce, policy.audit, policy.warn],
+            usernames: list("usernames")?,
+            runtime_classes: list("runtimeClasses")?,
+            namespaces: list("namespaces")?,
+        })
+    }
+
+    /// Why the request is exempt, if it is, checked in kube's order: its namespace, its user,
+    /// then the pod's runtime class.
+    fn exemption(&self, attrs: &Attributes<'_>, pod_spec: Option<&Value>) -> Option<&'static str> {
+        let listed = |list: &[String], item: &str| !item.is_empty() && list.iter().any(|l| l == item);
+        if listed(&self.namespaces, attrs.namespace.unwrap_or_default()) {
+            return Some("namespace");
+        }
+        if listed(&self.usernames, attrs.user.map_or("", |u| u.name.as_str())) {
+            return Some("user");
+        }
+        let runtime_class = pod_spec
+            .and_then(|s| s["runtimeClassName"].as_str())
+            .unwrap_or_default();
+        listed(&self.runtime_classes, runtime_class).then_some("runtimeClass")
+    }
+}
+
+/// The configuration in force.
+fn config() -> &'static PodSecurityConfig {
+    &super::configuration::current().pod_security
+}
+
 /// A level at a policy version (`None`: latest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LevelVersion {
@@ -100,28 +194,42 @@ struct Policy {
     audit: LevelVersion,
 }
 
-/// The policy of a namespace with these labels, and the label errors (`(field, message)`) kube
+/// The policy of a namespace with these labels (the configured defaults for those it lacks),
+/// and the label errors (`(field, message)`) kube reports.
+fn policy(labels: Option<&Value>) -> (Policy, Vec<(String, String)>) {
+    policy_from(
+        |key| {
+            labels
+                .and_then(|l| l.get(format!("{LABEL_PREFIX}{key}")))
+                .and_then(Value::as_str)
+        },
+        |key| format!("metadata.labels[{LABEL_PREFIX}{key}]"),
+        config().defaults,
+    )
+}
+
+/// A policy from its six values (`enforce`, `enforce-version`, ... as `get` finds them; one
+/// not given keeps `start`'s), with the errors (`(field, message)`, `field` naming each) kube
 /// reports. As in kube, a bad enforce level enforces `restricted`, a bad audit or warn level
 /// is `privileged`, and a bad version is `latest`.
-fn policy(labels: Option<&Value>) -> (Policy, Vec<(String, String)>) {
-    let mut found = [LevelVersion::PRIVILEGED; 3];
+fn policy_from<'v>(
+    get: impl Fn(&str) -> Option<&'v str>,
+    field: impl Fn(&str) -> String,
+    start: [LevelVersion; 3],
+) -> (Policy, Vec<(String, String)>) {
+    let mut found = start;
     let mut errors = Vec::new();
-    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
     let mut invalid = |key: &str, value: &str, why: &str| {
-        errors.push((
-            format!("metadata.labels[{key}]"),
-            format!("Invalid value: {}: {why}", go_quote(value)),
-        ));
+        errors.push((field(key), format!("Invalid value: {}: {why}", go_quote(value))));
     };
     for (i, mode) in MODES.iter().enumerate() {
-        let key = format!("{LABEL_PREFIX}{mode}");
-        if let Some(value) = label(&key) {
+        if let Some(value) = get(mode) {
             found[i].level = match value {
                 "privileged" => Level::Privileged,
                 "baseline" => Level::Baseline,
                 "restricted" => Level::Restricted,
                 _ => {
-                    invalid(&key, value, "must be one of privileged, baseline, restricted");
+                    invalid(mode, value, "must be one of privileged, baseline, restricted");
                     if i == 0 {
                         Level::Restricted
                     } else {
@@ -130,8 +238,8 @@ fn policy(labels: Option<&Value>) -> (Policy, Vec<(String, String)>) {
                 }
             };
         }
-        let key = format!("{key}-version");
-        if let Some(value) = label(&key) {
+        let key = format!("{mode}-version");
+        if let Some(value) = get(&key) {
             found[i].version = match parse_version(value) {
                 Ok(v) => v,
                 Err(()) => {
@@ -218,6 +326,10 @@ async fn validate_pod(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> Api
     {
         return Ok(());
     }
+    if let Some(why) = config().exemption(attrs, obj.get("spec")) {
+        annotate(EXEMPT, why.to_string());
+        return Ok(());
+    }
     let policy = namespace_policy(store, attrs).await?;
     if [policy.enforce, policy.audit, policy.warn]
         .iter()
@@ -269,6 +381,10 @@ async fn validate_controller(
     attrs: &Attributes<'_>,
     template: Option<&Value>,
 ) -> ApiResult<()> {
+    if let Some(why) = config().exemption(attrs, template.and_then(|t| t.get("spec"))) {
+        annotate(EXEMPT, why.to_string());
+        return Ok(());
+    }
     let policy = namespace_policy(store, attrs).await?;
     if policy.warn.level == Level::Privileged && policy.audit.level == Level::Privileged {
         return Ok(());

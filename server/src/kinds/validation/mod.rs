@@ -15,6 +15,7 @@ mod namespace;
 mod node;
 mod pod;
 mod rbac;
+mod resources;
 mod schema;
 mod service;
 mod storage;

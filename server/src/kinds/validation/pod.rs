@@ -257,6 +257,9 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, cause
             ));
         }
     }
+    if let Some(r) = c.get("resources").filter(|r| r.is_object()) {
+        super::resources::requirements(r, &format!("{path}.resources"), causes);
+    }
     one_of(
         str_of(c, "imagePullPolicy"),
         &["Always", "IfNotPresent", "Never"],

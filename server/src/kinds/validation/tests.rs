@@ -572,3 +572,49 @@ fn an_api_service_is_named_version_dot_group_and_checked_as_kube_aggregator_does
         ]
     );
 }
+
+#[test]
+fn container_resources_are_checked_as_kube_checks_them() {
+    let with = |resources: Value| {
+        create(
+            "",
+            "pods",
+            pod(json!([{"name": "c", "image": "busybox", "resources": resources}])),
+        )
+    };
+    assert!(with(
+        json!({"limits": {"cpu": "1", "memory": "1Gi", "example.com/dongle": 2},
+        "requests": {"cpu": "500m", "memory": "1024Mi", "example.com/dongle": "2"}})
+    )
+    .is_empty());
+    let c = "spec.containers[0].resources";
+    assert_eq!(
+        with(json!({"limits": {"cpu": "1"}, "requests": {"cpu": "1.5", "memory": "-1Mi"}})),
+        [
+            format!("{c}.requests: Invalid value: \"1500m\": must be less than or equal to cpu limit of 1"),
+            format!("{c}.requests[memory]: Invalid value: \"-1Mi\": must be greater than or equal to 0"),
+        ]
+    );
+    assert_eq!(
+        with(
+            json!({"limits": {"example.com/dongle": "2"}, "requests": {"example.com/dongle": "1", "example.com/key": "1"}})
+        ),
+        [
+            format!("{c}.requests: Invalid value: \"1\": must be equal to example.com/dongle limit of 2"),
+            format!("{c}.limits: Required value: Limit must be set for non overcommitable resources"),
+        ]
+    );
+    assert_eq!(
+        with(json!({"limits": {"gpu": "1", "pods": "1", "hugepages-2Mi": "2Mi"}})),
+        [
+            format!("{c}.limits[gpu]: Invalid value: \"gpu\": must be a standard resource type or fully qualified"),
+            format!("{c}.limits[gpu]: Invalid value: \"gpu\": must be a standard resource for containers"),
+            format!("{c}.limits[pods]: Invalid value: \"pods\": must be a standard resource for containers"),
+            // Requests default to the limits, as in kube, and are checked too.
+            format!("{c}.requests[gpu]: Invalid value: \"gpu\": must be a standard resource type or fully qualified"),
+            format!("{c}.requests[gpu]: Invalid value: \"gpu\": must be a standard resource for containers"),
+            format!("{c}.requests[pods]: Invalid value: \"pods\": must be a standard resource for containers"),
+            format!("{c}: Forbidden: HugePages require cpu or memory"),
+        ]
+    );
+}

@@ -30,6 +30,23 @@ use crate::types::{Member, TypeConfig};
 /// Largest gRPC message a peer accepts or sends (a batch of entries or a snapshot chunk).
 pub const MAX_PEER_MESSAGE: usize = 64 * 1024 * 1024;
 
+/// The most bytes an AppendEntries with more than one entry may carry. openraft 0.9 gives
+/// every AppendEntries one heartbeat interval to complete; a round that times out is sent
+/// again with every entry appended meanwhile, so without a bound a burst of large objects
+/// makes each retry bigger and slower than the last and replication never catches up (no
+/// commit, leaders deposed one after another). A megabyte crosses a peer link well inside a
+/// heartbeat; a larger single entry still goes alone.
+pub const MAX_APPEND_BYTES: usize = 1024 * 1024;
+
+/// How many of `entries` entries fit in `budget` bytes when all of them encode to `len`
+/// bytes (at least one), or `None` when they all fit or there is only one.
+fn entries_that_fit(entries: usize, len: usize, budget: usize) -> Option<u64> {
+    (len > budget && entries > 1).then(|| {
+        let fit = (entries as u64).saturating_mul(budget as u64) / len.max(1) as u64;
+        fit.max(1)
+    })
+}
+
 /// Marker in the status message a replica returns to a peer of another cluster.
 pub const WRONG_CLUSTER: &str = "peer belongs to another cluster";
 
@@ -147,8 +164,8 @@ pub struct PeerConnection {
 type RpcResult<T, E> = Result<T, RPCError<u64, Member, E>>;
 
 impl PeerConnection {
-    /// Sends `req`; `entries` is the number of log entries it carries, so that a message over
-    /// [`MAX_PEER_MESSAGE`] is refused before it is sent with a hint of how many would fit
+    /// Sends `req`; `entries` is the number of log entries it carries, so that entries over
+    /// [`MAX_APPEND_BYTES`] are refused before they are sent with a hint of how many would fit
     /// (openraft then sends fewer at a time).
     async fn call<Req, Resp, E>(
         &self,
@@ -163,11 +180,9 @@ impl PeerConnection {
         E: std::error::Error + DeserializeOwned,
     {
         let data = encode("raft rpc", req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        if data.len() > MAX_PEER_MESSAGE && entries > 1 {
-            let fit = (entries as u64).saturating_mul(MAX_PEER_MESSAGE as u64) / data.len() as u64;
-            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(
-                fit.max(1),
-            )));
+        if let Some(fit) = entries_that_fit(entries, data.len(), MAX_APPEND_BYTES) {
+            metrics::counter!("kuberaft_raft_append_split_total").increment(1);
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(fit)));
         }
         let mut client = self
             .peers
@@ -231,5 +246,24 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<u64>, RaftError<u64>> {
         self.call(RpcKind::Vote, &rpc, 0, &option).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_over_the_budget_ask_for_fewer_entries_but_never_none() {
+        let mib = 1024 * 1024;
+        assert_eq!(entries_that_fit(10, mib / 2, mib), None);
+        assert_eq!(
+            entries_that_fit(1, 8 * mib, mib),
+            None,
+            "a single entry goes alone"
+        );
+        assert_eq!(entries_that_fit(100, 25 * mib, mib), Some(4));
+        assert_eq!(entries_that_fit(3, 30 * mib, mib), Some(1));
+        const { assert!(MAX_APPEND_BYTES < MAX_PEER_MESSAGE) };
     }
 }

@@ -79,10 +79,11 @@ async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
         "The Pod \"probed\" is invalid: \n* spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type\n* spec.containers[0].livenessProbe.periodSeconds: Invalid value: -5: must be greater than or equal to 0"
     );
 
-    // A request above its limit, as kubectl shows kube's refusal.
+    // A request above its limit (a number, as YAML writes `cpu: 1`), as kubectl shows
+    // kube's refusal.
     let greedy = k.manifest(
         "greedy.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: greedy}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {cpu: 500m}\n      requests: {cpu: \"1\"}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: greedy}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {cpu: 500m}\n      requests: {cpu: 1}\n",
     );
     let (ok, _, err) = k.kubectl("node-2", &["create", "-f", &greedy]);
     assert!(!ok);

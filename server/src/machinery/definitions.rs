@@ -33,7 +33,8 @@ pub const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
 pub const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
 
 const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
-const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+/// Definition name of `resource.Quantity`.
+pub const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 /// Definitions kube-apiserver publishes with a description only (any JSON value).
 const ANY_VALUE: &[&str] = &[

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::query::Query;
-use crate::machinery::schema::{schemas, Node, Scalar, Shape};
+use crate::machinery::schema::{schemas, Node, Scalar, Shape, QUANTITY_FORMAT_ERROR};
 use crate::scheme::ResourceType;
 
 /// What to do about unknown and duplicate fields.
@@ -230,6 +230,13 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
     };
     match node.shape() {
         Shape::Any => {}
+        Shape::Scalar(Scalar::Quantity) => {
+            if !Scalar::Quantity.accepts(value) {
+                // Go's Quantity decodes itself: its own error, whatever the value was.
+                f.wrong_type = Some(QUANTITY_FORMAT_ERROR.to_string());
+                f.conversion = Some(QUANTITY_FORMAT_ERROR.to_string());
+            }
+        }
         Shape::Scalar(s) => {
             if !s.accepts(value) {
                 f.wrong_type = Some(type_error(s.go_name(), value));
@@ -423,5 +430,28 @@ mod tests {
         assert_eq!(Directive::from_query(&q("Strict")).unwrap(), Directive::Strict);
         assert_eq!(Directive::from_query(&q("Ignore")).unwrap(), Directive::Ignore);
         assert_eq!(Directive::from_query(&q("strict")).unwrap_err().code, 400);
+    }
+
+    /// A quantity may be written as a number (`cpu: 1` in YAML), as Go's Quantity decodes it.
+    #[test]
+    fn quantities_decode_from_strings_and_numbers() {
+        let rt = deployments();
+        let mut obj = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "i", "resources": {"limits": {"cpu": 1, "memory": "1Gi"}, "requests": {"cpu": 0.5}}}]}}}});
+        assert_eq!(
+            check(&rt, &mut obj, &[], Directive::Strict).unwrap(),
+            Vec::<String>::new()
+        );
+        for bad in [json!("lots"), json!("1.5.5"), json!(true)] {
+            let mut obj = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [
+                {"name": "c", "image": "i", "resources": {"limits": {"cpu": bad}}}]}}}});
+            let e = check(&rt, &mut obj, &[], Directive::Ignore).unwrap_err();
+            assert_eq!(
+                e.message,
+                format!(
+                    "Deployment in version \"v1\" cannot be handled as a Deployment: {QUANTITY_FORMAT_ERROR}"
+                )
+            );
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 
 use crate::machinery::definitions::{self, ServedKind, V2_REF};
+use crate::machinery::qos::parse_quantity;
 use crate::scheme::{Registry, ResourceType};
 
 /// References are followed at most this many times in a row (a cycle is a broken table).
@@ -119,7 +120,14 @@ pub enum Scalar {
     Boolean,
     /// `IntOrString`: an integer or a string.
     IntOrString,
+    /// `resource.Quantity`: a string or a number that parses as a quantity (`1`, `500m`,
+    /// `1Gi`), as Go's `Quantity.UnmarshalJSON` takes it.
+    Quantity,
 }
+
+/// Go's `resource.ErrFormatWrong`: what decoding a quantity that does not parse fails with.
+pub const QUANTITY_FORMAT_ERROR: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 impl Scalar {
     /// Whether `v` has this type (or is null, which every optional field accepts).
@@ -133,6 +141,8 @@ impl Scalar {
             (Scalar::Boolean, Value::Bool(_)) => true,
             (Scalar::IntOrString, Value::String(_)) => true,
             (Scalar::IntOrString, Value::Number(n)) => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+            (Scalar::Quantity, Value::String(s)) => parse_quantity(s).is_some(),
+            (Scalar::Quantity, Value::Number(n)) => parse_quantity(&n.to_string()).is_some(),
             _ => false,
         }
     }
@@ -146,6 +156,7 @@ impl Scalar {
             Scalar::Number => "float64",
             Scalar::Boolean => "bool",
             Scalar::IntOrString => "IntOrString",
+            Scalar::Quantity => "Quantity",
         }
     }
 }
@@ -198,6 +209,7 @@ impl<'a> Node<'a> {
         let format = s.get("format").and_then(Value::as_str);
         let int_or_string = s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
         match s.get("type").and_then(Value::as_str) {
+            _ if self.definition == Some(definitions::QUANTITY) => Shape::Scalar(Scalar::Quantity),
             _ if format == Some("int-or-string") || int_or_string => Shape::Scalar(Scalar::IntOrString),
             Some("object") if s.get("properties").is_some() => Shape::Struct,
             Some("object") if s.get("additionalProperties").is_some() => Shape::Map,

@@ -92,6 +92,18 @@ async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
         "The Pod \"greedy\" is invalid: spec.containers[0].resources.requests: Invalid value: \"1\": must be less than or equal to cpu limit of 500m"
     );
 
+    // Within its limit it is stored, its quantities as the strings kube writes.
+    let modest = k.manifest(
+        "modest.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: modest}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {cpu: 1, memory: 1000}\n      requests: {cpu: 0.5}\n",
+    );
+    k.ok("node-3", &["create", "-f", &modest]);
+    let stored = k.json("node-1", &["get", "pod", "modest"]);
+    assert_eq!(
+        stored["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "1", "memory": "1k"}, "requests": {"cpu": "500m", "memory": "1k"}})
+    );
+
     let pods = "/api/v1/namespaces/default/pods";
     let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "test"},
         "spec": {"containers": [{"image": "busybox"}]}});

@@ -14,6 +14,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::qos::{format_quantity, parse_quantity};
 use crate::machinery::query::Query;
 use crate::machinery::schema::{schemas, Node, Scalar, Shape, QUANTITY_FORMAT_ERROR};
 use crate::scheme::ResourceType;
@@ -235,6 +236,12 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
                 // Go's Quantity decodes itself: its own error, whatever the value was.
                 f.wrong_type = Some(QUANTITY_FORMAT_ERROR.to_string());
                 f.conversion = Some(QUANTITY_FORMAT_ERROR.to_string());
+            } else if let Value::Number(n) = value {
+                // Stored, and read back, as the string kube writes (`1`, `500m`, `1k`): typed
+                // clients (k8s-openapi's `Quantity`) read only strings.
+                if let Some(q) = parse_quantity(&n.to_string()) {
+                    *value = Value::String(format_quantity(q, false));
+                }
             }
         }
         Shape::Scalar(s) => {
@@ -432,15 +439,21 @@ mod tests {
         assert_eq!(Directive::from_query(&q("strict")).unwrap_err().code, 400);
     }
 
-    /// A quantity may be written as a number (`cpu: 1` in YAML), as Go's Quantity decodes it.
+    /// A quantity may be written as a number (`cpu: 1` in YAML), as Go's Quantity decodes it,
+    /// and is kept as the string kube writes.
     #[test]
     fn quantities_decode_from_strings_and_numbers() {
         let rt = deployments();
         let mut obj = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [
-            {"name": "c", "image": "i", "resources": {"limits": {"cpu": 1, "memory": "1Gi"}, "requests": {"cpu": 0.5}}}]}}}});
+            {"name": "c", "image": "i", "resources": {"limits": {"cpu": 1, "memory": "1Gi", "ephemeral-storage": 1000}, "requests": {"cpu": 0.5}}}]}}}});
         assert_eq!(
             check(&rt, &mut obj, &[], Directive::Strict).unwrap(),
             Vec::<String>::new()
+        );
+        let resources = &obj["spec"]["template"]["spec"]["containers"][0]["resources"];
+        assert_eq!(
+            resources,
+            &json!({"limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1k"}, "requests": {"cpu": "500m"}})
         );
         for bad in [json!("lots"), json!("1.5.5"), json!(true)] {
             let mut obj = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [

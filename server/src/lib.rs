@@ -64,7 +64,11 @@
 //! kube-apiserver runs its admission chain (a delete passes the mutating ones before the object
 //! is read, the validating ones with it as the old object). The chain brings the watch cache up
 //! to date with one read barrier per write, so configurations acknowledged anywhere apply at
-//! once. *Invariant:* a plugin sees the request's attributes and the object, never HTTP or the
+//! once. The admission configuration file (`admission::configuration`) configures plugins
+//! (PodSecurity's defaults and exemptions); CEL expressions get the `authorizer` variables
+//! (`admission::authorizer`); a webhook or policy for another version of the resource sees
+//! the objects converted through `admission::Versions`, which the registry implements.
+//! *Invariant:* a plugin sees the request's attributes and the object, never HTTP or the
 //! registry; it reads the store, never writes it.
 //!
 //! **`authentication`** — who a request is from: `UserInfo`, the x509 client-certificate
@@ -105,7 +109,8 @@
 //! policies: compile once (names checked, cost estimated from the variables' shapes), evaluate
 //! with bound variables under a cost bound, kube's CEL libraries (`library`, with the `format`
 //! and `semver` libraries in their own modules; the name formats reuse `machinery::meta`'s
-//! validators). *Invariant:* pure (no I/O,
+//! validators; `authz`, the authorization library, asks an `Authorize` its caller binds).
+//! *Invariant:* pure (no I/O,
 //! no state but the shared environment); used by `apiextensions` and `admission`.
 //!
 //! **`webhook`** — reaching a webhook: a `clientConfig` (`url` or `service` resolved through

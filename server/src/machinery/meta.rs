@@ -132,6 +132,23 @@ pub fn dns_subdomain_reasons(value: &[u8]) -> Vec<String> {
     reasons
 }
 
+/// apimachinery's `IsWildcardDNS1123Subdomain`: every reason `value` is not `*.` followed by a
+/// DNS subdomain (`*.example.com`), none when it is one.
+pub fn wildcard_dns_subdomain_reasons(value: &[u8]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > SUBDOMAIN_MAX {
+        reasons.push(max_len_error(SUBDOMAIN_MAX));
+    }
+    if !value.strip_prefix(b"*.").is_some_and(subdomain_shaped) {
+        reasons.push(regex_error(
+            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character",
+            &format!("\\*\\.{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*"),
+            &["*.example.com"],
+        ));
+    }
+    reasons
+}
+
 /// apimachinery's `IsDNS1035Label`: every reason `value` is not a DNS-1035 label (a DNS label
 /// starting with a letter), none when it is one.
 pub fn dns1035_label_reasons(value: &[u8]) -> Vec<String> {

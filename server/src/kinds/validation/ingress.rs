@@ -1,5 +1,6 @@
 //! kube's `ValidateIngressSpec` for `networking.k8s.io/v1` Ingresses: a default backend or
-//! rules; each rule's host a DNS name (not an IP address); its HTTP paths present, each with
+//! rules; each rule's host a DNS name or a wildcard (`*.example.com`), not an IP address; its
+//! TLS hosts the same and its TLS secret a valid name; its HTTP paths present, each with
 //! a known path type and a path that type allows; every backend either a service (named, with
 //! a port name or number) or a resource (with kind and name), not both.
 
@@ -7,7 +8,9 @@ use serde_json::Value;
 
 use super::{dns1035_label, list_of, not_supported, port_name_errors, port_number, str_of};
 use crate::machinery::errors::go_quote;
-use crate::machinery::meta::{dns_subdomain_error, Causes};
+use crate::machinery::meta::{
+    dns_subdomain_error, dns_subdomain_reasons, wildcard_dns_subdomain_reasons, Causes,
+};
 
 /// The path types, as kube's error lists them (sorted).
 const PATH_TYPES: [&str; 3] = ["Exact", "ImplementationSpecific", "Prefix"];
@@ -48,11 +51,7 @@ pub fn ingress(obj: &Value, causes: &mut Causes) {
                     ),
                 ));
             }
-            if !host.contains('*') {
-                if let Some(e) = dns_subdomain_error(host) {
-                    causes.push((format!("{at}.host"), e));
-                }
-            }
+            host_name(host, &format!("{at}.host"), causes);
         }
         if let Some(http) = rule.get("http").filter(|h| !h.is_null()) {
             let paths = list_of(http, "paths");
@@ -64,10 +63,45 @@ pub fn ingress(obj: &Value, causes: &mut Causes) {
             }
         }
     }
+    for (i, tls) in list_of(spec, "tls").iter().enumerate() {
+        for (j, host) in list_of(tls, "hosts").iter().enumerate() {
+            host_name(
+                host.as_str().unwrap_or_default(),
+                &format!("spec.tls[{i}].hosts[{j}]"),
+                causes,
+            );
+        }
+        let secret = str_of(tls, "secretName");
+        if !secret.is_empty() {
+            for why in dns_subdomain_reasons(secret.as_bytes()) {
+                causes.push((
+                    format!("spec.tls[{i}].secretName"),
+                    format!("Invalid value: {}: {why}", go_quote(secret)),
+                ));
+            }
+        }
+    }
     if let Some(class) = spec.get("ingressClassName").and_then(Value::as_str) {
         if let Some(e) = dns_subdomain_error(class) {
             causes.push(("spec.ingressClassName".to_string(), e));
         }
+    }
+}
+
+/// A rule's or a TLS entry's host: a wildcard (`*.example.com`) or a DNS subdomain, every
+/// reason it is neither named, as kube's `IsWildcardDNS1123Subdomain` and
+/// `IsDNS1123Subdomain` name them.
+fn host_name(host: &str, at: &str, causes: &mut Causes) {
+    let reasons = if host.contains('*') {
+        wildcard_dns_subdomain_reasons(host.as_bytes())
+    } else {
+        dns_subdomain_reasons(host.as_bytes())
+    };
+    for why in reasons {
+        causes.push((
+            at.to_string(),
+            format!("Invalid value: {}: {why}", go_quote(host)),
+        ));
     }
 }
 

@@ -264,6 +264,22 @@ fn ingresses_have_rules_or_a_default_and_valid_paths_and_backends() {
             "spec.rules[1].http.paths: Required value",
         ]
     );
+    // Wildcard hosts, in rules and TLS entries, and TLS secret names.
+    assert!(ing(json!({"rules": [{"host": "*.example.com", "http": {"paths": [
+        {"path": "/", "pathType": "Prefix", "backend": svc}]}}],
+        "tls": [{"hosts": ["*.example.com", "shop.example.com"], "secretName": "shop-tls"}]}))
+    .is_empty());
+    let wildcard = "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character (e.g. '*.example.com', regex used for validation is '\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    assert_eq!(
+        ing(json!({"rules": [{"host": "shop.*.com"}],
+            "tls": [{"hosts": ["*", "Shop.example.com"], "secretName": "Shop_TLS"}]})),
+        [
+            format!("spec.rules[0].host: Invalid value: \"shop.*.com\": {wildcard}"),
+            format!("spec.tls[0].hosts[0]: Invalid value: \"*\": {wildcard}"),
+            "spec.tls[0].hosts[1]: Invalid value: \"Shop.example.com\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string(),
+            "spec.tls[0].secretName: Invalid value: \"Shop_TLS\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string(),
+        ]
+    );
 }
 
 #[test]

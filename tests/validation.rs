@@ -81,10 +81,13 @@ async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
 
     // A request above its limit (a number, as YAML writes `cpu: 1`), as kubectl shows
     // kube's refusal.
-    let greedy = k.manifest(
-        "greedy.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: greedy}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {cpu: 500m}\n      requests: {cpu: 1}\n",
-    );
+    let with_resources = |name: &str, resources: &str| {
+        k.manifest(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources: {resources}\n"),
+        )
+    };
+    let greedy = with_resources("greedy", "{limits: {cpu: 500m}, requests: {cpu: 1}}");
     let (ok, _, err) = k.kubectl("node-2", &["create", "-f", &greedy]);
     assert!(!ok);
     assert_eq!(
@@ -93,10 +96,7 @@ async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
     );
 
     // Within its limit it is stored, its quantities as the strings kube writes.
-    let modest = k.manifest(
-        "modest.yaml",
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: modest}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {cpu: 1, memory: 1000}\n      requests: {cpu: 0.5}\n",
-    );
+    let modest = with_resources("modest", "{limits: {cpu: 1, memory: 1000}, requests: {cpu: 0.5}}");
     k.ok("node-3", &["create", "-f", &modest]);
     let stored = k.json("node-1", &["get", "pod", "modest"]);
     assert_eq!(

@@ -163,6 +163,11 @@ fn is_namespace(attrs: &Attributes<'_>) -> bool {
 impl Rule {
     /// Whether the rule names this write (its version included).
     fn matches(&self, attrs: &Attributes<'_>) -> bool {
+        listed(&self.versions, attrs.version) && self.matches_any_version(attrs)
+    }
+
+    /// Whether the rule names this write in some version.
+    fn matches_any_version(&self, attrs: &Attributes<'_>) -> bool {
         let resource = self.resources.iter().any(|r| {
             let (res, sub) = r.split_once('/').unwrap_or((r, ""));
             (res == "*" || res == attrs.resource) && (sub == "*" || sub == attrs.subresource.unwrap_or(""))
@@ -175,7 +180,6 @@ impl Rule {
         };
         listed(&self.operations, operation_name(attrs.operation))
             && listed(&self.groups, attrs.group)
-            && listed(&self.versions, attrs.version)
             && resource
             && scope
     }
@@ -274,7 +278,9 @@ fn matched_version(
     if hook.rules.iter().any(|r| r.matches(attrs)) {
         return Some(None);
     }
-    if !hook.equivalent {
+    // The resource's other versions are looked up only for a rule that names it in some
+    // version (most webhooks are for other resources entirely).
+    if !hook.equivalent || !hook.rules.iter().any(|r| r.matches_any_version(attrs)) {
         return None;
     }
     equivalents().into_iter().find_map(|version| {

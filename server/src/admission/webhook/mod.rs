@@ -177,15 +177,27 @@ async fn call_mutating(
     invocation: &Invocation,
     obj: &mut Value,
 ) -> ApiResult<()> {
-    let seen = invocation.object(Some(obj)).cloned();
-    match review::call(store, hook, &invocation.attributes(attrs), attrs, seen.as_ref()).await {
+    let outcome = review::call(
+        store,
+        hook,
+        &invocation.attributes(attrs),
+        attrs,
+        invocation.object(Some(obj)),
+    )
+    .await;
+    match outcome {
         Outcome::Allowed { patch, warnings } => {
             warnings.into_iter().for_each(super::warnings::warn);
             let Some(patch) = patch else {
                 return Ok(());
             };
-            match (invocation.converted_from(), attrs.versions, seen) {
-                (Some(version), Some(versions), Some(mut seen)) => {
+            match (
+                invocation.converted_from(),
+                attrs.versions,
+                invocation.object(None),
+            ) {
+                (Some(version), Some(versions), Some(seen)) => {
+                    let mut seen = seen.clone();
                     review::apply_patch(hook, &mut seen, patch)?;
                     *obj = versions.back_from_version(store, &seen, version).await?;
                 }

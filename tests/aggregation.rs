@@ -21,8 +21,6 @@ use axum::{Extension, Json, Router};
 use base64::Engine;
 use futures::StreamExt;
 use kuberaft::authentication::ClientConnection;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::CertificateDer;
 use serde_json::{json, Value};
 use support::kube::Kube;
 use support::*;
@@ -275,22 +273,7 @@ struct Aggregated {
 /// `widgets.metrics.svc`, trusting clients the front-proxy CA `front_proxy_ca` verifies.
 fn start_backend(front_proxy_ca: &str, allowed_names: Vec<String>) -> Aggregated {
     let (ca_pem, certs, key) = test_server_cert("metrics-test-ca", &["widgets.metrics.svc"]);
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(front_proxy_ca.as_bytes()).unwrap())
-        .unwrap();
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .unwrap();
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .unwrap();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tls = mutual_tls(front_proxy_ca, certs, key, &[b"h2", b"http/1.1"]);
     let seen: Seen = Arc::default();
     let state = Backend {
         allowed_names: Arc::new(allowed_names),

@@ -2,12 +2,20 @@
 //! `-o yaml`, table columns (also `-o wide`), `jsonpath`, `-o name`, `describe`, `-A`, `scale`
 //! through the scale subresource, `replace` and generations, Service cluster IPs and node
 //! ports that stay unique whichever replica allocates them, from configurable ranges, and the
-//! `default/kubernetes` Service that is there as soon as a replica is ready.
+//! `default/kubernetes` Service that is there as soon as a replica is ready; pods bound,
+//! evicted, debugged and drained, and `kubectl exec` and `kubectl logs` reaching the pod's
+//! kubelet (a fake one here) through any replica.
 
 mod support;
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
+use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use axum::routing::any;
+use axum::Router;
 use serde_json::{json, Value};
 use support::kube::Kube;
 use support::*;
@@ -833,6 +841,202 @@ async fn post(k: &Kube, i: usize, path: &str, body: &Value) -> (u16, Option<Stri
     (code, retry, r.json().await.unwrap())
 }
 
+/// What the fake kubelet was asked: the path and query of each stream opened.
+type Asked = Arc<Mutex<Vec<String>>>;
+
+/// A kubelet's `exec` stream in the websocket protocol kubectl speaks first
+/// (`v5.channel.k8s.io`; kubelets themselves speak SPDY and older websocket versions, and
+/// kubectl falls back to SPDY when one refuses v5): the command line echoed on stdout
+/// (channel 1), then the status on channel 3 — success, or exit code 3 for `false`.
+async fn kubelet_exec(
+    State(asked): State<Asked>,
+    Path((namespace, pod, container)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let query = query.unwrap_or_default();
+    asked
+        .lock()
+        .unwrap()
+        .push(format!("/exec/{namespace}/{pod}/{container}?{query}"));
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(&query).unwrap();
+    let command: Vec<String> = pairs
+        .into_iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v)
+        .collect();
+    ws.protocols(["v5.channel.k8s.io"])
+        .on_upgrade(move |mut socket| async move {
+            let frame = |channel: u8, data: &[u8]| {
+                let mut f = vec![channel];
+                f.extend_from_slice(data);
+                Message::Binary(f.into())
+            };
+            let out = format!("{namespace}/{pod}/{container}: {}\n", command.join(" "));
+            let status = if command.first().map(String::as_str) == Some("false") {
+                json!({"metadata": {}, "status": "Failure", "message": "command terminated with non-zero exit code",
+                       "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}})
+            } else {
+                json!({"metadata": {}, "status": "Success"})
+            };
+            let _ = socket.send(frame(1, out.as_bytes())).await;
+            let _ = socket.send(frame(3, status.to_string().as_bytes())).await;
+            let normal = axum::extract::ws::CloseFrame {
+                code: 1000,
+                reason: "".into(),
+            };
+            let _ = socket.send(Message::Close(Some(normal))).await;
+        })
+}
+
+/// A kubelet's `containerLogs`: two lines naming the container and the options, or the
+/// kubelet's `400` for the previous instance of a container that never restarted.
+async fn kubelet_logs(
+    State(asked): State<Asked>,
+    Path((namespace, pod, container)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let query = query.unwrap_or_default();
+    asked
+        .lock()
+        .unwrap()
+        .push(format!("/containerLogs/{namespace}/{pod}/{container}?{query}"));
+    if query.contains("previous=true") {
+        let why = format!("previous terminated container \"{container}\" in pod \"{pod}\" not found");
+        return Response::builder().status(400).body(why.into()).unwrap();
+    }
+    let text = format!("{namespace}/{pod}/{container} started\noptions: {query}\n");
+    Response::builder()
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(text.into())
+        .unwrap()
+}
+
+/// A fake kubelet serving `exec` (websockets only) and logs over HTTPS that, as kubeadm configures kubelets, only lets
+/// in clients with a certificate of the cluster CA (the replicas' kubelet client certificate).
+fn fake_kubelet(k: &Kube, asked: Asked) -> (u16, tokio::sync::oneshot::Sender<()>) {
+    let app = Router::new()
+        .route("/exec/{namespace}/{pod}/{container}", any(kubelet_exec))
+        .route("/containerLogs/{namespace}/{pod}/{container}", any(kubelet_logs))
+        .with_state(asked);
+    let (_, certs, key) = test_server_cert("kubelet-ca", &["127.0.0.1"]);
+    let ca = std::fs::read_to_string(k.cluster.pki.ca_cert()).unwrap();
+    spawn_https(app, mutual_tls(&ca, certs, key, &[b"http/1.1"]))
+}
+
+/// `kubectl exec` through every replica reaches the kubelet of the pod's node (bound to
+/// `worker-1`) with the pod's container and kubectl's options, and shows what the kubelet
+/// streamed and its exit code; `kubectl logs` reads from it; kube's errors for a container the
+/// pod does not have, a command a ValidatingAdmissionPolicy on `CONNECT` refuses, log options
+/// kube refuses, a kubelet's refusal, a request that does not upgrade and a kubelet that is
+/// down.
+async fn exec_reaches_the_kubelet(k: &Kube) {
+    let asked = Asked::default();
+    let (port, stop) = fake_kubelet(k, asked.clone());
+    let status = json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                                   "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}});
+    k.ok(
+        "node-2",
+        &[
+            "patch",
+            "node",
+            "worker-1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+    );
+    for (i, context) in ["node-1", "node-2", "node-3"].iter().enumerate() {
+        let n = i.to_string();
+        let out = k.ok(context, &["exec", "web-0", "--", "echo", "hi", &n]);
+        assert_eq!(out, format!("default/web-0/web-0: echo hi {n}\n"));
+    }
+    assert_eq!(
+        asked.lock().unwrap()[0],
+        "/exec/default/web-0/web-0?command=echo&command=hi&command=0&error=1&output=1"
+    );
+    // Logs stream from the same kubelet, with kubectl's options in the kubelet's terms.
+    assert_eq!(
+        k.ok("node-3", &["logs", "web-1", "--tail=5", "--timestamps"]),
+        "default/web-1/web-1 started\noptions: tailLines=5&timestamps=true\n"
+    );
+    k.refused(
+        "node-1",
+        &["logs", "web-1", "--previous"],
+        r#"Error from server (BadRequest): previous terminated container "web-1" in pod "web-1" not found"#,
+    );
+    let (code, body) = k
+        .send(
+            reqwest::Method::GET,
+            2,
+            "/api/v1/namespaces/default/pods/web-1/log?tailLines=-1&limitBytes=0",
+            None,
+        )
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "PodLogOptions \"web-1\" is invalid: [tailLines: Invalid value: -1: must be greater than or equal to 0, \
+         limitBytes: Invalid value: 0: must be greater than 0]"
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["exec", "web-1", "--", "false"]);
+    assert!(!ok);
+    assert!(err.contains("command terminated with exit code 3"), "{err}");
+    k.refused(
+        "node-1",
+        &["exec", "web-0", "-c", "sidecar", "--", "true"],
+        "Error from server (BadRequest): container sidecar is not valid for pod web-0",
+    );
+
+    // Admission sees a CONNECT of the options: a policy can refuse a command.
+    let policy = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-rm}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CONNECT], resources: [pods/exec]}
+  validations:
+  - expression: "object.kind == 'PodExecOptions' && !object.command.exists(w, w == 'rm')"
+    message: no rm in exec
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-rm}
+spec: {policyName: no-rm, validationActions: [Deny]}
+"#;
+    k.ok("node-1", &["apply", "-f", &k.manifest("no-rm.yaml", policy)]);
+    k.refused(
+        "node-2",
+        &["exec", "web-0", "--", "rm", "-rf", "/"],
+        r#"The pods "web-0" is invalid: : ValidatingAdmissionPolicy 'no-rm' with binding 'no-rm' denied request: no rm in exec"#,
+    );
+    k.ok("node-3", &["exec", "web-0", "--", "ls"]);
+    k.ok("node-1", &["delete", "-f", &k.manifest("no-rm.yaml", policy)]);
+
+    let (code, body) = k
+        .send(
+            reqwest::Method::POST,
+            1,
+            "/api/v1/namespaces/default/pods/web-0/exec?command=ls&stdout=true",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (code, &body["message"]),
+        (400, &json!("Upgrade request required")),
+        "{body}"
+    );
+    drop(stop);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    k.refused(
+        "node-2",
+        &["exec", "web-0", "--", "true"],
+        &format!("Error from server: error dialing backend: dial tcp 127.0.0.1:{port}: connect: connection refused"),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_are_bound_evicted_within_their_budget_debugged_and_drained() {
     let k = Kube::start().await;
@@ -854,6 +1058,13 @@ async fn pods_are_bound_evicted_within_their_budget_debugged_and_drained() {
             &["run", &format!("web-{i}"), "--image=nginx", "--labels=app=web"],
         );
     }
+    k.refused(
+        "node-3",
+        &["exec", "web-0", "--", "true"],
+        "Error from server (BadRequest): pod web-0 does not have a host assigned",
+    );
+    // Nothing to read before it runs somewhere, as kube-apiserver answers.
+    assert_eq!(k.ok("node-1", &["logs", "web-0"]), "");
     let success =
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201});
 
@@ -866,6 +1077,7 @@ async fn pods_are_bound_evicted_within_their_budget_debugged_and_drained() {
     }
     let bound = k.json("node-3", &["get", "pod", "web-0"]);
     assert_eq!(bound["spec"]["nodeName"], "worker-1");
+    exec_reaches_the_kubelet(&k).await;
     let scheduled = bound["status"]["conditions"].as_array().unwrap();
     assert!(
         scheduled

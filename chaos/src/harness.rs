@@ -84,6 +84,7 @@ fn make_pki(spec: &ClusterSpec) -> Result<(Layout, Tls), HarnessError> {
         .map_err(|e| fail(e.to_string()))?;
     pki.ensure_sa_key().map_err(|e| fail(e.to_string()))?;
     pki.ensure_front_proxy().map_err(|e| fail(e.to_string()))?;
+    pki.ensure_kubelet_client().map_err(|e| fail(e.to_string()))?;
     ensure_encryption_config(&pki).map_err(|e| fail(format!("{e:#}")))?;
     for i in 1..=spec.nodes {
         pki.ensure_replica(&format!("node-{i}"), &["127.0.0.1".to_string()], false)

@@ -215,6 +215,18 @@ pub struct SecurityConfig {
     /// Its key (`--proxy-client-key-file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_client_key: Option<PathBuf>,
+    /// The client certificate this server presents to kubelets for `exec`, `attach` and
+    /// `port-forward` and logs (`--kubelet-client-certificate`); `cluster up` issues it from the
+    /// cluster CA, which kubelets trust for clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_client_certificate: Option<PathBuf>,
+    /// Its key (`--kubelet-client-key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_client_key: Option<PathBuf>,
+    /// The CA that kubelets' serving certificates are verified with
+    /// (`--kubelet-certificate-authority`); without it they are not verified, as in kube.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_certificate_authority: Option<PathBuf>,
 }
 
 impl SecurityConfig {
@@ -234,6 +246,9 @@ impl SecurityConfig {
             front_proxy_ca: self.front_proxy_ca.as_ref().map(abs),
             proxy_client_certificate: self.proxy_client_certificate.as_ref().map(abs),
             proxy_client_key: self.proxy_client_key.as_ref().map(abs),
+            kubelet_client_certificate: self.kubelet_client_certificate.as_ref().map(abs),
+            kubelet_client_key: self.kubelet_client_key.as_ref().map(abs),
+            kubelet_certificate_authority: self.kubelet_certificate_authority.as_ref().map(abs),
         }
     }
 }

@@ -13,6 +13,7 @@
 //!                ▼           ▼           ▼   └─ controllers (run by server, act through registry)
 //!          authentication, authorization ──► store      admission, kinds, apiextensions ◄┘
 //! filters ──► audit ──► authentication        (kinds, apiextensions ──► registry: strategies)
+//! aggregator, endpoints (connect) ──► proxy (HTTP forwarding, upgrades)
 //! pki: certificates for server and cli; machinery, config: used by all of the above
 //! scheme (the type data): below everything, even machinery
 //! ```
@@ -45,7 +46,9 @@
 //! **`endpoints`** — HTTP to verbs and back: content negotiation (one `Accept` parser for
 //! resources, discovery and OpenAPI), bodies, the dispatch of a verb to the registry, response
 //! rendering (JSON, YAML, protobuf, CBOR, Table, PartialObjectMetadata; large lists streamed
-//! by `list_body`), watch streams, discovery and OpenAPI documents. *Invariant:* knows axum and the registry; never sees `RaftNode`,
+//! by `list_body`), watch streams, discovery and OpenAPI documents, and connect subresources
+//! (`endpoints::connect`: options from the query, admitted as a `CONNECT`, the stream opened
+//! where the strategy says). *Invariant:* knows axum and the registry; never sees `RaftNode`,
 //! `kuberaft_proto` or stored bytes.
 //!
 //! **`registry`** — the generic store: one implementation of every verb (`read`, `create`,
@@ -97,7 +100,8 @@
 //! strategies — data for most (`kinds::strategy::Builtin`), a module each for Pods, Services,
 //! Namespaces, Jobs and ReplicationControllers — attached to the served type table by
 //! `kinds::strategy::registry`; a pod's `eviction` and `binding` subresources, which its
-//! strategy serves; and the validation of built-in objects (`kinds::validation`: every type's
+//! strategy serves, and where its streams lead (`kinds::connect`: the kubelet of its node);
+//! and the validation of built-in objects (`kinds::validation`: every type's
 //! schema, kube's rules for the common types).
 //!
 //! **`apiextensions`** — custom resources: a CustomResourceDefinition turned into type-table
@@ -156,6 +160,12 @@
 //! orders built-in, custom and aggregated groups alike. *Invariant:* reads the watch cache, never writes (the leader's controllers write
 //! APIService status); knows no registry, filter or endpoint.
 //!
+//! **`proxy`** — carrying a request to another HTTP server and its answer back, streamed,
+//! connection upgrades joined through (kube's upgrade-aware proxy): used by `aggregator` and by
+//! `endpoints::connect` (a pod's `exec`, `attach`, `portforward`, to its kubelet, with the
+//! kubelet client of `proxy::kubelet`). *Invariant:* knows HTTP only: no store, user or
+//! resource.
+//!
 //! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the
 //! tests and the chaos harness to write configs.
 //!
@@ -177,6 +187,7 @@ pub mod filters;
 pub mod kinds;
 pub mod machinery;
 pub mod pki;
+pub mod proxy;
 pub mod registry;
 pub mod scheme;
 pub mod server;

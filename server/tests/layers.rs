@@ -9,24 +9,25 @@ use std::path::{Path, PathBuf};
 /// Modules that must never be named by the module on the left.
 #[rustfmt::skip]
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("scheme", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "server", "store", "webhook"]),
-    ("machinery", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
-    ("pki", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server", "store", "webhook"]),
-    ("store", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "webhook"]),
-    ("audit", &["admission", "apiextensions", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
-    ("authentication", &["admission", "apiextensions", "audit", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server", "webhook"]),
-    ("authorization", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "webhook"]),
-    ("cel", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
-    ("admission", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("scheme", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "proxy", "registry", "server", "store", "webhook"]),
+    ("machinery", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "proxy", "registry", "server", "store", "webhook"]),
+    ("pki", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "proxy", "registry", "server", "store", "webhook"]),
+    ("store", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "proxy", "registry", "server", "webhook"]),
+    ("audit", &["admission", "apiextensions", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "proxy", "registry", "server", "store", "webhook"]),
+    ("authentication", &["admission", "apiextensions", "audit", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "proxy", "registry", "server", "webhook"]),
+    ("authorization", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "proxy", "registry", "server", "webhook"]),
+    ("cel", &["admission", "apiextensions", "audit", "authentication", "authorization", "cli", "config", "controllers", "endpoints", "filters", "kinds", "pki", "proxy", "registry", "server", "store", "webhook"]),
+    ("admission", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "proxy", "registry", "server"]),
     ("kinds", &["audit", "cli", "controllers", "endpoints", "filters", "server"]),
-    ("registry", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),
-    ("apiextensions", &["admission", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "server"]),
+    ("registry", &["apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "proxy", "server"]),
+    ("apiextensions", &["admission", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "proxy", "server"]),
     ("controllers", &["audit", "cli", "endpoints", "filters", "server"]),
     ("endpoints", &["audit", "cli", "controllers", "filters", "server"]),
     ("filters", &["cli", "controllers", "server"]),
-    ("webhook", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
+    ("webhook", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "proxy", "registry", "server"]),
     ("aggregator", &["admission", "apiextensions", "audit", "cli", "controllers", "endpoints", "filters", "kinds", "registry", "server"]),
-    ("config", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "registry", "scheme", "server", "store", "webhook"]),
+    ("proxy", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cel", "cli", "controllers", "endpoints", "filters", "kinds", "pki", "registry", "server", "store", "webhook"]),
+    ("config", &["admission", "aggregator", "apiextensions", "audit", "authentication", "authorization", "cli", "controllers", "endpoints", "filters", "kinds", "machinery", "pki", "proxy", "registry", "scheme", "server", "store", "webhook"]),
 ];
 
 /// The only modules that may name the Raft or protobuf crates.

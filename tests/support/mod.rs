@@ -142,6 +142,8 @@ pub fn make_pki(dir: &Path, nodes: u64) -> Layout {
     pki.ensure_sa_key().expect("a service-account key");
     pki.ensure_front_proxy()
         .expect("the front-proxy CA and client certificate");
+    pki.ensure_kubelet_client()
+        .expect("the kubelet client certificate");
     for id in 1..=nodes {
         pki.ensure_replica(&format!("node-{id}"), &["127.0.0.1".into()], false)
             .expect("replica certificates");
@@ -198,6 +200,36 @@ pub fn test_server_cert(
     let certs = vec![rustls_pki_types::CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()];
     let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
     (ca_cert.pem(), certs, key)
+}
+
+/// A TLS server config with `certs` and `key` that lets in only clients with a certificate
+/// `client_ca` (PEM) issued, offering `alpn`.
+pub fn mutual_tls(
+    client_ca: &str,
+    certs: Vec<rustls_pki_types::CertificateDer<'static>>,
+    key: rustls_pki_types::PrivateKeyDer<'static>,
+    alpn: &[&[u8]],
+) -> rustls::ServerConfig {
+    use rustls_pki_types::pem::PemObject;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(client_ca.as_bytes()).unwrap())
+        .unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .unwrap();
+    tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tls
 }
 
 /// Serves `app` over HTTPS with `tls` on a free loopback port, on a runtime of its own (kubectl

@@ -53,6 +53,21 @@ pub enum Operation {
     Update,
     /// The deletion of an object (the object is not given to the plugins).
     Delete,
+    /// A connection through a connect subresource (`pods/exec`): the object is its options
+    /// (a `PodExecOptions`), and nothing is stored.
+    Connect,
+}
+
+impl Operation {
+    /// The operation as admission reviews, webhook rules and policies spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
 }
 
 /// What a plugin knows of the request besides the object.

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::admission::audit_annotations::annotate;
 use crate::admission::warnings::warn;
-use crate::admission::{Attributes, Operation, Validating};
+use crate::admission::{Attributes, Validating};
 use crate::cel::{self, value, EvalError, Program, RUNTIME_BUDGET};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::go_json;
@@ -357,14 +357,6 @@ struct Subject<'a> {
     namespace: Option<&'a Value>,
 }
 
-fn operation(op: Operation) -> &'static str {
-    match op {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-    }
-}
-
 fn contains_or_star(list: &Value, item: &str) -> bool {
     list.as_array()
         .is_some_and(|l| l.iter().any(|x| x == "*" || x.as_str() == Some(item)))
@@ -436,7 +428,7 @@ impl Subject<'_> {
         let names_ok = r["resourceNames"]
             .as_array()
             .is_none_or(|names| names.is_empty() || names.iter().any(|n| n.as_str() == Some(a.name)));
-        contains_or_star(&r["operations"], operation(a.operation))
+        contains_or_star(&r["operations"], a.operation.as_str())
             && contains_or_star(&r["apiGroups"], a.group)
             && contains_or_star(&r["apiVersions"], a.version)
             && resource_ok
@@ -484,7 +476,7 @@ impl Subject<'_> {
             "uid": uuid::Uuid::new_v4().to_string(),
             "kind": gvk(a), "resource": gvr(a), "requestKind": gvk(requested), "requestResource": gvr(requested),
             "name": a.name, "namespace": a.namespace.unwrap_or_default(),
-            "operation": operation(a.operation), "userInfo": user, "dryRun": a.dry_run,
+            "operation": a.operation.as_str(), "userInfo": user, "dryRun": a.dry_run,
         });
         if let Some(sub) = a.subresource {
             r["subResource"] = json!(sub);

@@ -4,29 +4,24 @@
 //! as `<service>.<namespace>.svc` (or not at all with `insecureSkipTLSVerify`), this server
 //! identified by the front-proxy client certificate, and the caller named in kube's
 //! front-proxy headers (`X-Remote-User`, `X-Remote-Uid`, one `X-Remote-Group` per group,
-//! `X-Remote-Extra-<key>` per value). The request body streams to the backend and the
-//! response back as they come (watches included), of any size. A connection upgrade (the
-//! websocket and SPDY streams of `exec`, `attach` and `port-forward`) goes to the backend over
-//! HTTP/1.1; once the backend switches protocols the two connections are joined both ways
-//! until either closes, as kube's upgrade-aware proxy joins them. A backend that is
+//! `X-Remote-Extra-<key>` per value). [`crate::proxy`] carries the request and its answer,
+//! streamed and with connection upgrades (the websocket and SPDY streams of an aggregated
+//! API's `exec`-like subresources) joined through. A backend that is
 //! unavailable, unresolvable or unreachable answers `503` for its group-version only, as
 //! kube's does.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use hyper::body::{Frame, SizeHint};
+use axum::response::Response;
 
 use super::Backend;
 use crate::authentication::UserInfo;
+use crate::proxy::{self, cause, is_upgrade, plain_error};
 use crate::store::cacher::WatchCache;
 use crate::store::services;
 
@@ -36,23 +31,6 @@ const MAX_DOCUMENT: usize = 8 << 20;
 const MAX_CLIENTS: usize = 256;
 /// How long connecting to a backend may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Headers that belong to one connection, not to the request (RFC 9110), and those this
-/// server sets itself or must not pass on.
-const NOT_FORWARDED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    "authorization",
-];
-
 /// Why a backend could not be asked.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -114,92 +92,6 @@ impl std::fmt::Debug for Aggregator {
             .field("identity", &self.identity.is_some())
             .finish()
     }
-}
-
-/// A request body as reqwest sends it, streamed as the client sends it (kube's proxy copies
-/// the body through; there is no size limit on what it proxies). reqwest wants a `Sync` body
-/// and axum's is only `Send`: the mutex makes it `Sync` and is never contended, as polling
-/// goes through `get_mut`.
-struct SyncBody(std::sync::Mutex<Body>);
-
-impl SyncBody {
-    fn inner(self: Pin<&mut Self>) -> Pin<&mut Body> {
-        Pin::new(match self.get_mut().0.get_mut() {
-            Ok(body) => body,
-            Err(poisoned) => poisoned.into_inner(),
-        })
-    }
-}
-
-impl HttpBody for SyncBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        self.inner().poll_frame(cx)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.0.lock() {
-            Ok(body) => body.size_hint(),
-            Err(poisoned) => poisoned.into_inner().size_hint(),
-        }
-    }
-}
-
-/// Whether the request asks to upgrade its connection (a `Connection` header naming
-/// `upgrade`), as kube's `httpstream.IsUpgradeRequest` decides.
-fn is_upgrade(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
-}
-
-/// Joins the client's upgraded connection with the backend's once both have switched
-/// protocols, copying both ways until both sides have closed; a side that fails ends the
-/// tunnel, and the client's connection is then closed properly all the same.
-async fn tunnel(client: hyper::upgrade::OnUpgrade, backend: reqwest::Response, apiservice: String) {
-    use tokio::io::AsyncWriteExt;
-    let (client, backend) = tokio::join!(client, backend.upgrade());
-    match (client, backend) {
-        (Ok(client), Ok(mut backend)) => {
-            let mut client = hyper_util::rt::TokioIo::new(client);
-            if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
-                tracing::debug!(apiservice, error = %e, "an upgraded connection failed");
-                let _ = client.shutdown().await;
-            }
-        }
-        (Err(e), _) => tracing::debug!(apiservice, error = %e, "the client did not upgrade"),
-        (_, Err(e)) => tracing::info!(apiservice, error = %e, "the backend did not upgrade"),
-    }
-}
-
-/// The innermost cause of an HTTP error, as Go's client states it last.
-fn cause(e: &reqwest::Error) -> String {
-    let mut last: &dyn std::error::Error = e;
-    while let Some(next) = last.source() {
-        last = next;
-    }
-    last.to_string()
-}
-
-/// kube's `http.Error`: a plain-text body with the status.
-fn plain_error(code: StatusCode, message: &str) -> Response {
-    (
-        code,
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        format!("{message}\n"),
-    )
-        .into_response()
 }
 
 /// A header name's key escaped as kube escapes `X-Remote-Extra-` keys (percent-encoding
@@ -339,65 +231,15 @@ impl Aggregator {
             }
             Err(e) => return Err(refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
         };
-        let mut request = request;
-        let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
-        let (parts, body) = request.into_parts();
-        let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let path_and_query = request.uri().path_and_query().map_or("/", |p| p.as_str());
         let url = format!("https://{}:{}{path_and_query}", backend.host(), addr.port());
-        let mut headers = parts.headers;
-        let protocols = headers.get(header::UPGRADE).cloned();
-        for h in NOT_FORWARDED {
-            headers.remove(*h);
-        }
-        if let (true, Some(protocols)) = (upgrade, protocols) {
-            headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-            headers.insert(header::UPGRADE, protocols);
-        }
-        set_identity(&mut headers, user);
-        let sent = client
-            .request(parts.method, &url)
-            .headers(headers)
-            .body(reqwest::Body::wrap(SyncBody(std::sync::Mutex::new(body))))
-            .send()
-            .await;
-        let answer = match sent {
-            Ok(a) => a,
+        match proxy::forward(&client, &url, request, |h| set_identity(h, user), &backend.name).await {
+            Ok(answer) => Ok(answer),
             Err(e) => {
                 tracing::info!(apiservice = backend.name, error = %e, "error while proxying request");
-                return Ok(plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e)));
-            }
-        };
-        if let (StatusCode::SWITCHING_PROTOCOLS, Some(client_upgrade)) = (answer.status(), client_upgrade) {
-            let mut response = Response::builder().status(StatusCode::SWITCHING_PROTOCOLS);
-            if let Some(h) = response.headers_mut() {
-                for (k, v) in answer.headers() {
-                    h.append(k.clone(), v.clone());
-                }
-            }
-            tokio::spawn(tunnel(client_upgrade, answer, backend.name.clone()));
-            return Ok(response
-                .body(Body::empty())
-                .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())));
-        }
-        let mut response = Response::builder().status(answer.status());
-        if let Some(h) = response.headers_mut() {
-            for (k, v) in answer.headers() {
-                if !NOT_FORWARDED.contains(&k.as_str()) {
-                    h.append(k.clone(), v.clone());
-                }
+                Ok(plain_error(StatusCode::SERVICE_UNAVAILABLE, &cause(&e)))
             }
         }
-        let chunks = futures::stream::unfold(Some(answer), |answer| async move {
-            let mut answer = answer?;
-            match answer.chunk().await {
-                Ok(Some(chunk)) => Some((Ok(chunk), Some(answer))),
-                Ok(None) => None,
-                Err(e) => Some((Err(std::io::Error::other(e)), None)),
-            }
-        });
-        Ok(response
-            .body(Body::from_stream(chunks))
-            .unwrap_or_else(|e| plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))
     }
 
     /// GETs `path` from `backend` as kube-aggregator's own user (`system:kube-aggregator` in

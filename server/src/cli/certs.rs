@@ -121,6 +121,10 @@ pub fn run(cmd: CertsCmd) -> anyhow::Result<()> {
                 &pki.front_proxy_client().0.display().to_string(),
             );
             said(
+                pki.ensure_kubelet_client()?,
+                &pki.kubelet_client().0.display().to_string(),
+            );
+            said(
                 ensure_encryption_config(&pki)?,
                 &pki.encryption_config().display().to_string(),
             );

@@ -70,6 +70,7 @@ fn ensure_pki(dir: &Path, nodes: u64) -> anyhow::Result<Layout> {
     pki.ensure_ca("kuberaft-ca")?;
     pki.ensure_sa_key()?;
     pki.ensure_front_proxy()?;
+    pki.ensure_kubelet_client()?;
     certs::ensure_encryption_config(&pki)?;
     for i in 1..=nodes {
         pki.ensure_replica(&format!("node-{i}"), &["127.0.0.1".to_string()], false)?;

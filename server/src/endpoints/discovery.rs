@@ -724,7 +724,27 @@ mod tests {
             .collect();
         assert_eq!(
             subresources,
-            ["binding", "ephemeralcontainers", "eviction", "status"]
+            [
+                "attach",
+                "binding",
+                "ephemeralcontainers",
+                "eviction",
+                "exec",
+                "log",
+                "portforward",
+                "status"
+            ]
+        );
+        let exec = pods["subresources"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["subresource"] == "exec"))
+            .expect("pods/exec");
+        assert_eq!(
+            (&exec["responseKind"], &exec["verbs"]),
+            (
+                &json!({"group": "", "version": "v1", "kind": "PodExecOptions"}),
+                &json!(["create", "get"])
+            )
         );
 
         let groups = serde_json::to_value(aggregated(&r, &[], false, "v2beta1")).unwrap();

@@ -1,9 +1,11 @@
 //! Endpoints: HTTP requests to verbs of the generic store and back. One handler serves every
 //! path under `/api` and `/apis`: the request info (parsed by the filters) names the resource and
 //! the verb; this module negotiates the representation, decodes the body, calls the registry's
-//! verb and renders its reply. It knows axum and the registry, never Raft or the stored bytes.
+//! verb and renders its reply ([`connect`] opens the streams of connect subresources instead).
+//! It knows axum and the registry, never Raft or the stored bytes.
 
 pub mod body;
+pub mod connect;
 pub mod discovery;
 pub mod list_body;
 pub mod negotiation;
@@ -32,6 +34,7 @@ use crate::config::FeatureGates;
 use crate::machinery::decode::decode_object;
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::query::{parse_bool, Query};
+use crate::proxy::kubelet::Kubelet;
 use crate::registry::delete::{self, DeleteOptions};
 use crate::registry::options::{GetOptions, ListOptions, PatchOptions, WriteOptions};
 use crate::registry::reply::Reply;
@@ -63,6 +66,8 @@ pub struct Api {
     pub aggregator: Arc<Aggregator>,
     /// What the aggregated APIs serve, for discovery.
     pub aggregated: aggregated::Cache,
+    /// How this replica reaches kubelets (a pod's `exec`, `attach`, `portforward`).
+    pub kubelet: Kubelet,
 }
 
 fn is_pretty(q: &Query) -> bool {
@@ -130,6 +135,12 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         RequestInfo::NonResource { .. } => return Err(ApiError::no_route()),
         RequestInfo::Unserved(e) => return Err(e),
     };
+    if let Target::Resource(r) = &target {
+        let sub = r.subresource.as_deref().and_then(|s| r.rt.subresource(s));
+        if let Some(sub) = sub.filter(|s| s.options.is_some()) {
+            return connect::serve(api, r, &sub, Request::from_parts(parts, body)).await;
+        }
+    }
     let offer = match &target {
         Target::Resource(_) => Offer::Resource,
         Target::CoreVersions | Target::Groups => Offer::GroupList,

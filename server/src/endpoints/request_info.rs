@@ -271,7 +271,37 @@ mod tests {
             (M::HEAD, format!("{cm}/x"), false, Err(405)),
             (M::DELETE, format!("{cm}/x/bogus"), false, Err(404)),
             (M::GET, format!("{cm}/x/status"), false, Err(404)),
-            (M::GET, "/api/v1/namespaces/a/pods/p/log".into(), false, Err(404)),
+            (
+                M::GET,
+                "/api/v1/namespaces/a/pods/p/log".into(),
+                false,
+                Ok(Verb::Get),
+            ),
+            (M::POST, "/api/v1/namespaces/a/pods/p/log".into(), false, Err(405)),
+            (
+                M::POST,
+                "/api/v1/namespaces/a/pods/p/exec".into(),
+                false,
+                Ok(Verb::Create),
+            ),
+            (
+                M::GET,
+                "/api/v1/namespaces/a/pods/p/exec".into(),
+                false,
+                Ok(Verb::Get),
+            ),
+            (
+                M::PUT,
+                "/api/v1/namespaces/a/pods/p/attach".into(),
+                false,
+                Err(405),
+            ),
+            (
+                M::GET,
+                "/api/v1/namespaces/a/pods/p/proxy".into(),
+                false,
+                Err(404),
+            ),
             (
                 M::GET,
                 "/api/v1/namespaces/a/pods/p/status".into(),

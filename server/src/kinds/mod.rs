@@ -4,6 +4,7 @@
 
 pub mod allocation;
 pub mod binding;
+pub mod connect;
 pub mod csr;
 pub mod defaults;
 pub mod eviction;

@@ -1,7 +1,8 @@
 //! Pods: a new pod starts `Pending` with its QoS class, a delete of a pod that is scheduled
 //! and not finished waits for its kubelet (graceful deletion), ephemeral containers are added
 //! through their subresource and never changed or removed, and the `eviction` and `binding`
-//! subresources ([`crate::kinds::eviction`], [`crate::kinds::binding`]) are the pod's.
+//! subresources ([`crate::kinds::eviction`], [`crate::kinds::binding`]) are the pod's, as are
+//! the streams its kubelet serves ([`crate::kinds::connect`]).
 
 use std::collections::HashSet;
 
@@ -9,13 +10,13 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::kinds::strategy::Builtin;
-use crate::kinds::{binding, defaults, eviction};
+use crate::kinds::{binding, connect, defaults, eviction};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
 use crate::machinery::qos;
 use crate::registry::options::WriteOptions;
 use crate::registry::reply::Reply;
-use crate::registry::strategy::{GcPolicy, Strategy};
+use crate::registry::strategy::{GcPolicy, Location, Strategy};
 use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::Store;
@@ -126,6 +127,15 @@ impl Strategy for Pod {
             "binding" => Some(Box::pin(binding::create(store, req, opts, body))),
             _ => None,
         }
+    }
+
+    fn stream_location<'a>(
+        &'a self,
+        store: &'a Store,
+        req: &'a ResourceRequest,
+        options: &'a Value,
+    ) -> Option<BoxFuture<'a, ApiResult<Option<Location>>>> {
+        Some(Box::pin(connect::location(store, req, options)))
     }
 }
 

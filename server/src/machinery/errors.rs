@@ -219,6 +219,34 @@ impl ApiError {
         Self::new(500, "", message)
     }
 
+    /// kube's `NewGenericServerResponse` (no verb): what another server answered with `code`
+    /// (a kubelet's log refusal), named as a failure of `resource` `name` in `group`; a
+    /// `500` and a `400` are kube's internal and bad-request errors of the server's words.
+    pub fn generic_server_response(code: u16, group: &str, resource: &str, name: &str, said: &str) -> Self {
+        let (reason, what) = match code {
+            400 => return Self::bad_request(said),
+            500 => return Self::internal(format!("Internal error occurred: {said}")),
+            401 => ("Unauthorized", "the server has asked for the client to provide credentials".into()),
+            403 => ("Forbidden", "the server does not allow access to the requested resource".into()),
+            404 => ("NotFound", "the server could not find the requested resource".into()),
+            405 => ("MethodNotAllowed", "the server does not allow this method on the requested resource".into()),
+            409 => ("Conflict", "the server reported a conflict".into()),
+            422 => ("Invalid", "the server rejected our request due to an error in our request".into()),
+            429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later".into()),
+            503 => ("ServiceUnavailable", "the server is currently unable to handle the request".into()),
+            504 => ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request".into()),
+            c if c >= 500 => ("InternalError", format!("an error on the server ({}) has prevented the request from succeeding", go_quote(said))),
+            c => ("", format!("the server responded with the status code {c} but did not return more information")),
+        };
+        let resource_name = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        Self::new(code, reason, format!("{what} ( {resource_name} {name})"))
+            .with_details(group, resource, name)
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

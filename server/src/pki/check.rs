@@ -102,15 +102,9 @@ pub fn facts(pem: &str, file: &str) -> Result<Facts, PkiError> {
     Ok(facts_of(&parse_der(&der, file)?))
 }
 
-/// Checks that the certificate is valid now, that `key_pem` is its key and that `ca` issued
-/// it; returns its facts.
-pub fn pair(
-    cert_pem: &str,
-    key_pem: &str,
-    ca: &CertificateDer<'_>,
-    cert_file: &str,
-    key_file: &str,
-) -> Result<Facts, PkiError> {
+/// Checks that the certificate is valid now and that `key_pem` is its key, whoever issued it;
+/// returns its facts.
+pub fn own_pair(cert_pem: &str, key_pem: &str, cert_file: &str, key_file: &str) -> Result<Facts, PkiError> {
     let der = parse_pem_cert(cert_pem, cert_file)?;
     let cert = parse_der(&der, cert_file)?;
     let facts = facts_of(&cert);
@@ -125,6 +119,21 @@ pub fn pair(
             key: key_file.to_string(),
         });
     }
+    Ok(facts)
+}
+
+/// Checks that the certificate is valid now, that `key_pem` is its key and that `ca` issued
+/// it; returns its facts.
+pub fn pair(
+    cert_pem: &str,
+    key_pem: &str,
+    ca: &CertificateDer<'_>,
+    cert_file: &str,
+    key_file: &str,
+) -> Result<Facts, PkiError> {
+    let facts = own_pair(cert_pem, key_pem, cert_file, key_file)?;
+    let der = parse_pem_cert(cert_pem, cert_file)?;
+    let cert = parse_der(&der, cert_file)?;
     let ca_cert = parse_der(ca, "the CA certificate")?;
     if cert.issuer() != ca_cert.subject() || cert.verify_signature(Some(ca_cert.public_key())).is_err() {
         return Err(PkiError::NotIssuedBy {

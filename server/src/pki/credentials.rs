@@ -29,6 +29,18 @@ pub struct Credentials {
     pub peer: Facts,
     /// The front proxy's CA and client certificate, when the config names them.
     pub front_proxy: Option<FrontProxy>,
+    /// What this server shows kubelets and trusts of them.
+    pub kubelet: KubeletClient,
+}
+
+/// What this server identifies itself with to kubelets, and verifies them with.
+#[derive(Debug, Clone, Default)]
+pub struct KubeletClient {
+    /// The client certificate and its key, PEM, one after the other (none configured: no
+    /// client certificate is shown).
+    pub identity_pem: Option<String>,
+    /// The CA of kubelets' serving certificates, PEM (none: they are not verified).
+    pub ca_pem: Option<String>,
 }
 
 /// What the aggregation proxy identifies itself with to aggregated API servers.
@@ -80,7 +92,27 @@ impl Credentials {
             }
             _ => None,
         };
+        let kubelet = KubeletClient {
+            // Whoever issued it: kubelets trust the CA they are given for clients.
+            identity_pem: match (&security.kubelet_client_certificate, &security.kubelet_client_key) {
+                (Some(cert), Some(key)) => {
+                    let (cert_pem, key_pem) = (check::read(cert)?, check::read(key)?);
+                    check::own_pair(&cert_pem, &key_pem, &name(cert), &name(key))?;
+                    Some(format!("{cert_pem}{key_pem}"))
+                }
+                _ => None,
+            },
+            ca_pem: match &security.kubelet_certificate_authority {
+                Some(ca) => {
+                    let pem = check::read(ca)?;
+                    check::parse_pem_cert(&pem, &name(ca))?;
+                    Some(pem)
+                }
+                None => None,
+            },
+        };
         Ok(Credentials {
+            kubelet,
             api: ApiTls::new(&ca_pem, &api_cert, &api_key)?,
             peer_server: tls::peer_server(&ca_pem, &peer_cert, &peer_key),
             peer_client: tls::peer_client(&ca_pem, &peer_cert, &peer_key),

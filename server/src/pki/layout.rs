@@ -22,6 +22,10 @@ use crate::config::SecurityConfig;
 
 /// The common name of the aggregation proxy's client certificate.
 pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+/// The kubelet client certificate's common name, as kubeadm names it.
+pub const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
+/// Its group, as kubeadm gives it (bound to `cluster-admin` on kubeadm clusters).
+pub const KUBELET_CLIENT_GROUP: &str = "kubeadm:cluster-admins";
 
 /// A PKI directory.
 #[derive(Debug, Clone)]
@@ -117,6 +121,29 @@ impl Layout {
         Ok(Outcome::Made)
     }
 
+    /// The client certificate and key replicas present to kubelets.
+    pub fn kubelet_client(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join("kubelet-client.crt"),
+            self.dir.join("kubelet-client.key"),
+        )
+    }
+
+    /// Makes the kubelet client certificate (kubeadm's `apiserver-kubelet-client`:
+    /// `CN=kube-apiserver-kubelet-client`, `O=kubeadm:cluster-admins`), issued by the cluster
+    /// CA that kubelets trust for clients, unless it exists.
+    pub fn ensure_kubelet_client(&self) -> Result<Outcome, PkiError> {
+        let (cert, key) = self.kubelet_client();
+        if cert.exists() && key.exists() {
+            return Ok(Outcome::Kept);
+        }
+        let pair = self
+            .authority()?
+            .client(KUBELET_CLIENT, &[KUBELET_CLIENT_GROUP.to_string()])?;
+        write_pair(&cert, &key, &pair)?;
+        Ok(Outcome::Made)
+    }
+
     /// The files of replica `name`.
     pub fn replica(&self, name: &str) -> ReplicaFiles {
         let d = self.dir.join("replicas").join(name);
@@ -146,6 +173,9 @@ impl Layout {
             front_proxy_ca: Some(self.front_proxy_ca().0),
             proxy_client_certificate: Some(self.front_proxy_client().0),
             proxy_client_key: Some(self.front_proxy_client().1),
+            kubelet_client_certificate: Some(self.kubelet_client().0),
+            kubelet_client_key: Some(self.kubelet_client().1),
+            kubelet_certificate_authority: None,
         }
     }
 

@@ -36,6 +36,15 @@ pub enum GcPolicy {
     Delete,
 }
 
+/// Where a subresource served from elsewhere leads (kube's `Connect` of a `rest.Connecter`,
+/// the location of a `LocationStreamer`): the URL of the stream it opens or reads, on the
+/// kubelet of the object's node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// `https://<kubelet>/<path>?<options>`.
+    pub url: String,
+}
+
 /// The behaviour of one type. `rt` is always the type the strategy is attached to (custom
 /// resources share one strategy between their types).
 pub trait Strategy: Send + Sync {
@@ -85,6 +94,19 @@ pub trait Strategy: Send + Sync {
         _opts: &'a WriteOptions,
         _body: Value,
     ) -> Option<BoxFuture<'a, ApiResult<Reply>>> {
+        None
+    }
+
+    /// Where the subresource `req` names (`exec`, `attach`, `portforward`, `log`) leads for
+    /// the object, with `options` (the options the request gave, e.g. a `PodExecOptions`),
+    /// once they are checked: `Ok(None)` when there is nothing to read yet (a pod's log
+    /// before it has a node). `None` for a type that serves no such subresource.
+    fn stream_location<'a>(
+        &'a self,
+        _store: &'a Store,
+        _req: &'a ResourceRequest,
+        _options: &'a Value,
+    ) -> Option<BoxFuture<'a, ApiResult<Option<Location>>>> {
         None
     }
 

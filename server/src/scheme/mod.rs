@@ -145,6 +145,8 @@ impl ResourceType {
                 kind: ("autoscaling", "v1", "Scale"),
                 verbs: SUBRESOURCE_VERBS,
                 part: None,
+                options: None,
+                connect: false,
             });
         }
         if self.has_status {
@@ -153,6 +155,8 @@ impl ResourceType {
                 kind: (&self.group, &self.version, &self.kind),
                 verbs: SUBRESOURCE_VERBS,
                 part: Some(&["status"]),
+                options: None,
+                connect: false,
             });
         }
         out.extend(
@@ -232,6 +236,14 @@ pub struct Subresource<'a> {
     /// `ephemeralcontainers`): the path of that part. A write through it changes nothing
     /// else; a read answers the whole object, as kube-apiserver's do.
     pub part: Option<&'static [&'static str]>,
+    /// For a subresource served from elsewhere (a pod's streams, from its kubelet): the kind
+    /// of the options its query gives (`PodExecOptions`, `PodLogOptions`).
+    pub options: Option<&'static str>,
+    /// A connection to something the object stands for (a pod's `exec`, `attach` and
+    /// `portforward` reach its kubelet): `kind` is then the kind of its options, and `get`
+    /// and `create` open the connection (kube's `rest.Connecter`). Otherwise a subresource
+    /// with `options` is a `get` whose answer streams from there (`log`).
+    pub connect: bool,
 }
 
 /// A group, version and kind.
@@ -250,6 +262,10 @@ const STORED_AS: &[((&str, &str), Gvk)] = &[
 /// What the status and scale subresources answer: reads and writes of one object, nothing else.
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
+/// What a connect subresource answers: both open the connection (kubectl's websocket streams
+/// use `get`, its SPDY ones `create`).
+const CONNECT_VERBS: &[&str] = &["create", "get"];
+
 /// The subresources of particular types (group, plural), beyond the `status` and `scale`
 /// that the type table's flags give. What one does is up to the type's strategy: the
 /// registry reads and writes a `part` generically and hands a `create` to the strategy.
@@ -262,6 +278,8 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             kind: ("", "v1", "Binding"),
             verbs: &["create"],
             part: None,
+            options: None,
+            connect: false,
         },
     ),
     (
@@ -272,6 +290,8 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             kind: ("", "v1", "Pod"),
             verbs: SUBRESOURCE_VERBS,
             part: Some(&["spec", "ephemeralContainers"]),
+            options: None,
+            connect: false,
         },
     ),
     (
@@ -282,6 +302,56 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             kind: ("policy", "v1", "Eviction"),
             verbs: &["create"],
             part: None,
+            options: None,
+            connect: false,
+        },
+    ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "attach",
+            kind: ("", "v1", "PodAttachOptions"),
+            verbs: CONNECT_VERBS,
+            part: None,
+            options: Some("PodAttachOptions"),
+            connect: true,
+        },
+    ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "exec",
+            kind: ("", "v1", "PodExecOptions"),
+            verbs: CONNECT_VERBS,
+            part: None,
+            options: Some("PodExecOptions"),
+            connect: true,
+        },
+    ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "log",
+            kind: ("", "v1", "Pod"),
+            verbs: &["get"],
+            part: None,
+            options: Some("PodLogOptions"),
+            connect: false,
+        },
+    ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "portforward",
+            kind: ("", "v1", "PodPortForwardOptions"),
+            verbs: CONNECT_VERBS,
+            part: None,
+            options: Some("PodPortForwardOptions"),
+            connect: true,
         },
     ),
     (
@@ -292,6 +362,8 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             kind: ("certificates.k8s.io", "v1", "CertificateSigningRequest"),
             verbs: SUBRESOURCE_VERBS,
             part: Some(&["status", "conditions"]),
+            options: None,
+            connect: false,
         },
     ),
     (
@@ -302,6 +374,8 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             kind: ("authentication.k8s.io", "v1", "TokenRequest"),
             verbs: &["create"],
             part: None,
+            options: None,
+            connect: false,
         },
     ),
 ];

@@ -24,6 +24,7 @@ use crate::config::ServeConfig;
 use crate::endpoints::Api;
 use crate::pki::credentials::Credentials;
 use crate::pki::issue::PEER_GROUP;
+use crate::proxy::kubelet::Kubelet;
 use crate::scheme::LiveRegistry;
 use crate::server::observability::{install_metrics, spawn_gauges};
 use crate::server::router::{router, HttpState};
@@ -282,7 +283,12 @@ impl Replica {
         ));
         let aggregated = crate::aggregator::discovery::Cache::default();
         crate::aggregator::discovery::spawn(aggregator.clone(), aggregated.clone());
+        let kubelet = match &security.credentials {
+            Some(c) => Kubelet::new(c.kubelet.identity_pem.as_deref(), c.kubelet.ca_pem.as_deref()),
+            None => Kubelet::new(None, None),
+        }?;
         let api = Api {
+            kubelet,
             aggregator: aggregator.clone(),
             aggregated,
             registry: Arc::new(LiveRegistry::new(crate::kinds::strategy::registry(&ranges))),

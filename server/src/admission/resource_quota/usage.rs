@@ -74,7 +74,7 @@ pub fn handles(group: &str, plural: &str, op: Operation, subresource: Option<&st
                     _ => false,
                 }
         }
-        Operation::Delete => false,
+        Operation::Delete | Operation::Connect => false,
     }
 }
 

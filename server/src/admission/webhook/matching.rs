@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::super::policy::eval_message;
-use super::super::{Attributes, Operation};
+use super::super::Attributes;
 use crate::authorization::rbac::selector_matches;
 use crate::cel::{self, value, EvalError, Program, MATCH_CONDITIONS_BUDGET, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -143,15 +143,6 @@ impl Hook {
     }
 }
 
-/// The operation as admission reviews and rules spell it.
-pub fn operation_name(op: Operation) -> &'static str {
-    match op {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-    }
-}
-
 fn listed(list: &[String], value: &str) -> bool {
     list.iter().any(|l| l == "*" || l == value)
 }
@@ -178,7 +169,7 @@ impl Rule {
             "Cluster" => !namespaced,
             _ => true,
         };
-        listed(&self.operations, operation_name(attrs.operation))
+        listed(&self.operations, attrs.operation.as_str())
             && listed(&self.groups, attrs.group)
             && resource
             && scope
@@ -396,6 +387,7 @@ fn conditions_hold(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::Operation;
     use serde_json::json;
 
     fn attrs(

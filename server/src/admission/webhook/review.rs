@@ -8,7 +8,7 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::matching::{operation_name, strings, Hook};
+use super::matching::{strings, Hook};
 use crate::admission::audit_annotations::annotate;
 use crate::admission::{Attributes, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -117,11 +117,13 @@ fn user_info(attrs: &Attributes<'_>) -> Value {
     Value::Object(info)
 }
 
+/// The write's options, as kube gives them (none for a connection).
 fn options(attrs: &Attributes<'_>) -> Value {
     let kind = match attrs.operation {
         Operation::Create => "CreateOptions",
         Operation::Update => "UpdateOptions",
         Operation::Delete => "DeleteOptions",
+        Operation::Connect => return Value::Null,
     };
     let mut o = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
     if attrs.dry_run {
@@ -155,7 +157,7 @@ pub fn request(attrs: &Attributes<'_>, requested: &Attributes<'_>, obj: Option<&
     if let Some(ns) = attrs.namespace.filter(|_| attrs.namespaced) {
         r.insert("namespace".into(), json!(ns));
     }
-    r.insert("operation".into(), json!(operation_name(attrs.operation)));
+    r.insert("operation".into(), json!(attrs.operation.as_str()));
     r.insert("userInfo".into(), user_info(attrs));
     r.insert("object".into(), obj.cloned().unwrap_or(Value::Null));
     r.insert("oldObject".into(), attrs.old.cloned().unwrap_or(Value::Null));

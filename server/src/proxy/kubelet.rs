@@ -1,0 +1,71 @@
+//! How this server reaches kubelets, as kube-apiserver does with its `--kubelet-*` flags:
+//! HTTPS to the address and port a Node publishes, this server identified by the kubelet
+//! client certificate when one is configured, the kubelet's serving certificate verified with
+//! the configured CA — or, as kube-apiserver does without `--kubelet-certificate-authority`,
+//! not verified. A pod's streams (`exec`, `attach`, `port-forward`) upgrade their connection,
+//! which needs HTTP/1.1; a log read may ask not to verify the kubelet
+//! (`insecureSkipTLSVerifyBackend`), as kube allows.
+
+use std::time::Duration;
+
+/// How long connecting to a kubelet may take (kube's `--kubelet-timeout` default).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the kubelet client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    /// The client certificate, its key or the CA could not be used.
+    #[error("the kubelet client: {0}")]
+    Client(String),
+}
+
+/// The HTTP client for kubelets (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Kubelet {
+    streams: reqwest::Client,
+    unverified: reqwest::Client,
+}
+
+impl Kubelet {
+    /// A client that shows `identity` (a certificate and its key, PEM) to kubelets, if given,
+    /// and trusts kubelets whose certificates `ca` (PEM) issued — or any kubelet without it.
+    pub fn new(identity: Option<&str>, ca: Option<&str>) -> Result<Kubelet, KubeletError> {
+        Ok(Kubelet {
+            streams: client(identity, ca)?,
+            unverified: client(identity, None)?,
+        })
+    }
+
+    /// The client for streams: HTTP/1.1, so that a connection can be upgraded.
+    pub fn streams(&self) -> &reqwest::Client {
+        &self.streams
+    }
+
+    /// The same, but trusting any kubelet.
+    pub fn unverified(&self) -> &reqwest::Client {
+        &self.unverified
+    }
+}
+
+/// An HTTP/1.1 client showing `identity`, trusting kubelets `ca` issued (any without it).
+fn client(identity: Option<&str>, ca: Option<&str>) -> Result<reqwest::Client, KubeletError> {
+    let bad = |e: reqwest::Error| KubeletError::Client(e.to_string());
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .https_only(true)
+        .http1_only()
+        .connect_timeout(CONNECT_TIMEOUT);
+    match ca {
+        Some(ca) => {
+            for cert in reqwest::Certificate::from_pem_bundle(ca.as_bytes()).map_err(bad)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        None => builder = builder.danger_accept_invalid_certs(true),
+    }
+    if let Some(identity) = identity {
+        builder = builder.identity(reqwest::Identity::from_pem(identity.as_bytes()).map_err(bad)?);
+    }
+    builder.build().map_err(bad)
+}

@@ -136,6 +136,9 @@ pub struct RaftNode {
     caught_up: AtomicBool,
     /// Shares leadership confirmations among concurrent linearizable reads.
     read_batch: ReadIndexBatcher,
+    /// On a follower: shares the leader's `ReadIndex` calls among concurrent reads, one
+    /// batcher per leader (its id and peer address), so that a round never asks a former one.
+    remote_reads: std::sync::Mutex<Option<((u64, String), ReadIndexBatcher)>>,
     /// Serialises membership changes made through this replica.
     membership_lock: tokio::sync::Mutex<()>,
     /// Set while this leader hands leadership over: it proposes nothing new meanwhile.
@@ -247,6 +250,7 @@ impl RaftNode {
                 leader,
                 caught_up: AtomicBool::new(false),
                 read_batch: ReadIndexBatcher::default(),
+                remote_reads: std::sync::Mutex::new(None),
                 membership_lock: tokio::sync::Mutex::new(()),
                 transferring: AtomicBool::new(false),
                 db_size: std::sync::atomic::AtomicU64::new(0),

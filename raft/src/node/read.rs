@@ -2,8 +2,9 @@
 //! and async reads of the local MVCC store.
 //!
 //! A read barrier asks the leader for a read index (the leader confirms its leadership with a
-//! quorum; concurrent reads share confirmations) and waits until this replica has applied that
-//! far; a local read after it is linearizable. The store reads block on RocksDB, so they run on
+//! quorum; concurrent reads share confirmations, and a follower's concurrent reads share their
+//! calls to the leader) and waits until this replica has applied that far; a local read after
+//! it is linearizable. The store reads block on RocksDB, so they run on
 //! tokio's blocking pool; callers need no [`Mvcc`](kuberaft_storage::Mvcc) handle of their own.
 
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use kuberaft_storage::{Change, Mvcc, StorageError};
 use openraft::error::{CheckIsLeaderError, RaftError};
 
 use super::{fatal, Progress, RaftNode};
-use crate::read_index::RoundError;
+use crate::read_index::{ReadIndexBatcher, RoundError};
 use crate::types::Member;
 use crate::NodeError;
 
@@ -52,7 +53,7 @@ impl RaftNode {
             let index = if leader == self.id {
                 self.read_index_local().await
             } else {
-                self.remote_read_index(&member, deadline).await
+                self.remote_read_index(leader, &member, deadline).await
             };
             match index {
                 Ok(Some(index)) => return self.wait_applied(index, deadline).await,
@@ -66,24 +67,55 @@ impl RaftNode {
         }
     }
 
-    /// Asks the leader's `ReadIndex` RPC for a read index. `Ok(None)` means the peer was not
-    /// the leader.
-    async fn remote_read_index(&self, leader: &Member, deadline: Instant) -> Result<Option<u64>, NodeError> {
-        let mut client = self
-            .peers
-            .client(&leader.peer_addr)
-            .map_err(|e| NodeError::Unavailable(e.to_string()))?;
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        match client
-            .read_index(self.peers.request(pb::ReadIndexRequest {}, timeout))
-            .await
-        {
-            Ok(r) => Ok(Some(r.into_inner().index)),
-            Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(None),
-            Err(s) => {
-                self.peers.check_fatal(&s);
-                Err(NodeError::Unavailable(s.message().to_string()))
+    /// Asks the leader's `ReadIndex` RPC for a read index, in a call that started after this
+    /// one: concurrent reads on this replica share calls (a follower's reads cost the leader
+    /// one call per round, not one each). `Ok(None)` means the peer was not the leader.
+    async fn remote_read_index(
+        &self,
+        leader_id: u64,
+        leader: &Member,
+        deadline: Instant,
+    ) -> Result<Option<u64>, NodeError> {
+        let key = (leader_id, leader.peer_addr.clone());
+        let batcher = {
+            let mut current = self.remote_reads.lock().unwrap_or_else(|p| p.into_inner());
+            match current.as_ref() {
+                Some((k, b)) if *k == key => b.clone(),
+                _ => {
+                    let b = ReadIndexBatcher::default();
+                    *current = Some((key, b.clone()));
+                    b
+                }
             }
+        };
+        let peers = self.peers.clone();
+        let addr = leader.peer_addr.clone();
+        let timeout = self.config.request_timeout;
+        let round = move || {
+            let (peers, addr) = (peers.clone(), addr.clone());
+            async move {
+                let mut client = peers
+                    .client(&addr)
+                    .map_err(|e| RoundError::Unavailable(e.to_string()))?;
+                match client
+                    .read_index(peers.request(pb::ReadIndexRequest {}, timeout))
+                    .await
+                {
+                    Ok(r) => Ok(Some(r.into_inner().index)),
+                    Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(None),
+                    Err(s) => {
+                        peers.check_fatal(&s);
+                        Err(RoundError::Unavailable(s.message().to_string()))
+                    }
+                }
+            }
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, batcher.read_index(round)).await {
+            Ok(answer) => Ok(answer?),
+            Err(_) => Err(NodeError::Unavailable(
+                "no read index from the leader in time".into(),
+            )),
         }
     }
 

@@ -95,13 +95,18 @@ async fn a_pod_without_a_container_name_is_refused_and_never_stored() {
         "The Pod \"greedy\" is invalid: spec.containers[0].resources.requests: Invalid value: \"1\": must be less than or equal to cpu limit of 500m"
     );
 
-    // Within its limit it is stored, its quantities as the strings kube writes.
-    let modest = with_resources("modest", "{limits: {cpu: 1, memory: 1000}, requests: {cpu: 0.5}}");
+    // Within its limit it is stored, its quantities as the strings kube writes: numbers as
+    // strings, strings in canonical form.
+    let modest = with_resources(
+        "modest",
+        "{limits: {cpu: 1, memory: 1024Mi, ephemeral-storage: 1.5Gi}, requests: {cpu: 0.5, memory: 1000}}",
+    );
     k.ok("node-3", &["create", "-f", &modest]);
     let stored = k.json("node-1", &["get", "pod", "modest"]);
     assert_eq!(
         stored["spec"]["containers"][0]["resources"],
-        json!({"limits": {"cpu": "1", "memory": "1k"}, "requests": {"cpu": "500m", "memory": "1k"}})
+        json!({"limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1536Mi"},
+               "requests": {"cpu": "500m", "memory": "1k", "ephemeral-storage": "1536Mi"}})
     );
 
     let pods = "/api/v1/namespaces/default/pods";

@@ -14,7 +14,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::machinery::qos::{format_quantity, parse_quantity};
+use crate::machinery::qos::{canonical_quantity, format_quantity, parse_quantity};
 use crate::machinery::query::Query;
 use crate::machinery::schema::{schemas, Node, Scalar, Shape, QUANTITY_FORMAT_ERROR};
 use crate::scheme::ResourceType;
@@ -242,6 +242,9 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
                 if let Some(q) = parse_quantity(&n.to_string()) {
                     *value = Value::String(format_quantity(q, false));
                 }
+            } else if let Some(canonical) = value.as_str().and_then(canonical_quantity) {
+                // As kube stores it: `1024Mi` is `1Gi`.
+                *value = Value::String(canonical);
             }
         }
         Shape::Scalar(s) => {

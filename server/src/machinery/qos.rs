@@ -123,6 +123,41 @@ pub fn format_quantity(billionths: i128, binary: bool) -> String {
     format!("{}{suffix}", billionths / scale)
 }
 
+/// A quantity written as a string, in kube's canonical form (apimachinery's `Quantity.String`,
+/// what kube-apiserver stores and answers): the format its suffix chose — binary (`Ki`…),
+/// decimal SI (none, `m`, `k`…) or a decimal exponent (`e3`) — and the largest unit that keeps
+/// the number whole; a binary value under 1024, or not whole, is shown in decimal SI, as kube
+/// shows it (`1024Mi` is `1Gi`, `1.5Gi` is `1536Mi`, `0.5` is `500m`, `1000` is `1k`, `1.5e3`
+/// is `1500`). `None` when it does not parse.
+pub fn canonical_quantity(text: &str) -> Option<String> {
+    const UNIT: i128 = 1_000_000_000;
+    let q = parse_quantity(text)?;
+    let suffix = text
+        .trim()
+        .trim_start_matches(['+', '-'])
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if suffix.starts_with(['e', 'E']) {
+        if q == 0 {
+            return Some("0".into());
+        }
+        // The largest power of a thousand, from 10^-9 up, that leaves the number whole.
+        let mut exp: i32 = -9;
+        let mut scale: i128 = 1;
+        while exp < 18 && q % (scale * 1000) == 0 {
+            scale *= 1000;
+            exp += 3;
+        }
+        let n = q / scale;
+        return Some(if exp == 0 {
+            n.to_string()
+        } else {
+            format!("{n}e{exp}")
+        });
+    }
+    let binary = suffix.ends_with('i') && q.abs() >= 1024 * UNIT && q % UNIT == 0;
+    Some(format_quantity(q, binary))
+}
+
 fn resource_list(resources: Option<&Value>, which: &str) -> Vec<(&'static str, i128)> {
     let Some(list) = resources.and_then(|r| r.get(which)).and_then(Value::as_object) else {
         return Vec::new();
@@ -197,6 +232,36 @@ pub fn pod_qos(spec: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities_are_canonical_as_kube_writes_them() {
+        for (written, canonical) in [
+            ("1024Mi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("2000Mi", "2000Mi"),
+            ("0.5Ki", "512"),
+            ("1.1Gi", "1181116006400m"),
+            ("0.5", "500m"),
+            ("1000", "1k"),
+            ("1000m", "1"),
+            ("100m", "100m"),
+            ("0.1", "100m"),
+            ("1e3", "1e3"),
+            ("1.5e3", "1500"),
+            ("12e-3", "12e-3"),
+            ("0", "0"),
+            ("0Gi", "0"),
+            ("-1.5Gi", "-1536Mi"),
+            ("+2k", "2k"),
+        ] {
+            assert_eq!(
+                canonical_quantity(written).as_deref(),
+                Some(canonical),
+                "{written}"
+            );
+        }
+        assert_eq!(canonical_quantity("1.5.5"), None);
+    }
     use serde_json::json;
 
     #[test]

@@ -114,6 +114,7 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     affinity::affinity(spec, path, causes);
     topology::spread_constraints(spec, path, causes);
     security_context::host_process(spec, path, causes);
+    security_context::own_user_namespace(spec, path, causes);
     security_context::os(spec, path, causes);
 }
 

@@ -100,7 +100,7 @@ fn containers<'a>(spec: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
 
 /// Whether the pod runs in the host's user namespace (`hostUsers` unset or true).
 pub fn host_users(spec: &Value) -> bool {
-    spec["securityContext"]["hostUsers"] != Value::Bool(false)
+    spec["hostUsers"] != Value::Bool(false)
 }
 
 /// kube's `validatePodSpecSecurityContext` for the pod spec `spec` at `path`.
@@ -468,6 +468,22 @@ pub fn host_process(spec: &Value, path: &str, causes: &mut Causes) {
                 format!("{path}.hostNetwork"),
                 "Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers"
                     .to_string(),
+            ));
+        }
+    }
+}
+
+/// kube's `validateHostUsers`: a pod in its own user namespace shares no other namespace
+/// with the host.
+pub fn own_user_namespace(spec: &Value, path: &str, causes: &mut Causes) {
+    if host_users(spec) {
+        return;
+    }
+    for shared in ["hostNetwork", "hostPID", "hostIPC"] {
+        if spec[shared] == Value::Bool(true) {
+            causes.push((
+                format!("{path}.{shared}"),
+                "Forbidden: when `hostUsers` is false".to_string(),
             ));
         }
     }

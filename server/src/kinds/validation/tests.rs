@@ -751,12 +751,14 @@ fn container_security_contexts_follow_kubes_rules() {
         {"name": "d", "image": "busybox", "securityContext": {"procMount": "Masked",
             "appArmorProfile": {"type": "Localhost", "localhostProfile": " padded "}}}]),
     );
-    p["spec"]["securityContext"] = json!({"hostUsers": false});
+    p["spec"]["hostUsers"] = json!(false);
+    p["spec"]["hostIPC"] = json!(true);
     assert_eq!(
         create("", "pods", p),
         [
             "spec.containers[1].securityContext.procMount: Unsupported value: \"Masked\": supported values: \"Default\", \"Unmasked\"",
             "spec.containers[1].securityContext.appArmorProfile.localhostProfile: Invalid value: \" padded \": must not be padded with whitespace",
+            "spec.hostIPC: Forbidden: when `hostUsers` is false",
         ]
     );
 }

@@ -345,4 +345,35 @@ async fn security_contexts_affinity_and_spreading_are_checked_as_kube_checks_the
     let stored = k.json("node-2", &["get", "pod", "good"]);
     assert_eq!(stored["spec"]["topologySpreadConstraints"][0]["maxSkew"], 1);
     assert_eq!(stored["spec"]["securityContext"]["fsGroup"], 2000);
+
+    // A deprecated AppArmor annotation becomes the container's field, as kube's pod strategy
+    // copies it; one that disagrees with the field is refused.
+    let annotated = |name: &str, container_sc: &str| {
+        k.manifest(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{container.apparmor.security.beta.kubernetes.io/c: localhost/k8s-nginx}}\nspec:\n  containers:\n  - name: c\n    image: busybox\n{container_sc}"),
+        )
+    };
+    k.ok("node-3", &["create", "-f", &annotated("armored", "")]);
+    let stored = k.json("node-1", &["get", "pod", "armored"]);
+    assert_eq!(
+        stored["spec"]["containers"][0]["securityContext"]["appArmorProfile"],
+        json!({"type": "Localhost", "localhostProfile": "k8s-nginx"})
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &[
+            "create",
+            "-f",
+            &annotated(
+                "clashing",
+                "    securityContext:\n      appArmorProfile: {type: RuntimeDefault}\n",
+            ),
+        ],
+    );
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "The Pod \"clashing\" is invalid: spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match"
+    );
 }

@@ -3,6 +3,7 @@
 //! store calls before and after a write — attached to the type table by [`strategy::registry`].
 
 pub mod allocation;
+pub mod apparmor;
 pub mod binding;
 pub mod csr;
 pub mod defaults;

@@ -346,6 +346,19 @@ async fn security_contexts_affinity_and_spreading_are_checked_as_kube_checks_the
     assert_eq!(stored["spec"]["topologySpreadConstraints"][0]["maxSkew"], 1);
     assert_eq!(stored["spec"]["securityContext"]["fsGroup"], 2000);
 
+    // The pod's labels named by `matchLabelKeys` are merged into the selector, as kube merges
+    // them on create.
+    let merged = k.manifest(
+        "merged.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: merged, labels: {app: web}}\nspec:\n  containers:\n  - {name: c, image: busybox}\n  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {tier: front}}, matchLabelKeys: [app]}\n",
+    );
+    k.ok("node-1", &["create", "-f", &merged]);
+    let stored = k.json("node-3", &["get", "pod", "merged"]);
+    assert_eq!(
+        stored["spec"]["topologySpreadConstraints"][0]["labelSelector"],
+        json!({"matchLabels": {"tier": "front"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})
+    );
+
     // A deprecated AppArmor annotation becomes the container's field, as kube's pod strategy
     // copies it; one that disagrees with the field is refused.
     let annotated = |name: &str, container_sc: &str| {

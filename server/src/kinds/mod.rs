@@ -9,6 +9,7 @@ pub mod csr;
 pub mod defaults;
 pub mod eviction;
 pub mod job;
+pub mod label_keys;
 pub mod namespace;
 pub mod pod;
 pub mod printers;

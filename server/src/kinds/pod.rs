@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::kinds::strategy::Builtin;
-use crate::kinds::{apparmor, binding, defaults, eviction};
+use crate::kinds::{apparmor, binding, defaults, eviction, label_keys};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
 use crate::machinery::qos;
@@ -30,9 +30,10 @@ const POD: Builtin = Builtin {
 };
 
 /// The status a new pod starts with (`ServiceAccount`, `Priority` and
-/// `DefaultTolerationSeconds` add the rest at admission), and its AppArmor annotations as
-/// fields.
+/// `DefaultTolerationSeconds` add the rest at admission), its label keys merged into its
+/// selectors, and its AppArmor annotations as fields.
 fn on_create(pod: &mut Value) {
+    label_keys::merge_into_selectors(pod);
     apparmor::fields_from_annotations(pod);
     let qos_class = qos::pod_qos(pod.get("spec").unwrap_or(&Value::Null));
     if let Some(o) = pod.as_object_mut() {

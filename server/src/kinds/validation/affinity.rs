@@ -4,12 +4,10 @@
 //! `metadata.name`; pod (anti-)affinity terms with valid selectors, namespaces, label keys and
 //! a qualified `topologyKey`; and preferred terms weighted 1–100.
 
-use std::collections::HashSet;
-
 use serde_json::Value;
 
-use super::label_selector::{label_name, label_selector, label_value, Values};
-use super::{keys, list_of, str_of};
+use super::label_selector::{label_keys, label_name, label_selector, label_value, Values};
+use super::{list_of, str_of};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_label_reasons, dns_subdomain_reasons, Causes};
 
@@ -234,66 +232,4 @@ fn pod_affinity_term(term: &Value, path: &str, causes: &mut Causes) {
         causes.push((at.clone(), "Required value: can not be empty".to_string()));
     }
     label_name(key, &at, causes);
-}
-
-/// kube's `validateMatchLabelKeysAndMismatchLabelKeys`: the keys are label names, given only
-/// with a label selector; a `matchLabelKeys` key not already in the selector, nor in
-/// `mismatchLabelKeys`.
-fn label_keys(term: &Value, path: &str, causes: &mut Causes) {
-    let selector = &term["labelSelector"];
-    let strings = |field: &str| -> Vec<&str> {
-        list_of(term, field)
-            .iter()
-            .map(|k| k.as_str().unwrap_or_default())
-            .collect()
-    };
-    let (matching, mismatching) = (strings("matchLabelKeys"), strings("mismatchLabelKeys"));
-    for (field, list) in [("matchLabelKeys", &matching), ("mismatchLabelKeys", &mismatching)] {
-        let at = format!("{path}.{field}");
-        if list.is_empty() {
-            continue;
-        }
-        if !selector.is_object() {
-            causes.push((
-                at,
-                "Forbidden: must not be specified when labelSelector is not set".to_string(),
-            ));
-            continue;
-        }
-        for (i, key) in list.iter().enumerate() {
-            label_name(key, &format!("{at}[{i}]"), causes);
-        }
-    }
-    if selector.is_object() {
-        let mut seen: HashSet<&str> = keys(&selector["matchLabels"]).map(|(k, _)| k.as_str()).collect();
-        for e in list_of(selector, "matchExpressions") {
-            let key = str_of(e, "key");
-            if let Some(i) = matching
-                .iter()
-                .rposition(|k| *k == key)
-                .filter(|_| seen.contains(key))
-            {
-                // kube indexes the term itself here, not its matchLabelKeys.
-                causes.push((
-                    format!("{path}[{i}]"),
-                    format!(
-                        "Invalid value: {}: exists in both matchLabelKeys and labelSelector",
-                        go_quote(key)
-                    ),
-                ));
-            }
-            seen.insert(key);
-        }
-    }
-    for (i, key) in matching.iter().enumerate() {
-        if mismatching.contains(key) {
-            causes.push((
-                format!("{path}.matchLabelKeys[{i}]"),
-                format!(
-                    "Invalid value: {}: exists in both matchLabelKeys and mismatchLabelKeys",
-                    go_quote(key)
-                ),
-            ));
-        }
-    }
 }

@@ -1,8 +1,10 @@
 //! apimachinery's checks of label maps and label selectors embedded in objects
 //! (`ValidateLabels`, `ValidateLabelName`, `ValidateLabelSelector`): every key a qualified
 //! name, every value a label value, and each selector requirement's operator known with the
-//! values it needs. Pod affinity terms, topology spread constraints and node selectors use
-//! them; each reason kube gives is its own cause.
+//! values it needs; and the label keys merged into a selector. Pod affinity terms, topology
+//! spread constraints and node selectors use them; each reason kube gives is its own cause.
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -87,6 +89,69 @@ fn requirement(e: &Value, values: Values, path: &str, causes: &mut Causes) {
                 &format!("{path}.values[{i}]"),
                 causes,
             );
+        }
+    }
+}
+
+/// kube's `ValidateMatchLabelKeysAndMismatchLabelKeys` for the pod affinity term or topology
+/// spread constraint `term` at `path`: the keys are label names, given only with a label
+/// selector; a `matchLabelKeys` key not required twice by the selector (once merged from the
+/// key, on a pod's create, and once as written), nor in `mismatchLabelKeys`.
+pub fn label_keys(term: &Value, path: &str, causes: &mut Causes) {
+    let selector = &term["labelSelector"];
+    let strings = |field: &str| -> Vec<&str> {
+        list_of(term, field)
+            .iter()
+            .map(|k| k.as_str().unwrap_or_default())
+            .collect()
+    };
+    let (matching, mismatching) = (strings("matchLabelKeys"), strings("mismatchLabelKeys"));
+    for (field, list) in [("matchLabelKeys", &matching), ("mismatchLabelKeys", &mismatching)] {
+        let at = format!("{path}.{field}");
+        if list.is_empty() {
+            continue;
+        }
+        if !selector.is_object() {
+            causes.push((
+                at,
+                "Forbidden: must not be specified when labelSelector is not set".to_string(),
+            ));
+            continue;
+        }
+        for (i, key) in list.iter().enumerate() {
+            label_name(key, &format!("{at}[{i}]"), causes);
+        }
+    }
+    if selector.is_object() {
+        let mut seen: HashSet<&str> = keys(&selector["matchLabels"]).map(|(k, _)| k.as_str()).collect();
+        for e in list_of(selector, "matchExpressions") {
+            let key = str_of(e, "key");
+            if let Some(i) = matching
+                .iter()
+                .rposition(|k| *k == key)
+                .filter(|_| seen.contains(key))
+            {
+                // kube indexes the term itself here, not its matchLabelKeys.
+                causes.push((
+                    format!("{path}[{i}]"),
+                    format!(
+                        "Invalid value: {}: exists in both matchLabelKeys and labelSelector",
+                        go_quote(key)
+                    ),
+                ));
+            }
+            seen.insert(key);
+        }
+    }
+    for (i, key) in matching.iter().enumerate() {
+        if mismatching.contains(key) {
+            causes.push((
+                format!("{path}.matchLabelKeys[{i}]"),
+                format!(
+                    "Invalid value: {}: exists in both matchLabelKeys and mismatchLabelKeys",
+                    go_quote(key)
+                ),
+            ));
         }
     }
 }

@@ -1,13 +1,14 @@
 //! A pod's `topologySpreadConstraints`, as kube's `validateTopologySpreadConstraints` checks
 //! them: a positive `maxSkew`, a `topologyKey`, a known `whenUnsatisfiable`, no two
 //! constraints of one `{topologyKey, whenUnsatisfiable}` pair, a positive `minDomains` only
-//! with `DoNotSchedule`, known node inclusion policies, `matchLabelKeys` that are label names
-//! given with a selector that does not already name them, and a valid label selector.
+//! with `DoNotSchedule`, known node inclusion policies, `matchLabelKeys` checked as pod
+//! affinity terms' are (kube merges them into the selector, as it does for those), and a
+//! valid label selector.
 
 use serde_json::Value;
 
-use super::label_selector::{label_name, label_selector, Values};
-use super::{keys, list_of, not_supported, str_of};
+use super::label_selector::{label_keys, label_selector, Values};
+use super::{list_of, not_supported, str_of};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::Causes;
 
@@ -74,47 +75,12 @@ pub fn spread_constraints(spec: &Value, path: &str, causes: &mut Causes) {
                 }
             }
         }
-        match_label_keys(c, &format!("{here}.matchLabelKeys"), causes);
+        label_keys(c, &here, causes);
         label_selector(
             &c["labelSelector"],
             Values::Checked,
             &format!("{here}.labelSelector"),
             causes,
         );
-    }
-}
-
-/// kube's `validateMatchLabelKeysInTopologySpread`.
-fn match_label_keys(c: &Value, path: &str, causes: &mut Causes) {
-    let given = list_of(c, "matchLabelKeys");
-    if given.is_empty() {
-        return;
-    }
-    let selector = &c["labelSelector"];
-    if !selector.is_object() {
-        causes.push((
-            path.to_string(),
-            "Forbidden: must not be specified when labelSelector is not set".to_string(),
-        ));
-    }
-    let mut named: Vec<&str> = keys(&selector["matchLabels"]).map(|(k, _)| k.as_str()).collect();
-    named.extend(
-        list_of(selector, "matchExpressions")
-            .iter()
-            .map(|e| str_of(e, "key")),
-    );
-    for (i, key) in given.iter().enumerate() {
-        let key = key.as_str().unwrap_or_default();
-        let at = format!("{path}[{i}]");
-        label_name(key, &at, causes);
-        if named.contains(&key) {
-            causes.push((
-                at,
-                format!(
-                    "Invalid value: {}: exists in both matchLabelKeys and labelSelector",
-                    go_quote(key)
-                ),
-            ));
-        }
     }
 }

@@ -296,3 +296,102 @@ spec:
     )
     .await;
 }
+
+/// A manifest of the Pod `name` with one container `c`, then the spec fields `spec` (YAML
+/// lines indented as the spec's).
+fn pod_manifest(k: &Kube, name: &str, spec: &str) -> String {
+    k.manifest(
+        &format!("{name}.yaml"),
+        &format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: c\n    image: busybox\n{spec}"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_contexts_affinity_and_spreading_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let refused = |name: &str, spec: &str, expected: &str| {
+        let file = pod_manifest(&k, name, spec);
+        let (ok, out, err) = k.kubectl("node-2", &["apply", "-f", &file]);
+        assert!(!ok, "{out}");
+        assert_eq!(err.trim(), expected);
+        let (ok, _, err) = k.kubectl("node-3", &["get", "pod", name]);
+        assert!(!ok && err.contains("NotFound"), "{err}");
+    };
+
+    // A network sysctl in the host's network namespace, and a container's AppArmor profile
+    // and /proc mount.
+    refused(
+        "secure",
+        "    securityContext:\n      procMount: Unmasked\n      appArmorProfile: {type: Localhost}\n  hostNetwork: true\n  securityContext:\n    sysctls: [{name: net.core.somaxconn, value: \"1024\"}]\n",
+        "The Pod \"secure\" is invalid: \n* spec.containers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`\n* spec.containers[0].securityContext.appArmorProfile.localhostProfile: Required value: must be set when AppArmor type is Localhost\n* spec.securityContext.sysctls[0].name: Invalid value: \"net.core.somaxconn\": may not be specified when 'hostNetwork' is true",
+    );
+
+    // Node affinity with a `Gt` of two values, and a pod affinity weighted 0.
+    refused(
+        "placed",
+        "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions: [{key: cpus, operator: Gt, values: [\"4\", \"8\"]}]\n    podAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n      - weight: 0\n        podAffinityTerm: {topologyKey: zone, labelSelector: {matchLabels: {app: cache}}}\n",
+        "The Pod \"placed\" is invalid: \n* spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'\n* spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100",
+    );
+
+    // A spread constraint without skew, and one that does not say what to do.
+    refused(
+        "spread",
+        "  topologySpreadConstraints:\n  - {maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes, minDomains: 2}\n",
+        "The Pod \"spread\" is invalid: \n* spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero\n* spec.topologySpreadConstraints[1].whenUnsatisfiable: Unsupported value: \"Sometimes\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\"\n* spec.topologySpreadConstraints[1].minDomains: Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not Sometimes",
+    );
+
+    // What kube accepts is stored: a restricted security context, affinity and spreading.
+    let good = pod_manifest(
+        &k,
+        "good",
+        "    securityContext:\n      allowPrivilegeEscalation: false\n      capabilities: {drop: [ALL]}\n      runAsUser: 1000\n      seccompProfile: {type: RuntimeDefault}\n  securityContext:\n    runAsNonRoot: true\n    fsGroup: 2000\n    sysctls: [{name: net.ipv4.ip_local_port_range, value: \"1024 65535\"}]\n  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: good}}}\n  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: good}}}\n",
+    );
+    k.ok("node-1", &["apply", "-f", &good]);
+    let stored = k.json("node-2", &["get", "pod", "good"]);
+    assert_eq!(stored["spec"]["topologySpreadConstraints"][0]["maxSkew"], 1);
+    assert_eq!(stored["spec"]["securityContext"]["fsGroup"], 2000);
+
+    // The pod's labels named by `matchLabelKeys` are merged into the selector, as kube merges
+    // them on create.
+    let merged = k.manifest(
+        "merged.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: merged, labels: {app: web}}\nspec:\n  containers:\n  - {name: c, image: busybox}\n  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {tier: front}}, matchLabelKeys: [app]}\n",
+    );
+    k.ok("node-1", &["create", "-f", &merged]);
+    let stored = k.json("node-3", &["get", "pod", "merged"]);
+    assert_eq!(
+        stored["spec"]["topologySpreadConstraints"][0]["labelSelector"],
+        json!({"matchLabels": {"tier": "front"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})
+    );
+
+    // A deprecated AppArmor annotation becomes the container's field, as kube's pod strategy
+    // copies it; one that disagrees with the field is refused.
+    let annotated = |name: &str, container_sc: &str| {
+        k.manifest(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{container.apparmor.security.beta.kubernetes.io/c: localhost/k8s-nginx}}\nspec:\n  containers:\n  - name: c\n    image: busybox\n{container_sc}"),
+        )
+    };
+    k.ok("node-3", &["create", "-f", &annotated("armored", "")]);
+    let stored = k.json("node-1", &["get", "pod", "armored"]);
+    assert_eq!(
+        stored["spec"]["containers"][0]["securityContext"]["appArmorProfile"],
+        json!({"type": "Localhost", "localhostProfile": "k8s-nginx"})
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-2",
+        &[
+            "create",
+            "-f",
+            &annotated(
+                "clashing",
+                "    securityContext:\n      appArmorProfile: {type: RuntimeDefault}\n",
+            ),
+        ],
+    );
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "The Pod \"clashing\" is invalid: spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match"
+    );
+}

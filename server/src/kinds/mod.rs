@@ -3,12 +3,14 @@
 //! store calls before and after a write — attached to the type table by [`strategy::registry`].
 
 pub mod allocation;
+pub mod apparmor;
 pub mod binding;
 pub mod connect;
 pub mod csr;
 pub mod defaults;
 pub mod eviction;
 pub mod job;
+pub mod label_keys;
 pub mod namespace;
 pub mod pod;
 pub mod printers;

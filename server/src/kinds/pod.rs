@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::kinds::strategy::Builtin;
-use crate::kinds::{binding, connect, defaults, eviction};
+use crate::kinds::{apparmor, binding, connect, defaults, eviction, label_keys};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
 use crate::machinery::qos;
@@ -31,8 +31,11 @@ const POD: Builtin = Builtin {
 };
 
 /// The status a new pod starts with (`ServiceAccount`, `Priority` and
-/// `DefaultTolerationSeconds` add the rest at admission).
+/// `DefaultTolerationSeconds` add the rest at admission), its label keys merged into its
+/// selectors, and its AppArmor annotations as fields.
 fn on_create(pod: &mut Value) {
+    label_keys::merge_into_selectors(pod);
+    apparmor::fields_from_annotations(pod);
     let qos_class = qos::pod_qos(pod.get("spec").unwrap_or(&Value::Null));
     if let Some(o) = pod.as_object_mut() {
         o.insert(

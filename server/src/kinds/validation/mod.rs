@@ -8,17 +8,21 @@
 //! and what it checks on an update against the stored object.
 
 mod admission_policy;
+mod affinity;
 mod apiregistration;
 mod config;
 mod ingress;
+mod label_selector;
 mod namespace;
 mod node;
 mod pod;
 mod rbac;
 mod resources;
 mod schema;
+mod security_context;
 mod service;
 mod storage;
+mod topology;
 mod webhooks;
 mod workloads;
 
@@ -35,6 +39,8 @@ struct Rules {
     kind: &'static str,
     /// Checks of the object itself, on every write.
     object: fn(&Value, &mut Causes),
+    /// Checks of a new object only, on create.
+    create: Option<fn(&Value, &mut Causes)>,
     /// Checks of an update against the stored object (immutable fields).
     update: Option<fn(&Value, &Value, &mut Causes)>,
 }
@@ -44,162 +50,189 @@ const RULES: &[Rules] = &[
         group: "networking.k8s.io",
         kind: "Ingress",
         object: ingress::ingress,
+        create: None,
         update: None,
     },
     Rules {
         group: "apiregistration.k8s.io",
         kind: "APIService",
         object: apiregistration::api_service,
+        create: None,
         update: None,
     },
     Rules {
         group: "",
         kind: "Namespace",
         object: namespace::namespace,
+        create: None,
         update: None,
     },
     Rules {
         group: "",
         kind: "Node",
         object: node::node,
+        create: None,
         update: Some(node::node_update),
     },
     Rules {
         group: "",
         kind: "Pod",
         object: pod::pod,
+        create: Some(pod::pod_create),
         update: Some(pod::pod_update),
     },
     Rules {
         group: "",
         kind: "PodTemplate",
         object: pod::pod_template_object,
+        create: None,
         update: None,
     },
     Rules {
         group: "",
         kind: "ReplicationController",
         object: workloads::replication_controller,
+        create: None,
         update: None,
     },
     Rules {
         group: "apps",
         kind: "Deployment",
         object: workloads::deployment,
+        create: None,
         update: Some(workloads::selector_update),
     },
     Rules {
         group: "apps",
         kind: "ReplicaSet",
         object: workloads::replica_set,
+        create: None,
         update: Some(workloads::selector_update),
     },
     Rules {
         group: "apps",
         kind: "StatefulSet",
         object: workloads::stateful_set,
+        create: None,
         update: Some(workloads::selector_update),
     },
     Rules {
         group: "apps",
         kind: "DaemonSet",
         object: workloads::daemon_set,
+        create: None,
         update: Some(workloads::selector_update),
     },
     Rules {
         group: "batch",
         kind: "Job",
         object: workloads::job,
+        create: None,
         update: Some(workloads::job_update),
     },
     Rules {
         group: "batch",
         kind: "CronJob",
         object: workloads::cron_job,
+        create: None,
         update: None,
     },
     Rules {
         group: "",
         kind: "Service",
         object: service::service,
+        create: None,
         update: None,
     },
     Rules {
         group: "",
         kind: "ConfigMap",
         object: config::config_map,
+        create: None,
         update: Some(config::config_map_update),
     },
     Rules {
         group: "",
         kind: "Secret",
         object: config::secret,
+        create: None,
         update: Some(config::secret_update),
     },
     Rules {
         group: "rbac.authorization.k8s.io",
         kind: "Role",
         object: rbac::role,
+        create: None,
         update: None,
     },
     Rules {
         group: "rbac.authorization.k8s.io",
         kind: "ClusterRole",
         object: rbac::cluster_role,
+        create: None,
         update: None,
     },
     Rules {
         group: "rbac.authorization.k8s.io",
         kind: "RoleBinding",
         object: rbac::role_binding,
+        create: None,
         update: Some(rbac::binding_update),
     },
     Rules {
         group: "rbac.authorization.k8s.io",
         kind: "ClusterRoleBinding",
         object: rbac::cluster_role_binding,
+        create: None,
         update: Some(rbac::binding_update),
     },
     Rules {
         group: "",
         kind: "PersistentVolume",
         object: storage::persistent_volume,
+        create: None,
         update: None,
     },
     Rules {
         group: "",
         kind: "PersistentVolumeClaim",
         object: storage::persistent_volume_claim,
+        create: None,
         update: None,
     },
     Rules {
         group: "coordination.k8s.io",
         kind: "Lease",
         object: storage::lease,
+        create: None,
         update: None,
     },
     Rules {
         group: "admissionregistration.k8s.io",
         kind: "MutatingWebhookConfiguration",
         object: webhooks::mutating,
+        create: None,
         update: None,
     },
     Rules {
         group: "admissionregistration.k8s.io",
         kind: "ValidatingAdmissionPolicy",
         object: admission_policy::validating_admission_policy,
+        create: None,
         update: None,
     },
     Rules {
         group: "admissionregistration.k8s.io",
         kind: "ValidatingWebhookConfiguration",
         object: webhooks::validating,
+        create: None,
         update: None,
     },
     Rules {
         group: "admissionregistration.k8s.io",
         kind: "ValidatingAdmissionPolicyBinding",
         object: admission_policy::validating_admission_policy_binding,
+        create: None,
         update: None,
     },
 ];
@@ -216,7 +249,8 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResul
 }
 
 /// Every problem with `obj`: the kind's rules first, then what its schema requires where the
-/// rules said nothing of that field (they word it as kube does for the kind).
+/// rules said nothing of that field (they word it as kube does for the kind), nor of that
+/// duplicate.
 fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
     let mut causes = Causes::new();
     if let Some(rules) = RULES
@@ -224,18 +258,34 @@ fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
         .find(|r| r.group == &*rt.group && r.kind == &*rt.kind)
     {
         (rules.object)(obj, &mut causes);
-        if let (Some(old), Some(update)) = (old, rules.update) {
-            update(old, obj, &mut causes);
+        match (old, rules.update, rules.create) {
+            (Some(old), Some(update), _) => update(old, obj, &mut causes),
+            (None, _, Some(create)) => create(obj, &mut causes),
+            _ => {}
         }
     }
     if let Some(root) = schemas().builtin(&rt.group, &rt.version, &rt.kind) {
         for (field, message) in schema::check(root, obj) {
-            if !causes.iter().any(|(f, _)| *f == field) {
+            if !causes
+                .iter()
+                .any(|(f, m)| *f == field || same_duplicate(f, m, &field, &message))
+            {
                 causes.push((field, message));
             }
         }
     }
     causes
+}
+
+/// Whether the rules' cause `rule` (at `rule_field`) already names the duplicate entry the
+/// schema found at `field` (kube's rules name some duplicates at the first of the pair, or at
+/// a field of it, as topology spread constraints do).
+fn same_duplicate(rule_field: &str, rule: &str, field: &str, message: &str) -> bool {
+    const DUPLICATE: &str = "Duplicate value";
+    let list = field.rsplit_once('[').map(|(list, _)| list);
+    message.starts_with(DUPLICATE)
+        && rule.starts_with(DUPLICATE)
+        && list.is_some_and(|list| rule_field.starts_with(&format!("{list}[")))
 }
 
 /// The keys of the JSON object `v` (none for anything else).

@@ -1,16 +1,19 @@
 //! kube's rules for pods and the pod templates of every workload (`ValidatePodSpec`,
 //! `validateContainerCommon`, `ValidatePodUpdate`): containers named with unique RFC 1123
 //! labels and an image, ports in range with a known protocol, lifecycle hooks and probes with
-//! one valid handler and no negative timings, user and group ids in range and a valid seccomp
-//! profile, volumes named uniquely and mounted by name, a known restart and DNS policy — and a
-//! pod's spec fixed once created but for its images, deadline, added tolerations and removed
-//! scheduling gates.
+//! one valid handler and no negative timings, volumes named uniquely and mounted by name, a
+//! known restart and DNS policy, valid node selector labels — and a pod's spec fixed once
+//! created but for its images, deadline, added tolerations and removed scheduling gates. The
+//! security contexts, affinity and topology spread constraints have their own modules.
 
 use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{list_of, one_of, port_name_errors, port_number, str_of};
+use super::{
+    affinity, label_selector, list_of, one_of, port_name_errors, port_number, security_context, str_of,
+    topology,
+};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_label_error, Causes};
 
@@ -18,9 +21,16 @@ use crate::machinery::meta::{dns_label_error, Causes};
 /// diff of the specs, which has no equivalent here).
 const POD_UPDATE_FORBIDDEN: &str = "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
-/// A Pod.
+/// A Pod: its seccomp and AppArmor annotations, then its spec.
 pub fn pod(obj: &Value, causes: &mut Causes) {
+    let annotations = &obj["metadata"]["annotations"];
+    security_context::annotations(annotations, &obj["spec"], "metadata.annotations", causes);
     pod_spec(&obj["spec"], "spec", causes);
+}
+
+/// A Pod's create: the profiles its annotations name agree with its fields.
+pub fn pod_create(obj: &Value, causes: &mut Causes) {
+    security_context::annotations_match_fields(obj, causes);
 }
 
 /// A PodTemplate: its `template`.
@@ -28,14 +38,21 @@ pub fn pod_template_object(obj: &Value, causes: &mut Causes) {
     pod_template(&obj["template"], "template", causes);
 }
 
-/// A pod template at `path`: its spec as a pod's.
+/// A pod template at `path`: its labels and annotations (kube names them without
+/// `metadata`), then its spec as a pod's.
 pub fn pod_template(template: &Value, path: &str, causes: &mut Causes) {
+    let meta = &template["metadata"];
+    label_selector::labels(&meta["labels"], &format!("{path}.labels"), causes);
+    let annotations = &meta["annotations"];
+    let at = format!("{path}.annotations");
+    security_context::annotations(annotations, &template["spec"], &at, causes);
     pod_spec(&template["spec"], &format!("{path}.spec"), causes);
 }
 
 /// kube's `ValidatePodSpec`, for the rules this server checks.
 fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     let volumes = volumes(list_of(spec, "volumes"), &format!("{path}.volumes"), causes);
+    let host_users = security_context::host_users(spec);
     let containers = list_of(spec, "containers");
     let at = format!("{path}.containers");
     if containers.is_empty() {
@@ -44,7 +61,7 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     let mut names = HashSet::new();
     for (i, c) in containers.iter().enumerate() {
         let here = format!("{at}[{i}]");
-        container(c, &here, &volumes, true, causes);
+        container(c, &here, &volumes, host_users, true, causes);
         let name = str_of(c, "name");
         if !names.insert(name) {
             causes.push((
@@ -58,7 +75,7 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
         let here = format!("{at}[{i}]");
         // Only a sidecar (an init container that keeps running) has hooks and probes.
         let sidecar = str_of(c, "restartPolicy") == "Always";
-        container(c, &here, &volumes, sidecar, causes);
+        container(c, &here, &volumes, host_users, sidecar, causes);
         if !sidecar {
             for field in ["lifecycle"].iter().chain(PROBES.iter().map(|(f, _)| f)) {
                 if c.get(*field).is_some_and(|p| !p.is_null()) {
@@ -92,71 +109,13 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
         format!("{path}.dnsPolicy"),
         causes,
     );
-    if let Some(sc) = spec.get("securityContext").filter(|sc| sc.is_object()) {
-        security_context(sc, &format!("{path}.securityContext"), causes);
-    }
-}
-
-/// The user and group ids, and the seccomp profile, of a pod's or a container's
-/// `securityContext` (kube's `ValidatePodSecurityContext` and `ValidateSecurityContext`).
-fn security_context(sc: &Value, path: &str, causes: &mut Causes) {
-    let id = |field: String, v: &Value, causes: &mut Causes| {
-        if let Some(n) = v.as_i64().filter(|n| !(0..=i64::from(i32::MAX)).contains(n)) {
-            causes.push((
-                field,
-                format!("Invalid value: {n}: must be between 0 and 2147483647, inclusive"),
-            ));
-        }
-    };
-    for field in ["runAsUser", "runAsGroup", "fsGroup"] {
-        id(format!("{path}.{field}"), &sc[field], causes);
-    }
-    for (i, g) in list_of(sc, "supplementalGroups").iter().enumerate() {
-        id(format!("{path}.supplementalGroups[{i}]"), g, causes);
-    }
-    if let Some(profile) = sc.get("seccompProfile").filter(|p| p.is_object()) {
-        seccomp_profile(profile, &format!("{path}.seccompProfile"), causes);
-    }
-}
-
-/// kube's `validateSeccompProfileField`: a known type, and a relative local profile exactly
-/// when the type is `Localhost`.
-fn seccomp_profile(profile: &Value, path: &str, causes: &mut Causes) {
-    let kind = str_of(profile, "type");
-    match kind {
-        "" => causes.push((
-            format!("{path}.type"),
-            "Required value: type is required when seccompProfile is set".to_string(),
-        )),
-        "Localhost" | "RuntimeDefault" | "Unconfined" => {}
-        other => causes.push((
-            format!("{path}.type"),
-            super::not_supported(other, &["Localhost", "RuntimeDefault", "Unconfined"]),
-        )),
-    }
-    let local = profile.get("localhostProfile").and_then(Value::as_str);
-    match (kind, local) {
-        ("Localhost", None) => causes.push((
-            format!("{path}.localhostProfile"),
-            "Required value: must be set when seccomp type is Localhost".to_string(),
-        )),
-        ("Localhost", Some(file)) => {
-            let at = format!("{path}.localhostProfile");
-            if file.starts_with('/') {
-                causes.push((
-                    at.clone(),
-                    format!("Invalid value: {}: must be a relative path", go_quote(file)),
-                ));
-            }
-            if file.split('/').any(|part| part == "..") {
-                causes.push((
-                    at,
-                    format!("Invalid value: {}: must not contain '..'", go_quote(file)),
-                ));
-            }
-        }
-        _ => {}
-    }
+    label_selector::labels(&spec["nodeSelector"], &format!("{path}.nodeSelector"), causes);
+    security_context::pod(spec, path, causes);
+    affinity::affinity(spec, path, causes);
+    topology::spread_constraints(spec, path, causes);
+    security_context::host_process(spec, path, causes);
+    security_context::own_user_namespace(spec, path, causes);
+    security_context::os(spec, path, causes);
 }
 
 /// kube's `ValidateVolumes`: each volume named by a unique RFC 1123 label, with exactly one
@@ -214,7 +173,14 @@ const PROBES: [(&str, bool); 3] = [
 
 /// kube's `validateContainerCommon`, for the rules this server checks; its lifecycle hooks and
 /// probes when it is `probed`.
-fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, causes: &mut Causes) {
+fn container(
+    c: &Value,
+    path: &str,
+    volumes: &HashSet<&str>,
+    host_users: bool,
+    probed: bool,
+    causes: &mut Causes,
+) {
     let name = str_of(c, "name");
     if name.is_empty() {
         causes.push((format!("{path}.name"), "Required value".to_string()));
@@ -267,7 +233,7 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, probed: bool, cause
         causes,
     );
     if let Some(sc) = c.get("securityContext").filter(|sc| sc.is_object()) {
-        security_context(sc, &format!("{path}.securityContext"), causes);
+        security_context::container(sc, &format!("{path}.securityContext"), host_users, causes);
     }
     for hook in ["postStart", "preStop"].iter().filter(|_| probed) {
         if let Some(h) = c["lifecycle"].get(*hook).filter(|h| h.is_object()) {
@@ -436,6 +402,7 @@ pub fn protocol(port: &Value, path: &str, causes: &mut Causes) {
 /// the deadline, added tolerations, a negative grace period set to 1, removed scheduling
 /// gates; ephemeral containers change through their subresource).
 pub fn pod_update(old: &Value, new: &Value, causes: &mut Causes) {
+    security_context::annotation_updates(old, new, causes);
     let (before, after) = (&old["spec"], &new["spec"]);
     let mut munged = after.clone();
     for list in ["containers", "initContainers"] {

@@ -634,3 +634,310 @@ fn container_resources_are_checked_as_kube_checks_them() {
         ]
     );
 }
+
+/// Causes with the long pattern explanations of kube's format errors cut off, for readability.
+fn brief(causes: Vec<String>) -> Vec<String> {
+    causes
+        .into_iter()
+        .map(|c| match c.find(" (e.g. ") {
+            Some(i) => c[..i].to_string(),
+            None => c,
+        })
+        .collect()
+}
+
+fn pod_with_spec(spec: Value) -> Value {
+    let mut p = pod(json!([{"name": "c", "image": "busybox"}]));
+    for (k, v) in spec.as_object().unwrap() {
+        p["spec"][k] = v.clone();
+    }
+    p
+}
+
+#[test]
+fn a_pod_using_security_contexts_affinity_and_spreading_as_documented_has_no_problems() {
+    let p = json!({"metadata": {"name": "web", "labels": {"app": "web"},
+        "annotations": {"container.apparmor.security.beta.kubernetes.io/c": "runtime/default"}},
+      "spec": {"os": {"name": "linux"},
+        "securityContext": {"runAsNonRoot": true, "fsGroup": 2000, "fsGroupChangePolicy": "OnRootMismatch",
+          "seccompProfile": {"type": "RuntimeDefault"}, "appArmorProfile": {"type": "RuntimeDefault"},
+          "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "1024 65535"},
+                      {"name": "kernel/shm_rmid_forced", "value": "1"}],
+          "seLinuxOptions": {"level": "s0:c123,c456"}, "supplementalGroupsPolicy": "Strict"},
+        "containers": [{"name": "c", "image": "nginx", "securityContext": {"allowPrivilegeEscalation": false,
+          "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}, "readOnlyRootFilesystem": true,
+          "runAsUser": 1000, "procMount": "Default",
+          "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"}}}],
+        "affinity": {
+          "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+              {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a", "b"]},
+                                    {"key": "cpus", "operator": "Gt", "values": ["4"]}],
+               "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-1"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+              "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["any value!"]}]}}]},
+          "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+            "namespaceSelector": {}, "namespaces": ["default"], "topologyKey": "kubernetes.io/hostname",
+            "matchLabelKeys": ["pod-template-hash"]}]},
+          "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+            "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}}]}},
+        "topologySpreadConstraints": [
+          {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,
+           "nodeAffinityPolicy": "Honor", "nodeTaintsPolicy": "Ignore",
+           "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash"]},
+          {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}});
+    assert_eq!(create("", "pods", p), Vec::<String>::new());
+}
+
+#[test]
+fn pod_security_contexts_are_checked_in_kubes_order() {
+    let p = pod_with_spec(
+        json!({"hostNetwork": true, "hostPID": true, "shareProcessNamespace": true,
+        "securityContext": {"runAsUser": -1, "fsGroup": -5,
+            "sysctls": [{"name": "net.core.somaxconn", "value": "1"}, {"name": "kernel.shm_rmid_forced", "value": "1"},
+                {"name": "Bad_Name", "value": "1"}, {"name": "net.core.somaxconn", "value": "2"}, {"name": "", "value": "x"}],
+            "fsGroupChangePolicy": "Sometimes", "appArmorProfile": {"type": "Localhost"},
+            "seLinuxChangePolicy": "Never", "supplementalGroupsPolicy": "Loose"}}),
+    );
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.securityContext.fsGroup: Invalid value: -5: must be between 0 and 2147483647, inclusive",
+            "spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+            "spec.securityContext.shareProcessNamespace: Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled",
+            "spec.securityContext.sysctls[0].name: Invalid value: \"net.core.somaxconn\": may not be specified when 'hostNetwork' is true",
+            r#"spec.securityContext.sysctls[2].name: Invalid value: "Bad_Name": must have at most 253 characters and match regex ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"#,
+            "spec.securityContext.sysctls[3].name: Duplicate value: \"net.core.somaxconn\"",
+            "spec.securityContext.sysctls[3].name: Invalid value: \"net.core.somaxconn\": may not be specified when 'hostNetwork' is true",
+            "spec.securityContext.sysctls[4].name: Required value",
+            "spec.securityContext.fsGroupChangePolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnRootMismatch\"",
+            "spec.securityContext.appArmorProfile.localhostProfile: Required value: must be set when AppArmor type is Localhost",
+            "spec.securityContext.supplementalGroupsPolicy: Unsupported value: \"Loose\": supported values: \"Merge\", \"Strict\"",
+            "spec.securityContext.seLinuxChangePolicy: Unsupported value: \"Never\": supported values: \"MountOption\", \"Recursive\"",
+        ]
+    );
+    // An IPC sysctl in the host's IPC namespace, written with slashes.
+    let p = pod_with_spec(json!({"hostIPC": true,
+        "securityContext": {"sysctls": [{"name": "kernel/msgmax", "value": "1"}, {"name": "net/ipv4/ip_forward", "value": "1"}]}}));
+    assert_eq!(
+        create("", "pods", p),
+        ["spec.securityContext.sysctls[0].name: Invalid value: \"kernel/msgmax\": may not be specified when 'hostIPC' is true"]
+    );
+}
+
+#[test]
+fn container_security_contexts_follow_kubes_rules() {
+    let sc = json!({"privileged": true, "allowPrivilegeEscalation": false,
+        "capabilities": {"add": ["CAP_SYS_ADMIN", "NET_ADMIN"]}, "procMount": "Unmasked", "runAsGroup": -1,
+        "seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"},
+        "appArmorProfile": {"type": "Unconfined", "localhostProfile": "x"}});
+    let p = pod(json!([{"name": "c", "image": "busybox", "securityContext": sc.clone()}]));
+    let at = "spec.containers[0].securityContext";
+    assert_eq!(
+        create("", "pods", p),
+        [
+            format!("{at}.runAsGroup: Invalid value: -1: must be between 0 and 2147483647, inclusive"),
+            format!("{at}.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`"),
+            format!("{at}.seccompProfile.localhostProfile: Invalid value: {}: can only be set when seccomp type is Localhost", sc["seccompProfile"]),
+            format!("{at}: Invalid value: {sc}: cannot set `allowPrivilegeEscalation` to false and `privileged` to true"),
+            format!("{at}: Invalid value: {sc}: cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"),
+            format!("{at}.appArmorProfile.localhostProfile: Invalid value: \"x\": can only be set when AppArmor type is Localhost"),
+        ]
+    );
+    // In its own user namespace a container may unmask /proc, not name another mount type.
+    let mut p = pod(
+        json!([{"name": "c", "image": "busybox", "securityContext": {"procMount": "Unmasked"}},
+        {"name": "d", "image": "busybox", "securityContext": {"procMount": "Masked",
+            "appArmorProfile": {"type": "Localhost", "localhostProfile": " padded "}}}]),
+    );
+    p["spec"]["hostUsers"] = json!(false);
+    p["spec"]["hostIPC"] = json!(true);
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.containers[1].securityContext.procMount: Unsupported value: \"Masked\": supported values: \"Default\", \"Unmasked\"",
+            "spec.containers[1].securityContext.appArmorProfile.localhostProfile: Invalid value: \" padded \": must not be padded with whitespace",
+            "spec.hostIPC: Forbidden: when `hostUsers` is false",
+        ]
+    );
+}
+
+#[test]
+fn a_pod_has_the_settings_of_its_operating_system_only() {
+    let p = pod_with_spec(json!({"os": {"name": "linux"},
+        "containers": [{"name": "c", "image": "busybox", "securityContext": {"windowsOptions": {"runAsUserName": "dom\\ain\\user"}}}]}));
+    assert_eq!(
+        create("", "pods", p),
+        [
+            r#"spec.containers[0].securityContext.windowsOptions.runAsUserName: Invalid value: "dom\\ain\\user": runAsUserName cannot contain more than one backslash"#,
+            "spec.containers[0].securityContext.windowsOptions: Forbidden: windows options cannot be set for a linux pod",
+        ]
+    );
+    let p = pod_with_spec(json!({"os": {"name": "windows"}, "hostPID": true,
+        "securityContext": {"runAsUser": 1000, "seLinuxOptions": {"level": "s0"}, "windowsOptions": {"gmsaCredentialSpec": ""}},
+        "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true,
+            "windowsOptions": {"runAsUserName": "-bad-domain-\\us*er"}}}]}));
+    assert_eq!(
+        create("", "pods", p),
+        [
+            r#"spec.containers[0].securityContext.windowsOptions.runAsUserName: Invalid value: "-bad-domain-\\us*er": runAsUserName's User cannot contain the following characters: "/\:;|=,+*?<>@[]"#,
+            "spec.securityContext.windowsOptions.gmsaCredentialSpec: Invalid value: \"\": gmsaCredentialSpec cannot be an empty string",
+            "spec.securityContext.seLinuxOptions: Forbidden: cannot be set for a windows pod",
+            "spec.hostPID: Forbidden: cannot be set for a windows pod",
+            "spec.securityContext.runAsUser: Forbidden: cannot be set for a windows pod",
+            "spec.containers[0].securityContext.privileged: Forbidden: cannot be set for a windows pod",
+        ]
+    );
+    // Host process containers: all of them or none, on the host's network.
+    let p = pod_with_spec(json!({"os": {"name": "windows"},
+        "securityContext": {"windowsOptions": {"hostProcess": true}},
+        "containers": [{"name": "c", "image": "busybox"},
+            {"name": "d", "image": "busybox", "securityContext": {"windowsOptions": {"hostProcess": false}}}]}));
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.containers[1].securityContext.windowsOptions.hostProcess: Invalid value: false: pod hostProcess value must be identical if both are specified, was true",
+            "spec: Invalid value: \"\": If pod contains any hostProcess containers then all containers must be HostProcess containers",
+            "spec.hostNetwork: Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers",
+        ]
+    );
+    assert_eq!(
+        create("", "pods", pod_with_spec(json!({"os": {"name": "mac"}}))),
+        ["spec.os: Unsupported value: \"mac\": supported values: \"linux\", \"windows\""]
+    );
+}
+
+#[test]
+fn seccomp_and_apparmor_annotations_are_valid_and_agree_with_the_fields() {
+    let mut p = pod(json!([{"name": "c", "image": "busybox"}]));
+    p["metadata"]["annotations"] = json!({
+        "container.apparmor.security.beta.kubernetes.io/ghost": "localhost/x",
+        "container.apparmor.security.beta.kubernetes.io/c": "bogus",
+        "seccomp.security.alpha.kubernetes.io/pod": "chrome"});
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "metadata.annotations.seccomp.security.alpha.kubernetes.io/pod: Invalid value: \"chrome\": must be a valid seccomp profile",
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: Invalid value: \"bogus\": invalid AppArmor profile name: \"bogus\"",
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/ghost]: Invalid value: \"ghost\": container not found",
+        ]
+    );
+    let mut p = pod(json!([{"name": "c", "image": "busybox",
+        "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}]));
+    p["spec"]["securityContext"] =
+        json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "a.json"}});
+    p["metadata"]["annotations"] = json!({
+        "container.apparmor.security.beta.kubernetes.io/c": "unconfined",
+        "seccomp.security.alpha.kubernetes.io/pod": "localhost/b.json"});
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.securityContext.seccompProfile.localhostProfile: Forbidden: seccomp profile in annotation and field must match",
+            "spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match",
+        ]
+    );
+    // AppArmor annotations are fixed once the pod exists.
+    let old = pod(json!([{"name": "c", "image": "busybox"}]));
+    let mut new = old.clone();
+    new["metadata"]["annotations"] =
+        json!({"container.apparmor.security.beta.kubernetes.io/c": "runtime/default"});
+    assert_eq!(
+        update("", "pods", old, new),
+        ["metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: Forbidden: may not add AppArmor annotations"]
+    );
+}
+
+#[test]
+fn affinity_terms_follow_kubes_rules() {
+    let p = pod_with_spec(json!({"affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": "zone", "operator": "In"}, {"key": "size", "operator": "Gt", "values": ["1", "2"]},
+                    {"key": "gpu", "operator": "Exists", "values": ["x"]}, {"key": "bad key", "operator": "Near", "values": ["a b"]}],
+                "matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["n1"]},
+                    {"key": "metadata.name", "operator": "Exists", "values": ["Node_1"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0,
+                "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["not valid!"]}]}}]},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}, "topologyKey": ""}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101, "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {"app": "web"}}, "namespaces": ["Bad_NS"], "topologyKey": "kubernetes.io/hostname",
+            "matchLabelKeys": ["app"], "mismatchLabelKeys": ["app"]}}]}}}));
+    let na = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]";
+    let pa = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]";
+    let anti = "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]";
+    assert_eq!(
+        brief(create("", "pods", p)),
+        [
+            format!("{na}.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+            format!("{na}.matchExpressions[1].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"),
+            format!("{na}.matchExpressions[2].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
+            format!("{na}.matchExpressions[3].operator: Invalid value: \"Near\": not a valid selector operator"),
+            format!("{na}.matchExpressions[3].key: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+            format!("{na}.matchExpressions[3].values[0]: Invalid value: \"a b\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+            format!("{na}.matchFields[0].key: Invalid value: \"metadata.labels\": not a valid field selector key"),
+            format!("{na}.matchFields[1].operator: Invalid value: \"Exists\": not a valid selector operator"),
+            format!("{na}.matchFields[1].values[0]: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100".to_string(),
+            format!("{pa}.labelSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+            format!("{pa}.topologyKey: Required value: can not be empty"),
+            format!("{pa}.topologyKey: Invalid value: \"\": name part must be non-empty"),
+            format!("{pa}.topologyKey: Invalid value: \"\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+            format!("{anti}.weight: Invalid value: 101: must be in the range 1-100"),
+            format!("{anti}.podAffinityTerm.namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"),
+            format!("{anti}.podAffinityTerm.matchLabelKeys[0]: Invalid value: \"app\": exists in both matchLabelKeys and mismatchLabelKeys"),
+        ]
+    );
+    let p = pod_with_spec(json!({"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone", "matchLabelKeys": ["app"]}]}}}));
+    assert_eq!(
+        create("", "pods", p),
+        [
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Required value: must have at least one node selector term",
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set",
+        ]
+    );
+    // The same rules hold in every workload's pod template.
+    let mut d = deployment(json!({"matchLabels": {"app": "web"}}), json!({"app": "web"}));
+    d["spec"]["template"]["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": {"app": "web"}}}]}});
+    assert_eq!(
+        brief(create("apps", "deployments", d)),
+        [
+            "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
+            "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Invalid value: \"\": name part must be non-empty",
+            "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Invalid value: \"\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        ]
+    );
+}
+
+#[test]
+fn topology_spread_constraints_follow_kubes_rules() {
+    let p = pod_with_spec(json!({"topologySpreadConstraints": [
+        {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 0},
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "nodeAffinityPolicy": "Always"},
+        {"maxSkew": 1, "topologyKey": "", "whenUnsatisfiable": "Maybe", "minDomains": 2, "nodeTaintsPolicy": "Honor",
+         "matchLabelKeys": ["app", "pod-template-hash"], "labelSelector": {"matchLabels": {"app": "web"}}},
+        {"maxSkew": 1, "topologyKey": "host", "whenUnsatisfiable": "ScheduleAnyway", "matchLabelKeys": ["app"],
+         "labelSelector": null}]}));
+    // kube merges the pod's `app` label into the third selector before it validates it.
+    let mut p = p;
+    p["metadata"]["labels"] = json!({"app": "web"});
+    let at = "spec.topologySpreadConstraints";
+    assert_eq!(
+        create("", "pods", p),
+        [
+            format!("{at}[0].maxSkew: Invalid value: 0: must be greater than zero"),
+            format!("{at}[0].{{topologyKey, whenUnsatisfiable}}: Duplicate value: \"{{zone, DoNotSchedule}}\""),
+            format!("{at}[0].minDomains: Invalid value: 0: must be greater than zero"),
+            format!("{at}[1].nodeAffinityPolicy: Unsupported value: \"Always\": supported values: \"Honor\", \"Ignore\""),
+            format!("{at}[2].topologyKey: Required value: can not be empty"),
+            format!("{at}[2].whenUnsatisfiable: Unsupported value: \"Maybe\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\""),
+            format!("{at}[2].minDomains: Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not Maybe"),
+            format!("{at}[2][0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector"),
+            format!("{at}[3].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"),
+        ]
+    );
+}

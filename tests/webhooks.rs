@@ -115,6 +115,10 @@ async fn review(
         }
         "deny" => response["warnings"] = json!([format!("configmap {name} looks fine")]),
         "slow" => tokio::time::sleep(Duration::from_secs(4)).await,
+        "no-rm" if obj["command"].as_array().is_some_and(|c| c.iter().any(|w| w == "rm")) => {
+            response["allowed"] = json!(false);
+            response["status"] = json!({"message": "no rm in exec", "reason": "Forbidden", "code": 403});
+        }
         _ => {}
     }
     if let Some(p) = patch {
@@ -377,6 +381,42 @@ async fn webhooks_mutate_and_validate_writes_on_every_replica() {
     k.ok("node-2", &["-n", "stamped", "get", "configmap", "cm"]);
     k.ok("node-1", &["delete", "mutatingwebhookconfiguration", "stamper"]);
     k.ok("node-1", &["-n", "stamped", "delete", "configmap", "cm"]);
+
+    // A CONNECT reaches webhooks with its options as the object: `kubectl exec` is refused
+    // before any kubelet is asked, or passes on to find the pod has none.
+    let mut no_rm = webhook("no-rm.example.com", by_url(&hooks, "no-rm"), "on", json!({}));
+    no_rm["rules"] =
+        json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/exec"]}]);
+    configure(&k, "ValidatingWebhookConfiguration", "no-rm", vec![no_rm]);
+    k.ok("node-1", &["-n", "hooked", "run", "shell", "--image=busybox"]);
+    k.refused(
+        "node-2",
+        &["-n", "hooked", "exec", "shell", "--", "rm", "-rf", "/"],
+        r#"Error from server (Forbidden): admission webhook "no-rm.example.com" denied the request: no rm in exec"#,
+    );
+    let request = hooks.seen.lock().unwrap().last["no-rm"]["request"].clone();
+    assert_eq!(
+        (&request["operation"], &request["kind"], &request["resource"], &request["subResource"], &request["name"]),
+        (
+            &json!("CONNECT"),
+            &json!({"group": "", "version": "v1", "kind": "PodExecOptions"}),
+            &json!({"group": "", "version": "v1", "resource": "pods"}),
+            &json!("exec"),
+            &json!("shell")
+        )
+    );
+    assert_eq!(
+        request["object"],
+        json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true, "stderr": true,
+               "container": "shell", "command": ["rm", "-rf", "/"]})
+    );
+    assert_eq!(request["options"], Value::Null);
+    k.refused(
+        "node-3",
+        &["-n", "hooked", "exec", "shell", "--", "ls"],
+        "Error from server (BadRequest): pod shell does not have a host assigned",
+    );
+    k.ok("node-1", &["delete", "validatingwebhookconfiguration", "no-rm"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

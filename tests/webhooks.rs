@@ -93,7 +93,9 @@ async fn review(
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let mut response = json!({"uid": req["uid"], "allowed": true});
     let mut patch = None;
-    match path.as_str() {
+    // `beta-X` does what `X` does, answering as a bare `admission.k8s.io/v1beta1` webhook may.
+    let beta = path.strip_prefix("beta-");
+    match beta.unwrap_or(&path) {
         // A delete is admitted with no object: there is nothing to label.
         "label" if !obj.is_null() => patch = Some(set_patch(obj, "labels", "webhook-added", "yes")),
         "stamp" => {
@@ -121,7 +123,14 @@ async fn review(
         response["patchType"] = json!("JSONPatch");
         response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(p.to_string()));
     }
-    Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+    if beta.is_some() {
+        // No apiVersion, kind, uid or patchType: kube never checked them in v1beta1.
+        let response = response.as_object_mut().expect("the response is an object");
+        response.remove("uid");
+        response.remove("patchType");
+        return Json(json!({"response": response}));
+    }
+    Json(json!({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}))
 }
 
 /// Starts the webhook server, with a certificate of a fresh CA for `127.0.0.1` and
@@ -780,4 +789,89 @@ async fn webhooks_for_another_version_get_the_object_converted() {
     assert_eq!(label(&stored, "webhook-added"), Some("yes"));
     assert_eq!(stored["spec"]["targetCPUUtilizationPercentage"], 70);
     assert_eq!(hooks.last("label")["request"]["requestKind"]["version"], "v1");
+}
+
+/// A webhook whose `admissionReviewVersions` lists `v1beta1` as the first version kube knows
+/// gets an `admission.k8s.io/v1beta1` review, and its answer (without apiVersion, kind, uid or
+/// patchType, which kube never checked in v1beta1) denies and patches; a configuration naming
+/// no version kube knows is refused with kube's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_speaking_v1beta1_get_and_answer_v1beta1_reviews() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "beta", "beta");
+    let v2 = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v2"},
+        "webhooks": [webhook("v2.example.com", by_url(&hooks, "none"), "beta", json!({"admissionReviewVersions": ["v2"]}))],
+    });
+    let file = k.manifest("v2.json", &v2.to_string());
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &file]);
+    assert!(!ok);
+    assert!(
+        err.contains(r#"The ValidatingWebhookConfiguration "v2" is invalid: webhooks[0].admissionReviewVersions: Invalid value: []string{"v2"}: must include at least one of v1, v1beta1"#),
+        "{err}"
+    );
+    configure(
+        &k,
+        "MutatingWebhookConfiguration",
+        "beta-labels",
+        vec![webhook(
+            "label.beta.example.com",
+            by_url(&hooks, "beta-label"),
+            "beta",
+            json!({"admissionReviewVersions": ["v2", "v1beta1", "v1"]}),
+        )],
+    );
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "beta-checks",
+        vec![webhook(
+            "deny.beta.example.com",
+            by_url(&hooks, "beta-deny"),
+            "beta",
+            json!({"admissionReviewVersions": ["v1beta1"]}),
+        )],
+    );
+    k.ok(
+        "node-2",
+        &["-n", "beta", "create", "configmap", "fine", "--from-literal=a=b"],
+    );
+    for path in ["beta-label", "beta-deny"] {
+        let review = hooks.last(path);
+        assert_eq!(review["apiVersion"], "admission.k8s.io/v1beta1", "{review}");
+        assert_eq!(review["kind"], "AdmissionReview");
+        assert_eq!(review["request"]["operation"], "CREATE");
+        assert_eq!(review["request"]["object"]["metadata"]["name"], "fine");
+    }
+    // The validating webhook saw the mutating one's patch, and so does every reader.
+    assert_eq!(
+        label(&hooks.last("beta-deny")["request"]["object"], "webhook-added"),
+        Some("yes")
+    );
+    let stored = k.json("node-3", &["-n", "beta", "get", "configmap", "fine"]);
+    assert_eq!(label(&stored, "webhook-added"), Some("yes"), "{stored}");
+
+    let (code, status) = k
+        .send(
+            Method::POST,
+            1,
+            "/api/v1/namespaces/beta/configmaps",
+            Some(&configmap("denied", json!({"forbidden": "true"}))),
+        )
+        .await;
+    assert_eq!(
+        (code, status["reason"].as_str(), status["message"].as_str()),
+        (
+            403,
+            Some("Forbidden"),
+            Some(
+                r#"admission webhook "deny.beta.example.com" denied the request: label forbidden is not allowed"#
+            )
+        ),
+        "{status}"
+    );
+    assert_eq!(hooks.calls("none"), 0);
 }

@@ -67,6 +67,40 @@ pub struct Hook {
     pub client: ClientConfig,
     /// `matchConditions`, compiled once with the configuration.
     pub conditions: Arc<Vec<Condition>>,
+    /// The `AdmissionReview` version it is sent: the first of its `admissionReviewVersions`
+    /// this server speaks (`None`: none is, and calling it fails).
+    pub review_version: Option<ReviewVersion>,
+}
+
+/// The `admission.k8s.io` versions of `AdmissionReview` kube sends, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewVersion {
+    V1,
+    V1beta1,
+}
+
+impl ReviewVersion {
+    /// Every known version, as `admissionReviewVersions` names them.
+    pub const KNOWN: [(&'static str, ReviewVersion); 2] =
+        [("v1", ReviewVersion::V1), ("v1beta1", ReviewVersion::V1beta1)];
+
+    /// kube's `CreateAdmissionObjects`: the first of `versions` it knows.
+    fn first_known(versions: &[String]) -> Option<ReviewVersion> {
+        versions.iter().find_map(|v| {
+            Self::KNOWN
+                .iter()
+                .find(|(name, _)| name == v)
+                .map(|(_, known)| *known)
+        })
+    }
+
+    /// The review's `apiVersion`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
 }
 
 /// The strings of a JSON array (others are skipped).
@@ -139,6 +173,7 @@ impl Hook {
                     })
                     .collect(),
             ),
+            review_version: ReviewVersion::first_known(&strings(&w["admissionReviewVersions"])),
         }
     }
 }
@@ -348,7 +383,8 @@ fn conditions_hold(
     requested: &Attributes<'_>,
     obj: Option<&Value>,
 ) -> ApiResult<bool> {
-    let request = super::review::request(attrs, requested, obj).1["request"].take();
+    // kube builds the `request` variable as a `v1` AdmissionRequest, whatever the webhook speaks.
+    let request = super::review::request(ReviewVersion::V1, attrs, requested, obj).1["request"].take();
     let [authorizer, request_resource] = crate::admission::authorizer::variables(attrs);
     let vars = [
         ("object", obj.map_or(cel::Value::Null, value::from_json)),

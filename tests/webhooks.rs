@@ -136,11 +136,16 @@ async fn review(
 /// Starts the webhook server, with a certificate of a fresh CA for `127.0.0.1` and
 /// `hooks.webhooks.svc`.
 fn start_hooks() -> Hooks {
+    start_hooks_with_ca("webhook-test-ca")
+}
+
+/// Like [`start_hooks`], its CA named `ca`.
+fn start_hooks_with_ca(ca: &str) -> Hooks {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let app = Router::new()
         .route("/{*path}", post(review))
         .with_state(seen.clone());
-    let server = TlsServer::start(app, &["hooks.webhooks.svc"]);
+    let server = TlsServer::start_with_ca(app, &["hooks.webhooks.svc"], ca);
     Hooks { server, seen }
 }
 
@@ -874,4 +879,81 @@ async fn webhooks_speaking_v1beta1_get_and_answer_v1beta1_reviews() {
         "{status}"
     );
     assert_eq!(hooks.calls("none"), 0);
+}
+
+/// A webhook without a `caBundle` is verified against the system's trust roots, which the
+/// replicas read from `SSL_CERT_FILE` as kube-apiserver's Go does: one whose CA is there is
+/// called; one whose CA is not fails with Go's x509 error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_without_a_ca_bundle_are_verified_with_the_system_roots() {
+    let trusted = start_hooks();
+    let unknown = start_hooks_with_ca("another-test-ca");
+    let roots = tempfile::tempdir().unwrap();
+    let roots_file = roots.path().join("roots.pem");
+    std::fs::write(&roots_file, &trusted.server.ca_pem).unwrap();
+    let k = Kube::start_with(Options {
+        env: vec![("SSL_CERT_FILE".into(), roots_file.display().to_string())],
+        ..Options::default()
+    })
+    .await;
+    namespace(&k, "trusted", "trusted");
+    namespace(&k, "unknown", "unknown");
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "system-roots",
+        vec![
+            webhook(
+                "trusted.example.com",
+                json!({"url": trusted.url("deny")}),
+                "trusted",
+                json!({}),
+            ),
+            webhook(
+                "unknown.example.com",
+                json!({"url": unknown.url("deny")}),
+                "unknown",
+                json!({}),
+            ),
+        ],
+    );
+    for node in ["node-1", "node-2", "node-3"] {
+        let name = format!("from-{node}");
+        let (ok, _, err) = k.kubectl(
+            node,
+            &[
+                "-n",
+                "trusted",
+                "create",
+                "configmap",
+                &name,
+                "--from-literal=a=b",
+            ],
+        );
+        assert!(ok, "{err}");
+        assert!(
+            err.contains(&format!("Warning: configmap {name} looks fine")),
+            "{err}"
+        );
+    }
+    assert_eq!(trusted.calls("deny"), 3);
+
+    let (code, status) = k
+        .send(
+            Method::POST,
+            2,
+            "/api/v1/namespaces/unknown/configmaps",
+            Some(&configmap("x", json!({}))),
+        )
+        .await;
+    let expected = format!(
+        r#"Internal error occurred: failed calling webhook "unknown.example.com": failed to call webhook: Post "{}?timeout=10s": tls: failed to verify certificate: x509: certificate signed by unknown authority"#,
+        unknown.url("deny")
+    );
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (500, Some(expected.as_str())),
+        "{status}"
+    );
+    assert_eq!(unknown.calls("deny"), 0);
 }

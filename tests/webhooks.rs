@@ -106,6 +106,10 @@ async fn review(
             patch = Some(set_patch(obj, "annotations", "seen-b", &seen_b));
         }
         "second" => patch = Some(set_patch(obj, "labels", "b", "1")),
+        "note" => {
+            let note = format!("{} (noted)", obj["note"].as_str().unwrap_or_default());
+            patch = Some(json!([{"op": "add", "path": "/note", "value": note}]));
+        }
         "deny" if label(obj, "forbidden") == Some("true") => {
             response["allowed"] = json!(false);
             response["status"] =
@@ -956,4 +960,124 @@ async fn webhooks_without_a_ca_bundle_are_verified_with_the_system_roots() {
         "{status}"
     );
     assert_eq!(unknown.calls("deny"), 0);
+}
+
+/// events.k8s.io Events are core Events in kube (one storage kind, kube's equivalent
+/// resources): under `matchPolicy: Equivalent` a webhook for `events.k8s.io/v1 events` is
+/// called for a core Event created with kubectl, with the Event in events.k8s.io/v1 terms
+/// (`note` for `message`, `regarding` for `involvedObject`), `kind` and `resource` in its
+/// group, `requestKind` and `requestResource` in the request's, and a mutating webhook's
+/// patch converted back into the core Event stored; an `Exact` webhook is not called. The
+/// other way round, a webhook for core events sees an events.k8s.io Event as a core one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_for_events_k8s_io_see_core_events_and_back() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "evented", "events");
+    let rule = |group: &str| json!([{"operations": ["CREATE"], "apiGroups": [group], "apiVersions": ["v1"], "resources": ["events"]}]);
+    configure(
+        &k,
+        "MutatingWebhookConfiguration",
+        "event-notes",
+        vec![webhook(
+            "note.example.com",
+            by_url(&hooks, "note"),
+            "events",
+            json!({"rules": rule("events.k8s.io")}),
+        )],
+    );
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "event-checks",
+        vec![
+            webhook(
+                "equivalent.example.com",
+                by_url(&hooks, "equivalent"),
+                "events",
+                json!({"rules": rule("events.k8s.io")}),
+            ),
+            webhook(
+                "exact.example.com",
+                by_url(&hooks, "exact"),
+                "events",
+                json!({"rules": rule("events.k8s.io"), "matchPolicy": "Exact"}),
+            ),
+            webhook(
+                "core.example.com",
+                by_url(&hooks, "core"),
+                "events",
+                json!({"rules": rule(""), "matchPolicy": "Equivalent"}),
+            ),
+        ],
+    );
+    let core = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "started", "namespace": "evented"},
+        "involvedObject": {"kind": "Pod", "name": "web", "namespace": "evented"},
+        "reason": "Started", "message": "container started", "type": "Normal",
+        "source": {"component": "kubelet"}, "count": 1});
+    let file = k.manifest("core-event.json", &core.to_string());
+    k.ok("node-2", &["create", "-f", &file]);
+
+    assert_eq!(hooks.calls("exact"), 0);
+    assert_eq!(hooks.calls("note"), 1);
+    assert_eq!(hooks.calls("core"), 1);
+    let review = hooks.last("equivalent");
+    let req = &review["request"];
+    assert_eq!(
+        (&req["kind"], &req["resource"]),
+        (
+            &json!({"group": "events.k8s.io", "version": "v1", "kind": "Event"}),
+            &json!({"group": "events.k8s.io", "version": "v1", "resource": "events"})
+        ),
+        "{review}"
+    );
+    assert_eq!(
+        (&req["requestKind"], &req["requestResource"]),
+        (
+            &json!({"group": "", "version": "v1", "kind": "Event"}),
+            &json!({"group": "", "version": "v1", "resource": "events"})
+        )
+    );
+    let seen = &req["object"];
+    assert_eq!(seen["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(seen["regarding"]["name"], "web");
+    assert_eq!(seen["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(seen["deprecatedCount"], 1);
+    assert!(
+        seen.get("message").is_none() && seen.get("involvedObject").is_none(),
+        "{seen}"
+    );
+    // The mutating webhook's note is what the validating webhooks and every reader see.
+    assert_eq!(seen["note"], "container started (noted)");
+    assert_eq!(
+        hooks.last("core")["request"]["object"]["message"],
+        "container started (noted)"
+    );
+    let stored = k.json("node-3", &["-n", "evented", "get", "event", "started"]);
+    assert_eq!(stored["message"], "container started (noted)", "{stored}");
+    assert_eq!(stored["involvedObject"]["name"], "web");
+
+    // The other way round: the events.k8s.io Event, as the core webhook's resource.
+    let events = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "reported", "namespace": "evented"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "example.com/tests",
+        "reportingInstance": "tests-1", "action": "Testing", "reason": "Tested", "type": "Normal",
+        "note": "from events.k8s.io", "regarding": {"kind": "Pod", "name": "web", "namespace": "evented"}});
+    let file = k.manifest("events-event.json", &events.to_string());
+    k.ok("node-1", &["create", "-f", &file]);
+    assert_eq!(hooks.calls("core"), 2);
+    let review = hooks.last("core");
+    let req = &review["request"];
+    assert_eq!(
+        req["kind"],
+        json!({"group": "", "version": "v1", "kind": "Event"}),
+        "{review}"
+    );
+    assert_eq!(req["requestKind"]["group"], "events.k8s.io");
+    assert_eq!(req["object"]["apiVersion"], "v1");
+    assert_eq!(req["object"]["message"], "from events.k8s.io (noted)");
+    assert_eq!(req["object"]["reportingComponent"], "example.com/tests");
+    assert_eq!(req["object"]["involvedObject"]["name"], "web");
+    assert_eq!(hooks.calls("exact"), 1);
 }

@@ -12,6 +12,7 @@
 mod autoscaling;
 pub mod conversion;
 pub mod custom;
+mod events;
 
 use std::any::Any;
 use std::fmt;
@@ -173,8 +174,9 @@ impl ResourceType {
     /// The group, version and kind objects of this type are stored as, where discovery names
     /// them: a custom resource's storage version; for a built-in type its own, but where
     /// kube-apiserver stores it as another (events.k8s.io Events are core Events, every
-    /// autoscaling HorizontalPodAutoscaler is `autoscaling/v2`). `None` for reviews, which
-    /// are never stored.
+    /// autoscaling HorizontalPodAutoscaler is `autoscaling/v2`: [`conversion::BUILTIN`]).
+    /// `None` for reviews, which are never stored. Types with one storage kind are kube's
+    /// equivalent resources.
     pub fn storage_kind(&self) -> Option<(&str, &str, &str)> {
         if self.review {
             return None;
@@ -182,11 +184,8 @@ impl ResourceType {
         if let Some(custom) = &self.custom {
             return Some((&self.group, &custom.storage_version, &self.kind));
         }
-        let stored_as = STORED_AS
-            .iter()
-            .find(|((group, plural), _)| (*group, *plural) == (&*self.group, &*self.plural));
-        Some(match stored_as {
-            Some((_, gvk)) => *gvk,
+        Some(match conversion::to_storage_kind(self) {
+            Some(c) => (c.storage_group, c.storage_version, c.kind),
             None => (&self.group, &self.version, &self.kind),
         })
     }
@@ -233,19 +232,6 @@ pub struct Subresource<'a> {
     /// else; a read answers the whole object, as kube-apiserver's do.
     pub part: Option<&'static [&'static str]>,
 }
-
-/// A group, version and kind.
-type Gvk = (&'static str, &'static str, &'static str);
-
-/// Built-in types kube-apiserver stores as another group, version or kind than the one they
-/// are served as: `((group, plural), (storage group, version, kind))`.
-const STORED_AS: &[((&str, &str), Gvk)] = &[
-    (("events.k8s.io", "events"), ("", "v1", "Event")),
-    (
-        ("autoscaling", "horizontalpodautoscalers"),
-        ("autoscaling", "v2", "HorizontalPodAutoscaler"),
-    ),
-];
 
 /// What the status and scale subresources answer: reads and writes of one object, nothing else.
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];

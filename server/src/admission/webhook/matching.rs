@@ -84,6 +84,11 @@ impl ReviewVersion {
     pub const KNOWN: [(&'static str, ReviewVersion); 2] =
         [("v1", ReviewVersion::V1), ("v1beta1", ReviewVersion::V1beta1)];
 
+    /// The names of the known versions, in kube's order.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::KNOWN.into_iter().map(|(name, _)| name)
+    }
+
     /// kube's `CreateAdmissionObjects`: the first of `versions` it knows.
     fn first_known(versions: &[String]) -> Option<ReviewVersion> {
         versions.iter().find_map(|v| {

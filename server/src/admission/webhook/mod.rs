@@ -14,6 +14,8 @@
 mod matching;
 mod review;
 
+pub use matching::ReviewVersion;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 

@@ -682,6 +682,17 @@ async fn validating_admission_policies_deny_and_warn_on_every_replica() {
 /// A policy `name` for `autoscaling/v2` autoscalers with `match_policy` and `validations`
 /// (YAML list items), and its `Deny` binding.
 fn v2_policy(name: &str, match_policy: &str, validations: &str) -> String {
+    policy_for(
+        "{apiGroups: [autoscaling], apiVersions: [v2], operations: [CREATE], resources: [horizontalpodautoscalers]}",
+        name,
+        match_policy,
+        validations,
+    )
+}
+
+/// A policy `name` for the resources of `rule` with `match_policy` and `validations` (YAML
+/// list items), and its `Deny` binding.
+fn policy_for(rule: &str, name: &str, match_policy: &str, validations: &str) -> String {
     format!(
         "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -690,7 +701,7 @@ spec:
   matchConstraints:
     matchPolicy: {match_policy}
     resourceRules:
-    - {{apiGroups: [autoscaling], apiVersions: [v2], operations: [CREATE], resources: [horizontalpodautoscalers]}}
+    - {rule}
   validations:
 {validations}---
 apiVersion: admissionregistration.k8s.io/v1
@@ -738,6 +749,60 @@ async fn policies_for_another_version_see_the_object_converted() {
     let (ok, _, err) = k.kubectl(
         "node-3",
         &["create", "-f", &k.manifest("cool.json", &hpa("cool", 70))],
+    );
+    assert!(ok, "{err}");
+}
+
+/// events.k8s.io Events are core Events in kube (kube's equivalent resources): a policy for
+/// `events.k8s.io/v1 events` sees a core Event created with kubectl as an events.k8s.io/v1
+/// Event (`note`, `request.kind` in events.k8s.io, `request.requestKind` in core) under
+/// `Equivalent`, and not under `Exact`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_for_events_k8s_io_see_core_events_converted() {
+    let k = Kube::start().await;
+    let rule = "{apiGroups: [events.k8s.io], apiVersions: [v1], operations: [CREATE], resources: [events]}";
+    let equivalent = policy_for(
+        rule,
+        "notes",
+        "Equivalent",
+        "  - expression: \"object.apiVersion == 'events.k8s.io/v1' && request.kind.group == 'events.k8s.io' && request.requestKind.group == '' && !has(object.message)\"
+    message: not seen as an events.k8s.io Event
+  - expression: \"object.note != 'forbidden'\"
+    message: a forbidden note
+",
+    );
+    let exact = policy_for(
+        rule,
+        "exact",
+        "Exact",
+        "  - {expression: 'false', message: an exact policy for events.k8s.io saw a core Event}\n",
+    );
+    for (name, policy) in [("notes.yaml", equivalent), ("exact.yaml", exact)] {
+        k.ok("node-1", &["apply", "-f", &k.manifest(name, &policy)]);
+    }
+    let event = |name: &str, message: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default"},
+            "reason": "Tested", "message": message, "type": "Normal"})
+        .to_string()
+    };
+    k.refused(
+        "node-2",
+        &[
+            "create",
+            "-f",
+            &k.manifest("forbidden.json", &event("forbidden", "forbidden")),
+        ],
+        "ValidatingAdmissionPolicy 'notes' with binding 'notes' denied request: a forbidden note",
+    );
+    let (ok, _, err) = k.kubectl(
+        "node-3",
+        &[
+            "create",
+            "-f",
+            &k.manifest("fine.json", &event("fine", "all good")),
+        ],
     );
     assert!(ok, "{err}");
 }

@@ -93,7 +93,9 @@ async fn review(
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let mut response = json!({"uid": req["uid"], "allowed": true});
     let mut patch = None;
-    match path.as_str() {
+    // `beta-X` does what `X` does, answering as a bare `admission.k8s.io/v1beta1` webhook may.
+    let beta = path.strip_prefix("beta-");
+    match beta.unwrap_or(&path) {
         // A delete is admitted with no object: there is nothing to label.
         "label" if !obj.is_null() => patch = Some(set_patch(obj, "labels", "webhook-added", "yes")),
         "stamp" => {
@@ -104,6 +106,10 @@ async fn review(
             patch = Some(set_patch(obj, "annotations", "seen-b", &seen_b));
         }
         "second" => patch = Some(set_patch(obj, "labels", "b", "1")),
+        "note" => {
+            let note = format!("{} (noted)", obj["note"].as_str().unwrap_or_default());
+            patch = Some(json!([{"op": "add", "path": "/note", "value": note}]));
+        }
         "deny" if label(obj, "forbidden") == Some("true") => {
             response["allowed"] = json!(false);
             response["status"] =
@@ -115,7 +121,11 @@ async fn review(
         }
         "deny" => response["warnings"] = json!([format!("configmap {name} looks fine")]),
         "slow" => tokio::time::sleep(Duration::from_secs(4)).await,
-        "no-rm" if obj["command"].as_array().is_some_and(|c| c.iter().any(|w| w == "rm")) => {
+        "no-rm"
+            if obj["command"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|w| w == "rm")) =>
+        {
             response["allowed"] = json!(false);
             response["status"] = json!({"message": "no rm in exec", "reason": "Forbidden", "code": 403});
         }
@@ -125,17 +135,29 @@ async fn review(
         response["patchType"] = json!("JSONPatch");
         response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(p.to_string()));
     }
-    Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+    if beta.is_some() {
+        // No apiVersion, kind, uid or patchType: kube never checked them in v1beta1.
+        let response = response.as_object_mut().expect("the response is an object");
+        response.remove("uid");
+        response.remove("patchType");
+        return Json(json!({"response": response}));
+    }
+    Json(json!({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}))
 }
 
 /// Starts the webhook server, with a certificate of a fresh CA for `127.0.0.1` and
 /// `hooks.webhooks.svc`.
 fn start_hooks() -> Hooks {
+    start_hooks_with_ca("webhook-test-ca")
+}
+
+/// Like [`start_hooks`], its CA named `ca`.
+fn start_hooks_with_ca(ca: &str) -> Hooks {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let app = Router::new()
         .route("/{*path}", post(review))
         .with_state(seen.clone());
-    let server = TlsServer::start(app, &["hooks.webhooks.svc"]);
+    let server = TlsServer::start_with_ca(app, &["hooks.webhooks.svc"], ca);
     Hooks { server, seen }
 }
 
@@ -385,8 +407,7 @@ async fn webhooks_mutate_and_validate_writes_on_every_replica() {
     // A CONNECT reaches webhooks with its options as the object: `kubectl exec` is refused
     // before any kubelet is asked, or passes on to find the pod has none.
     let mut no_rm = webhook("no-rm.example.com", by_url(&hooks, "no-rm"), "on", json!({}));
-    no_rm["rules"] =
-        json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/exec"]}]);
+    no_rm["rules"] = json!([{"operations": ["CONNECT"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/exec"]}]);
     configure(&k, "ValidatingWebhookConfiguration", "no-rm", vec![no_rm]);
     k.ok("node-1", &["-n", "hooked", "run", "shell", "--image=busybox"]);
     k.refused(
@@ -396,7 +417,13 @@ async fn webhooks_mutate_and_validate_writes_on_every_replica() {
     );
     let request = hooks.seen.lock().unwrap().last["no-rm"]["request"].clone();
     assert_eq!(
-        (&request["operation"], &request["kind"], &request["resource"], &request["subResource"], &request["name"]),
+        (
+            &request["operation"],
+            &request["kind"],
+            &request["resource"],
+            &request["subResource"],
+            &request["name"]
+        ),
         (
             &json!("CONNECT"),
             &json!({"group": "", "version": "v1", "kind": "PodExecOptions"}),
@@ -820,4 +847,286 @@ async fn webhooks_for_another_version_get_the_object_converted() {
     assert_eq!(label(&stored, "webhook-added"), Some("yes"));
     assert_eq!(stored["spec"]["targetCPUUtilizationPercentage"], 70);
     assert_eq!(hooks.last("label")["request"]["requestKind"]["version"], "v1");
+}
+
+/// A webhook whose `admissionReviewVersions` lists `v1beta1` as the first version kube knows
+/// gets an `admission.k8s.io/v1beta1` review, and its answer (without apiVersion, kind, uid or
+/// patchType, which kube never checked in v1beta1) denies and patches; a configuration naming
+/// no version kube knows is refused with kube's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_speaking_v1beta1_get_and_answer_v1beta1_reviews() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "beta", "beta");
+    let v2 = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v2"},
+        "webhooks": [webhook("v2.example.com", by_url(&hooks, "none"), "beta", json!({"admissionReviewVersions": ["v2"]}))],
+    });
+    let file = k.manifest("v2.json", &v2.to_string());
+    let (ok, _, err) = k.kubectl("node-1", &["create", "-f", &file]);
+    assert!(!ok);
+    assert!(
+        err.contains(r#"The ValidatingWebhookConfiguration "v2" is invalid: webhooks[0].admissionReviewVersions: Invalid value: []string{"v2"}: must include at least one of v1, v1beta1"#),
+        "{err}"
+    );
+    configure(
+        &k,
+        "MutatingWebhookConfiguration",
+        "beta-labels",
+        vec![webhook(
+            "label.beta.example.com",
+            by_url(&hooks, "beta-label"),
+            "beta",
+            json!({"admissionReviewVersions": ["v2", "v1beta1", "v1"]}),
+        )],
+    );
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "beta-checks",
+        vec![webhook(
+            "deny.beta.example.com",
+            by_url(&hooks, "beta-deny"),
+            "beta",
+            json!({"admissionReviewVersions": ["v1beta1"]}),
+        )],
+    );
+    k.ok(
+        "node-2",
+        &["-n", "beta", "create", "configmap", "fine", "--from-literal=a=b"],
+    );
+    for path in ["beta-label", "beta-deny"] {
+        let review = hooks.last(path);
+        assert_eq!(review["apiVersion"], "admission.k8s.io/v1beta1", "{review}");
+        assert_eq!(review["kind"], "AdmissionReview");
+        assert_eq!(review["request"]["operation"], "CREATE");
+        assert_eq!(review["request"]["object"]["metadata"]["name"], "fine");
+    }
+    // The validating webhook saw the mutating one's patch, and so does every reader.
+    assert_eq!(
+        label(&hooks.last("beta-deny")["request"]["object"], "webhook-added"),
+        Some("yes")
+    );
+    let stored = k.json("node-3", &["-n", "beta", "get", "configmap", "fine"]);
+    assert_eq!(label(&stored, "webhook-added"), Some("yes"), "{stored}");
+
+    let (code, status) = k
+        .send(
+            Method::POST,
+            1,
+            "/api/v1/namespaces/beta/configmaps",
+            Some(&configmap("denied", json!({"forbidden": "true"}))),
+        )
+        .await;
+    assert_eq!(
+        (code, status["reason"].as_str(), status["message"].as_str()),
+        (
+            403,
+            Some("Forbidden"),
+            Some(
+                r#"admission webhook "deny.beta.example.com" denied the request: label forbidden is not allowed"#
+            )
+        ),
+        "{status}"
+    );
+    assert_eq!(hooks.calls("none"), 0);
+}
+
+/// A webhook without a `caBundle` is verified against the system's trust roots, which the
+/// replicas read from `SSL_CERT_FILE` as kube-apiserver's Go does: one whose CA is there is
+/// called; one whose CA is not fails with Go's x509 error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_without_a_ca_bundle_are_verified_with_the_system_roots() {
+    let trusted = start_hooks();
+    let unknown = start_hooks_with_ca("another-test-ca");
+    let roots = tempfile::tempdir().unwrap();
+    let roots_file = roots.path().join("roots.pem");
+    std::fs::write(&roots_file, &trusted.server.ca_pem).unwrap();
+    let k = Kube::start_with(Options {
+        env: vec![("SSL_CERT_FILE".into(), roots_file.display().to_string())],
+        ..Options::default()
+    })
+    .await;
+    namespace(&k, "trusted", "trusted");
+    namespace(&k, "unknown", "unknown");
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "system-roots",
+        vec![
+            webhook(
+                "trusted.example.com",
+                json!({"url": trusted.url("deny")}),
+                "trusted",
+                json!({}),
+            ),
+            webhook(
+                "unknown.example.com",
+                json!({"url": unknown.url("deny")}),
+                "unknown",
+                json!({}),
+            ),
+        ],
+    );
+    for node in ["node-1", "node-2", "node-3"] {
+        let name = format!("from-{node}");
+        let (ok, _, err) = k.kubectl(
+            node,
+            &[
+                "-n",
+                "trusted",
+                "create",
+                "configmap",
+                &name,
+                "--from-literal=a=b",
+            ],
+        );
+        assert!(ok, "{err}");
+        assert!(
+            err.contains(&format!("Warning: configmap {name} looks fine")),
+            "{err}"
+        );
+    }
+    assert_eq!(trusted.calls("deny"), 3);
+
+    let (code, status) = k
+        .send(
+            Method::POST,
+            2,
+            "/api/v1/namespaces/unknown/configmaps",
+            Some(&configmap("x", json!({}))),
+        )
+        .await;
+    let expected = format!(
+        r#"Internal error occurred: failed calling webhook "unknown.example.com": failed to call webhook: Post "{}?timeout=10s": tls: failed to verify certificate: x509: certificate signed by unknown authority"#,
+        unknown.url("deny")
+    );
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (500, Some(expected.as_str())),
+        "{status}"
+    );
+    assert_eq!(unknown.calls("deny"), 0);
+}
+
+/// events.k8s.io Events are core Events in kube (one storage kind, kube's equivalent
+/// resources): under `matchPolicy: Equivalent` a webhook for `events.k8s.io/v1 events` is
+/// called for a core Event created with kubectl, with the Event in events.k8s.io/v1 terms
+/// (`note` for `message`, `regarding` for `involvedObject`), `kind` and `resource` in its
+/// group, `requestKind` and `requestResource` in the request's, and a mutating webhook's
+/// patch converted back into the core Event stored; an `Exact` webhook is not called. The
+/// other way round, a webhook for core events sees an events.k8s.io Event as a core one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_for_events_k8s_io_see_core_events_and_back() {
+    let hooks = start_hooks();
+    let k = Kube::start().await;
+    namespace(&k, "evented", "events");
+    let rule = |group: &str| json!([{"operations": ["CREATE"], "apiGroups": [group], "apiVersions": ["v1"], "resources": ["events"]}]);
+    configure(
+        &k,
+        "MutatingWebhookConfiguration",
+        "event-notes",
+        vec![webhook(
+            "note.example.com",
+            by_url(&hooks, "note"),
+            "events",
+            json!({"rules": rule("events.k8s.io")}),
+        )],
+    );
+    configure(
+        &k,
+        "ValidatingWebhookConfiguration",
+        "event-checks",
+        vec![
+            webhook(
+                "equivalent.example.com",
+                by_url(&hooks, "equivalent"),
+                "events",
+                json!({"rules": rule("events.k8s.io")}),
+            ),
+            webhook(
+                "exact.example.com",
+                by_url(&hooks, "exact"),
+                "events",
+                json!({"rules": rule("events.k8s.io"), "matchPolicy": "Exact"}),
+            ),
+            webhook(
+                "core.example.com",
+                by_url(&hooks, "core"),
+                "events",
+                json!({"rules": rule(""), "matchPolicy": "Equivalent"}),
+            ),
+        ],
+    );
+    let core = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "started", "namespace": "evented"},
+        "involvedObject": {"kind": "Pod", "name": "web", "namespace": "evented"},
+        "reason": "Started", "message": "container started", "type": "Normal",
+        "source": {"component": "kubelet"}, "count": 1});
+    let file = k.manifest("core-event.json", &core.to_string());
+    k.ok("node-2", &["create", "-f", &file]);
+
+    assert_eq!(hooks.calls("exact"), 0);
+    assert_eq!(hooks.calls("note"), 1);
+    assert_eq!(hooks.calls("core"), 1);
+    let review = hooks.last("equivalent");
+    let req = &review["request"];
+    assert_eq!(
+        (&req["kind"], &req["resource"]),
+        (
+            &json!({"group": "events.k8s.io", "version": "v1", "kind": "Event"}),
+            &json!({"group": "events.k8s.io", "version": "v1", "resource": "events"})
+        ),
+        "{review}"
+    );
+    assert_eq!(
+        (&req["requestKind"], &req["requestResource"]),
+        (
+            &json!({"group": "", "version": "v1", "kind": "Event"}),
+            &json!({"group": "", "version": "v1", "resource": "events"})
+        )
+    );
+    let seen = &req["object"];
+    assert_eq!(seen["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(seen["regarding"]["name"], "web");
+    assert_eq!(seen["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(seen["deprecatedCount"], 1);
+    assert!(
+        seen.get("message").is_none() && seen.get("involvedObject").is_none(),
+        "{seen}"
+    );
+    // The mutating webhook's note is what the validating webhooks and every reader see.
+    assert_eq!(seen["note"], "container started (noted)");
+    assert_eq!(
+        hooks.last("core")["request"]["object"]["message"],
+        "container started (noted)"
+    );
+    let stored = k.json("node-3", &["-n", "evented", "get", "event", "started"]);
+    assert_eq!(stored["message"], "container started (noted)", "{stored}");
+    assert_eq!(stored["involvedObject"]["name"], "web");
+
+    // The other way round: the events.k8s.io Event, as the core webhook's resource.
+    let events = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "reported", "namespace": "evented"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "example.com/tests",
+        "reportingInstance": "tests-1", "action": "Testing", "reason": "Tested", "type": "Normal",
+        "note": "from events.k8s.io", "regarding": {"kind": "Pod", "name": "web", "namespace": "evented"}});
+    let file = k.manifest("events-event.json", &events.to_string());
+    k.ok("node-1", &["create", "-f", &file]);
+    assert_eq!(hooks.calls("core"), 2);
+    let review = hooks.last("core");
+    let req = &review["request"];
+    assert_eq!(
+        req["kind"],
+        json!({"group": "", "version": "v1", "kind": "Event"}),
+        "{review}"
+    );
+    assert_eq!(req["requestKind"]["group"], "events.k8s.io");
+    assert_eq!(req["object"]["apiVersion"], "v1");
+    assert_eq!(req["object"]["message"], "from events.k8s.io (noted)");
+    assert_eq!(req["object"]["reportingComponent"], "example.com/tests");
+    assert_eq!(req["object"]["involvedObject"]["name"], "web");
+    assert_eq!(hooks.calls("exact"), 1);
 }

@@ -69,8 +69,9 @@
 //! to date with one read barrier per write, so configurations acknowledged anywhere apply at
 //! once. The admission configuration file (`admission::configuration`) configures plugins
 //! (PodSecurity's defaults and exemptions); CEL expressions get the `authorizer` variables
-//! (`admission::authorizer`); a webhook or policy for another version of the resource sees
-//! the objects converted through `admission::Versions`, which the registry implements.
+//! (`admission::authorizer`); a webhook or policy for an equivalent resource (another version,
+//! or a built-in type stored as the same kind: events.k8s.io and core Events) sees the objects
+//! converted through `admission::Versions`, which the registry implements.
 //! *Invariant:* a plugin sees the request's attributes and the object, never HTTP or the
 //! registry; it reads the store, never writes it.
 //!
@@ -118,7 +119,7 @@
 //! no state but the shared environment); used by `apiextensions` and `admission`.
 //!
 //! **`webhook`** — reaching a webhook: a `clientConfig` (`url` or `service` resolved through
-//! the cache's EndpointSlices, `caBundle`) and one HTTPS call, with clients kept for connection
+//! the cache's EndpointSlices, `caBundle` or the system's trust roots) and one HTTPS call, with clients kept for connection
 //! reuse; used by `admission` (admission webhooks) and `apiextensions` (conversion webhooks).
 //! *Invariant:* reads the watch cache only; knows no review type.
 //!
@@ -150,7 +151,7 @@
 //! `Registry`), what a CustomResourceDefinition declares about a type it adds (`CustomType`),
 //! and the set served right now (`LiveRegistry`), and the conversion of a type served in
 //! several versions (`scheme::conversion`; the built-in pairs, such as HPA `autoscaling/v1` ⇄
-//! `v2`, as data). A type's behaviour is attached to it as opaque `Hooks` by the layer that
+//! `v2` and events.k8s.io ⇄ core Events, as data, which also say what each type is stored as). A type's behaviour is attached to it as opaque `Hooks` by the layer that
 //! serves it. *Invariant:* imports nothing of the crate.
 //!
 //! **`aggregator`** — the aggregation layer (kube-aggregator): the APIServices that hand a

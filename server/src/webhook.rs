@@ -1,7 +1,9 @@
 //! Reaching a webhook (kube's webhook `config` and service resolution), shared by admission
 //! webhooks and CRD conversion webhooks: a `clientConfig` ([`ClientConfig`]) is a `url` or a
 //! `service` reference with a `caBundle`; calls are HTTPS with rustls, HTTP/2 when the server
-//! offers it, the server certificate verified against the `caBundle`. One HTTP client per
+//! offers it, the server certificate verified against the `caBundle`, or against the system's
+//! trust roots when there is none (read once, honouring `SSL_CERT_FILE` and `SSL_CERT_DIR` as Go's
+//! `x509.SystemCertPool` does for kube-apiserver). One HTTP client per
 //! webhook and version of its configuration (and resolved address), kept across requests so
 //! connections are reused. A `service` reference is resolved by `store::services` (the
 //! Service's port and its EndpointSlices or Endpoints in the replica's cache), and the server
@@ -262,12 +264,13 @@ fn client_for(
         .use_rustls_tls()
         .tls_built_in_root_certs(false)
         .https_only(true);
-    if !hook.ca_bundle.is_empty() {
-        let certs =
-            reqwest::Certificate::from_pem_bundle(&hook.ca_bundle).map_err(|e| format!("caBundle: {e}"))?;
-        for cert in certs {
-            builder = builder.add_root_certificate(cert);
-        }
+    let roots = if hook.ca_bundle.is_empty() {
+        system_roots().to_vec()
+    } else {
+        reqwest::Certificate::from_pem_bundle(&hook.ca_bundle).map_err(|e| format!("caBundle: {e}"))?
+    };
+    for cert in roots {
+        builder = builder.add_root_certificate(cert);
     }
     if let Some((host, addr)) = resolved {
         builder = builder.resolve(host, *addr);
@@ -282,16 +285,66 @@ fn client_for(
     Ok(client)
 }
 
+/// The system's trust roots, which verify a webhook without a `caBundle` (as Go's TLS does
+/// for kube-apiserver): read on first use, once for the life of the process. A root that
+/// cannot be read is logged and left out.
+fn system_roots() -> &'static [reqwest::Certificate] {
+    static ROOTS: OnceLock<Vec<reqwest::Certificate>> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        for e in &found.errors {
+            tracing::warn!(error = %e, "a system trust root could not be read");
+        }
+        let roots: Vec<reqwest::Certificate> = found
+            .certs
+            .iter()
+            .filter_map(|c| reqwest::Certificate::from_der(c).ok())
+            .collect();
+        tracing::info!(
+            roots = roots.len(),
+            "read the system trust roots for webhooks without a caBundle"
+        );
+        roots
+    })
+}
+
+/// The rustls error under `e`, through the I/O error the TLS stream wraps it in.
+fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    let io = e.downcast_ref::<std::io::Error>()?;
+    io.get_ref().and_then(|inner| rustls_error(inner))
+}
+
+/// Go's words for a server certificate that does not verify: an issuer that is not trusted is
+/// Go's unknown authority. Go names the certificate's details for the other failures (its
+/// names, its validity period; for a trusted CA's name on another key, the candidate
+/// authority), which rustls does not give, so those keep rustls's words.
+fn certificate_error(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    match rustls_error(e)? {
+        rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
+            Some("tls: failed to verify certificate: x509: certificate signed by unknown authority")
+        }
+        _ => None,
+    }
+}
+
 /// The innermost cause of an HTTP error, as Go's client states it last.
 fn cause(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         return "context deadline exceeded".into();
     }
-    let mut last: &dyn std::error::Error = e;
-    while let Some(next) = last.source() {
-        last = next;
+    let mut last: &(dyn std::error::Error + 'static) = e;
+    loop {
+        if let Some(certificate) = certificate_error(last) {
+            return certificate.to_string();
+        }
+        match last.source() {
+            Some(next) => last = next,
+            None => return last.to_string(),
+        }
     }
-    last.to_string()
 }
 
 /// Posts `review` to the webhook and returns its answer.

@@ -95,6 +95,8 @@ pub struct Options {
     pub inflight: (usize, usize),
     /// Every replica re-reads the encryption config when it changes.
     pub encryption_reload: bool,
+    /// Environment variables every replica is started with (beyond the test's own).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -122,6 +124,7 @@ impl Default for Options {
                 kuberaft::config::ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             ),
             encryption_reload: false,
+            env: Vec::new(),
         }
     }
 }
@@ -395,6 +398,7 @@ impl Cluster {
             cmd.arg("--insecure");
         }
         let child = cmd
+            .envs(self.options.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))

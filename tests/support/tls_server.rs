@@ -18,9 +18,14 @@ pub struct TlsServer {
 impl TlsServer {
     /// Serves `app` with a certificate for `127.0.0.1` and `names`, until the server is dropped.
     pub fn start(app: Router, names: &[&str]) -> TlsServer {
+        TlsServer::start_with_ca(app, names, "webhook-test-ca")
+    }
+
+    /// Like [`TlsServer::start`], its CA named `ca`.
+    pub fn start_with_ca(app: Router, names: &[&str], ca: &str) -> TlsServer {
         let mut sans = vec!["127.0.0.1"];
         sans.extend_from_slice(names);
-        let (ca_pem, certs, key) = super::test_server_cert("webhook-test-ca", &sans);
+        let (ca_pem, certs, key) = super::test_server_cert(ca, &sans);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

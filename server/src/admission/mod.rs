@@ -106,27 +106,50 @@ pub struct Attributes<'a> {
     pub old: Option<&'a Value>,
 }
 
-/// The versions a written resource is served in, and its objects in each: kube's equivalent
-/// resources (the same resource in another version, kept in the same storage) and its
-/// conversion, which a webhook registered for another version than the request's is called
-/// in. The registry, which owns conversion, provides it.
+/// The resources a written resource is equivalent to, and its objects in each: kube's
+/// equivalent resources (the same objects served as another version, or another group, as
+/// events.k8s.io Events are core Events) and the conversion between them, which a webhook or
+/// policy registered for another of them is called in. The registry, which owns conversion,
+/// provides it.
 pub trait Versions: Send + Sync + std::fmt::Debug {
-    /// The other versions of the resource, in the order kube tries them.
-    fn equivalents(&self, store: &Store) -> Vec<String>;
-    /// `obj`, of the request's version, as `version` shows it.
+    /// The resource's equivalents, in the order kube tries them.
+    fn equivalents(&self, store: &Store) -> Vec<Equivalent>;
+    /// `obj`, of the request's resource, as `to` shows it.
     fn to_version<'a>(
         &'a self,
         store: &'a Store,
         obj: &'a Value,
-        version: &'a str,
+        to: &'a Equivalent,
     ) -> BoxFuture<'a, ApiResult<Value>>;
-    /// `obj`, of `version`, back in the request's version.
+    /// `obj`, of `from`, back in the request's resource.
     fn back_from_version<'a>(
         &'a self,
         store: &'a Store,
         obj: &'a Value,
-        version: &'a str,
+        from: &'a Equivalent,
     ) -> BoxFuture<'a, ApiResult<Value>>;
+}
+
+/// A resource equivalent to the one written: its group, version, resource and kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Equivalent {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub kind: String,
+}
+
+impl Equivalent {
+    /// The write as made through this resource (its objects are the caller's to convert).
+    pub fn seen<'a>(&'a self, attrs: &Attributes<'a>) -> Attributes<'a> {
+        Attributes {
+            group: &self.group,
+            version: &self.version,
+            resource: &self.resource,
+            kind: &self.kind,
+            ..*attrs
+        }
+    }
 }
 
 /// A plugin that may change the object.

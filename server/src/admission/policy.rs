@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::admission::audit_annotations::annotate;
 use crate::admission::warnings::warn;
-use crate::admission::{Attributes, Validating};
+use crate::admission::{Attributes, Equivalent, Validating};
 use crate::cel::{self, value, EvalError, Program, RUNTIME_BUDGET};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::go_json;
@@ -176,10 +176,10 @@ struct Denial {
     reason: Option<String>,
 }
 
-/// The write's objects in another version of its resource (for policies matching only that
-/// version, `matchPolicy: Equivalent`), converted once per version.
+/// The write's objects as an equivalent resource (for policies matching only that resource,
+/// `matchPolicy: Equivalent`), converted once per resource.
 #[derive(Default)]
-struct Converted(HashMap<String, (Value, Option<Value>)>);
+struct Converted(HashMap<Equivalent, (Value, Option<Value>)>);
 
 impl Converted {
     async fn get(
@@ -187,21 +187,21 @@ impl Converted {
         store: &Store,
         attrs: &Attributes<'_>,
         obj: &Value,
-        version: &str,
+        to: &Equivalent,
     ) -> ApiResult<&(Value, Option<Value>)> {
-        if !self.0.contains_key(version) {
+        if !self.0.contains_key(to) {
             let versions = attrs
                 .versions
                 .ok_or_else(|| ApiError::internal("no conversion for an equivalent version"))?;
-            let converted = versions.to_version(store, obj, version).await?;
+            let converted = versions.to_version(store, obj, to).await?;
             let old = match attrs.old {
-                Some(old) => Some(versions.to_version(store, old, version).await?),
+                Some(old) => Some(versions.to_version(store, old, to).await?),
                 None => None,
             };
-            self.0.insert(version.to_string(), (converted, old));
+            self.0.insert(to.clone(), (converted, old));
         }
         self.0
-            .get(version)
+            .get(to)
             .ok_or_else(|| ApiError::internal("a converted object went missing"))
     }
 }
@@ -255,13 +255,12 @@ async fn admit(store: &Store, attrs: &Attributes<'_>, obj: &Value) -> ApiResult<
         };
         let (versioned_attrs, versioned_obj) = match &version {
             None => (*attrs, obj),
-            Some(v) => {
-                let (o, old) = converted.get(store, attrs, obj, v).await?;
+            Some(equivalent) => {
+                let (o, old) = converted.get(store, attrs, obj, equivalent).await?;
                 (
                     Attributes {
-                        version: v,
                         old: old.as_ref(),
-                        ..*attrs
+                        ..equivalent.seen(attrs)
                     },
                     o,
                 )
@@ -363,31 +362,31 @@ fn contains_or_star(list: &Value, item: &str) -> bool {
 }
 
 impl Subject<'_> {
-    /// The version a policy whose `matchConstraints` are `m` sees the write in, if they select
+    /// The resource a policy whose `matchConstraints` are `m` sees the write as, if they select
     /// it: its own (`Some(None)`), else under `matchPolicy: Equivalent` (the default) the first
-    /// of the resource's other versions (`equivalents`, asked only then) they select.
+    /// of the resource's equivalents (`equivalents`, asked only then) they select.
     fn matched_version(
         &self,
         m: &Value,
-        equivalents: impl FnOnce() -> Vec<String>,
-    ) -> Option<Option<String>> {
+        equivalents: impl FnOnce() -> Vec<Equivalent>,
+    ) -> Option<Option<Equivalent>> {
         if self.matches(m) {
             return Some(None);
         }
         if m["matchPolicy"].as_str() == Some("Exact") {
             return None;
         }
-        equivalents().into_iter().find_map(|version| {
-            let attrs = Attributes {
-                version: &version,
-                ..*self.attrs
-            };
-            let other = Subject {
-                attrs: &attrs,
-                ..*self
-            };
-            other.matches(m).then(|| Some(version.clone()))
-        })
+        equivalents()
+            .into_iter()
+            .find(|equivalent| {
+                let attrs = equivalent.seen(self.attrs);
+                let other = Subject {
+                    attrs: &attrs,
+                    ..*self
+                };
+                other.matches(m)
+            })
+            .map(Some)
     }
 
     /// Whether `m` (a `matchConstraints` or `matchResources`) selects the request.

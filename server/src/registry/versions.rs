@@ -4,11 +4,12 @@
 //! ([`Strategy::webhook_conversion`](super::strategy::Strategy::webhook_conversion)). Writes
 //! convert to the storage version before anything is stored; reads, lists and watch events
 //! convert to the requested version before anything is sent. A list's objects go to the
-//! webhook in one call; a failed call is the request's error. Admission webhooks registered for
-//! another version of the resource get the objects in theirs through the same conversions
-//! ([`Versions`]).
+//! webhook in one call; a failed call is the request's error. Admission webhooks and policies
+//! registered for an equivalent resource (another version, or a built-in type with the same
+//! storage kind: events.k8s.io and core Events) get the objects in its terms through the same
+//! conversions ([`Versions`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -16,9 +17,9 @@ use futures::future::BoxFuture;
 
 use super::reply::served_cached;
 use super::strategy;
-use crate::admission::Versions;
+use crate::admission::{Equivalent, Versions};
 use crate::machinery::errors::{ApiError, ApiResult};
-use crate::scheme::{conversion, ResourceType};
+use crate::scheme::{conversion, Registry, ResourceType};
 use crate::store::cacher::CachedObject;
 use crate::store::{keys, Store, Stored};
 
@@ -130,19 +131,48 @@ pub async fn cached_to_served(
     Ok(())
 }
 
-/// `rt` in another of its versions: the same type as far as conversion goes (a custom
-/// resource's storage version and conversion are the definition's, a built-in pair is found
-/// by version).
-fn in_version(rt: &ResourceType, version: &str) -> ResourceType {
-    ResourceType {
-        version: version.into(),
-        ..rt.clone()
+/// The built-in types, read once: built-in equivalents are found among them.
+fn builtin_types() -> &'static Registry {
+    static TYPES: OnceLock<Registry> = OnceLock::new();
+    TYPES.get_or_init(Registry::new)
+}
+
+fn equivalent(rt: &ResourceType) -> Equivalent {
+    Equivalent {
+        group: rt.group.to_string(),
+        version: rt.version.to_string(),
+        resource: rt.plural.to_string(),
+        kind: rt.kind.to_string(),
     }
 }
 
-/// `obj`, read or written through `from`, as `to` shows it: to the storage version, then to
-/// `to`'s.
+/// The type `rt` is equivalent to: a custom resource in another of its versions (the same
+/// type as far as conversion goes: its storage version and conversion are the definition's),
+/// a built-in type by its group, version and resource.
+fn other(rt: &ResourceType, to: &Equivalent) -> ApiResult<ResourceType> {
+    if rt.custom.is_some() {
+        return Ok(ResourceType {
+            version: to.version.as_str().into(),
+            ..rt.clone()
+        });
+    }
+    builtin_types()
+        .lookup(&to.group, &to.version, &to.resource)
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::internal(format!(
+                "no equivalent resource {}/{}, Resource={}",
+                to.group, to.version, to.resource
+            ))
+        })
+}
+
+/// `obj`, read or written through `from`, as `to` shows it: to the storage version (or kind),
+/// then to `to`'s.
 async fn between(store: &Store, from: &ResourceType, to: &ResourceType, obj: &Value) -> ApiResult<Value> {
+    if from.custom.is_none() {
+        return Ok(conversion::between_builtin(from, to, obj));
+    }
     let stored = to_stored(store, from, obj).await?.unwrap_or_else(|| obj.clone());
     let mut out = [stored];
     to_served(store, to, &mut out, false).await?;
@@ -151,38 +181,43 @@ async fn between(store: &Store, from: &ResourceType, to: &ResourceType, obj: &Va
 }
 
 impl Versions for ResourceType {
-    /// A custom resource's other served versions in its definition's order; a built-in type's
-    /// other versions in the scheme's conversions, its storage version first.
-    fn equivalents(&self, store: &Store) -> Vec<String> {
-        let versions: Vec<String> = match &self.custom {
-            Some(custom) => {
-                let key = keys::object(
-                    "apiextensions.k8s.io",
-                    "customresourcedefinitions",
-                    None,
-                    &custom.definition,
-                );
-                let definition = store.cache().get(&key).ok().flatten().map(|d| d.value());
-                definition
-                    .as_ref()
-                    .and_then(|d| d["spec"]["versions"].as_array())
-                    .into_iter()
-                    .flatten()
-                    .filter(|v| v["served"].as_bool() == Some(true))
-                    .filter_map(|v| v["name"].as_str().map(str::to_string))
-                    .collect()
-            }
-            None => conversion::BUILTIN
-                .iter()
-                .filter(|c| (c.group, c.kind) == (&*self.group, &*self.kind))
-                .flat_map(|c| [c.storage_version, c.version])
-                .map(str::to_string)
-                .collect(),
+    /// A custom resource's other served versions in its definition's order; for a built-in
+    /// type, every other built-in type stored as the same kind (kube's equivalent resource
+    /// registry: the storage kind's own type first).
+    fn equivalents(&self, store: &Store) -> Vec<Equivalent> {
+        let Some(custom) = &self.custom else {
+            let Some(stored_as) = self.storage_kind() else {
+                return Vec::new();
+            };
+            let mut out: Vec<&ResourceType> = builtin_types()
+                .all()
+                .filter(|t| t.storage_kind() == Some(stored_as))
+                .filter(|t| (&t.group, &t.version, &t.plural) != (&self.group, &self.version, &self.plural))
+                .collect();
+            out.sort_by_key(|t| (&*t.group, &*t.version, &*t.kind) != stored_as);
+            return out.into_iter().map(equivalent).collect();
         };
-        let mut out: Vec<String> = Vec::new();
-        for v in versions {
-            if v != *self.version && !out.contains(&v) {
-                out.push(v);
+        let key = keys::object(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            None,
+            &custom.definition,
+        );
+        let definition = store.cache().get(&key).ok().flatten().map(|d| d.value());
+        let mut out: Vec<Equivalent> = Vec::new();
+        for version in definition
+            .as_ref()
+            .and_then(|d| d["spec"]["versions"].as_array())
+            .into_iter()
+            .flatten()
+            .filter(|v| v["served"].as_bool() == Some(true))
+            .filter_map(|v| v["name"].as_str())
+        {
+            if version != &*self.version && !out.iter().any(|e| e.version == version) {
+                out.push(Equivalent {
+                    version: version.to_string(),
+                    ..equivalent(self)
+                });
             }
         }
         out
@@ -192,17 +227,17 @@ impl Versions for ResourceType {
         &'a self,
         store: &'a Store,
         obj: &'a Value,
-        version: &'a str,
+        to: &'a Equivalent,
     ) -> BoxFuture<'a, ApiResult<Value>> {
-        Box::pin(async move { between(store, self, &in_version(self, version), obj).await })
+        Box::pin(async move { between(store, self, &other(self, to)?, obj).await })
     }
 
     fn back_from_version<'a>(
         &'a self,
         store: &'a Store,
         obj: &'a Value,
-        version: &'a str,
+        from: &'a Equivalent,
     ) -> BoxFuture<'a, ApiResult<Value>> {
-        Box::pin(async move { between(store, &in_version(self, version), self, obj).await })
+        Box::pin(async move { between(store, &other(self, from)?, self, obj).await })
     }
 }

@@ -3,13 +3,17 @@
 //! in the version it names — a stored object is converted to it when read ([`to_served`]), a
 //! written one back when stored ([`to_stored`]). A custom resource's versions differ only in
 //! `apiVersion` (the `None` conversion strategy); a built-in type served in another version
-//! than its storage one has a pair of conversion functions, as data ([`BUILTIN`]).
+//! than its storage one has a pair of conversion functions, as data ([`BUILTIN`]). A built-in
+//! type kube stores as another group's kind (events.k8s.io Events are core Events) has its
+//! pair there too: kuberaft keeps its objects in a collection of their own, so the pair serves
+//! only what needs the type in its storage kind's terms (admission's equivalent resources,
+//! [`between_builtin`]), never storage.
 
 use serde_json::{json, Value};
 
-use crate::scheme::{autoscaling, ResourceType};
+use crate::scheme::{autoscaling, events, ResourceType};
 
-/// A built-in kind served in `version` and stored in `storage_version`.
+/// A built-in kind served as `group/version` and stored as `storage_group/storage_version`.
 #[derive(Debug)]
 pub struct Conversion {
     /// The group of the kind.
@@ -18,6 +22,8 @@ pub struct Conversion {
     pub version: &'static str,
     /// The kind.
     pub kind: &'static str,
+    /// The group objects are stored in (kube's).
+    pub storage_group: &'static str,
     /// The version objects are stored in.
     pub storage_version: &'static str,
     /// Turns an object of `version` into `storage_version` (fields only; `apiVersion` is set
@@ -27,24 +33,71 @@ pub struct Conversion {
     pub from_storage: fn(&mut Value),
 }
 
-/// The built-in kinds kube-apiserver 1.35 serves in more than one version.
-pub const BUILTIN: &[Conversion] = &[Conversion {
-    group: "autoscaling",
-    version: "v1",
-    kind: "HorizontalPodAutoscaler",
-    storage_version: "v2",
-    to_storage: autoscaling::v1_to_v2,
-    from_storage: autoscaling::v2_to_v1,
-}];
+/// The built-in kinds kube-apiserver 1.35 serves in more than one version or group.
+pub const BUILTIN: &[Conversion] = &[
+    Conversion {
+        group: "autoscaling",
+        version: "v1",
+        kind: "HorizontalPodAutoscaler",
+        storage_group: "autoscaling",
+        storage_version: "v2",
+        to_storage: autoscaling::v1_to_v2,
+        from_storage: autoscaling::v2_to_v1,
+    },
+    Conversion {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        storage_group: "",
+        storage_version: "v1",
+        to_storage: events::to_core,
+        from_storage: events::from_core,
+    },
+];
 
-/// The conversion of a built-in type served in another version than its storage one.
-pub fn builtin(rt: &ResourceType) -> Option<&'static Conversion> {
+impl Conversion {
+    /// The `apiVersion` of the storage kind.
+    fn storage_api_version(&self) -> String {
+        match self.storage_group {
+            "" => self.storage_version.to_string(),
+            group => format!("{group}/{}", self.storage_version),
+        }
+    }
+}
+
+/// The conversion of a built-in type to the kind kube stores it as.
+pub fn to_storage_kind(rt: &ResourceType) -> Option<&'static Conversion> {
     if rt.custom.is_some() {
         return None;
     }
     BUILTIN
         .iter()
         .find(|c| (c.group, c.version, c.kind) == (&*rt.group, &*rt.version, &*rt.kind))
+}
+
+/// The conversion of a built-in type served in another version than its storage one, in the
+/// collection it shares with that version (not a conversion to another group's kind).
+pub fn builtin(rt: &ResourceType) -> Option<&'static Conversion> {
+    to_storage_kind(rt).filter(|c| c.storage_group == c.group)
+}
+
+/// `obj`, of the built-in type `from`, as the equivalent built-in type `to` shows it: through
+/// the kind kube stores both as (objects of other kinds or versions are left as they are).
+pub fn between_builtin(from: &ResourceType, to: &ResourceType, obj: &Value) -> Value {
+    let mut out = obj.clone();
+    let is = |o: &Value, api_version: &str, kind: &str| {
+        o.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+            && o.get("kind").and_then(Value::as_str) == Some(kind)
+    };
+    if let Some(c) = to_storage_kind(from).filter(|_| is(&out, &from.group_version(), &from.kind)) {
+        (c.to_storage)(&mut out);
+        out["apiVersion"] = json!(c.storage_api_version());
+    }
+    if let Some(c) = to_storage_kind(to).filter(|c| is(&out, &c.storage_api_version(), c.kind)) {
+        (c.from_storage)(&mut out);
+        out["apiVersion"] = json!(to.group_version());
+    }
+    out
 }
 
 /// The `apiVersion` objects of `rt` are stored with, when reading or writing them through `rt`
@@ -129,5 +182,33 @@ mod tests {
         let mut through_v2 = stored.clone();
         to_served(v2, &mut through_v2);
         assert_eq!(through_v2, stored);
+    }
+
+    /// A core Event as events.k8s.io/v1 shows it, and back; an autoscaling/v1 autoscaler as
+    /// v2; neither kind is stored through the other (events.k8s.io Events keep their own
+    /// collection).
+    #[test]
+    fn equivalent_builtin_types_convert_through_their_storage_kind() {
+        let r = Registry::new();
+        let core = r.lookup("", "v1", "events").unwrap();
+        let events = r.lookup("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(core.storage_kind(), events.storage_kind());
+        assert!(builtin(events).is_none() && storage_api_version(events).is_none());
+        let written = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+            "involvedObject": {"kind": "Pod", "name": "web"}, "message": "hello"});
+        let seen = between_builtin(core, events, &written);
+        assert_eq!(
+            seen,
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
+                "regarding": {"kind": "Pod", "name": "web"}, "note": "hello"})
+        );
+        assert_eq!(between_builtin(events, core, &seen), written);
+        let v1 = r.lookup("autoscaling", "v1", "horizontalpodautoscalers").unwrap();
+        let v2 = r.lookup("autoscaling", "v2", "horizontalpodautoscalers").unwrap();
+        let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "spec": {"maxReplicas": 5, "targetCPUUtilizationPercentage": 70}});
+        let as_v2 = between_builtin(v1, v2, &hpa);
+        assert_eq!(as_v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(between_builtin(v2, v1, &as_v2), hpa);
     }
 }

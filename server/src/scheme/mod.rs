@@ -12,6 +12,7 @@
 mod autoscaling;
 pub mod conversion;
 pub mod custom;
+mod events;
 
 use std::any::Any;
 use std::fmt;
@@ -177,8 +178,9 @@ impl ResourceType {
     /// The group, version and kind objects of this type are stored as, where discovery names
     /// them: a custom resource's storage version; for a built-in type its own, but where
     /// kube-apiserver stores it as another (events.k8s.io Events are core Events, every
-    /// autoscaling HorizontalPodAutoscaler is `autoscaling/v2`). `None` for reviews, which
-    /// are never stored.
+    /// autoscaling HorizontalPodAutoscaler is `autoscaling/v2`: [`conversion::BUILTIN`]).
+    /// `None` for reviews, which are never stored. Types with one storage kind are kube's
+    /// equivalent resources.
     pub fn storage_kind(&self) -> Option<(&str, &str, &str)> {
         if self.review {
             return None;
@@ -186,11 +188,8 @@ impl ResourceType {
         if let Some(custom) = &self.custom {
             return Some((&self.group, &custom.storage_version, &self.kind));
         }
-        let stored_as = STORED_AS
-            .iter()
-            .find(|((group, plural), _)| (*group, *plural) == (&*self.group, &*self.plural));
-        Some(match stored_as {
-            Some((_, gvk)) => *gvk,
+        Some(match conversion::to_storage_kind(self) {
+            Some(c) => (c.storage_group, c.storage_version, c.kind),
             None => (&self.group, &self.version, &self.kind),
         })
     }
@@ -245,19 +244,6 @@ pub struct Subresource<'a> {
     /// with `options` is a `get` whose answer streams from there (`log`).
     pub connect: bool,
 }
-
-/// A group, version and kind.
-type Gvk = (&'static str, &'static str, &'static str);
-
-/// Built-in types kube-apiserver stores as another group, version or kind than the one they
-/// are served as: `((group, plural), (storage group, version, kind))`.
-const STORED_AS: &[((&str, &str), Gvk)] = &[
-    (("events.k8s.io", "events"), ("", "v1", "Event")),
-    (
-        ("autoscaling", "horizontalpodautoscalers"),
-        ("autoscaling", "v2", "HorizontalPodAutoscaler"),
-    ),
-];
 
 /// What the status and scale subresources answer: reads and writes of one object, nothing else.
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::super::policy::eval_message;
-use super::super::Attributes;
+use super::super::{Attributes, Equivalent};
 use crate::authorization::rbac::selector_matches;
 use crate::cel::{self, value, EvalError, Program, MATCH_CONDITIONS_BUDGET, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -52,8 +52,8 @@ pub struct Hook {
     /// A mutating webhook (it may answer a patch).
     pub mutating: bool,
     rules: Vec<Rule>,
-    /// `matchPolicy: Equivalent` (the default): a rule naming another version of the same
-    /// group and resource matches too.
+    /// `matchPolicy: Equivalent` (the default): a rule naming an equivalent resource (another
+    /// version, or another group's type stored as the same kind) matches too.
     equivalent: bool,
     namespace_selector: Option<LabelSelector>,
     object_selector: Option<LabelSelector>,
@@ -67,6 +67,45 @@ pub struct Hook {
     pub client: ClientConfig,
     /// `matchConditions`, compiled once with the configuration.
     pub conditions: Arc<Vec<Condition>>,
+    /// The `AdmissionReview` version it is sent: the first of its `admissionReviewVersions`
+    /// this server speaks (`None`: none is, and calling it fails).
+    pub review_version: Option<ReviewVersion>,
+}
+
+/// The `admission.k8s.io` versions of `AdmissionReview` kube sends, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewVersion {
+    V1,
+    V1beta1,
+}
+
+impl ReviewVersion {
+    /// Every known version, as `admissionReviewVersions` names them.
+    pub const KNOWN: [(&'static str, ReviewVersion); 2] =
+        [("v1", ReviewVersion::V1), ("v1beta1", ReviewVersion::V1beta1)];
+
+    /// The names of the known versions, in kube's order.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::KNOWN.into_iter().map(|(name, _)| name)
+    }
+
+    /// kube's `CreateAdmissionObjects`: the first of `versions` it knows.
+    fn first_known(versions: &[String]) -> Option<ReviewVersion> {
+        versions.iter().find_map(|v| {
+            Self::KNOWN
+                .iter()
+                .find(|(name, _)| name == v)
+                .map(|(_, known)| *known)
+        })
+    }
+
+    /// The review's `apiVersion`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
 }
 
 /// The strings of a JSON array (others are skipped).
@@ -139,6 +178,7 @@ impl Hook {
                     })
                     .collect(),
             ),
+            review_version: ReviewVersion::first_known(&strings(&w["admissionReviewVersions"])),
         }
     }
 }
@@ -154,11 +194,15 @@ fn is_namespace(attrs: &Attributes<'_>) -> bool {
 impl Rule {
     /// Whether the rule names this write (its version included).
     fn matches(&self, attrs: &Attributes<'_>) -> bool {
-        listed(&self.versions, attrs.version) && self.matches_any_version(attrs)
+        listed(&self.groups, attrs.group)
+            && listed(&self.versions, attrs.version)
+            && self.names_resource(attrs)
     }
 
-    /// Whether the rule names this write in some version.
-    fn matches_any_version(&self, attrs: &Attributes<'_>) -> bool {
+    /// Whether the rule names this write's resource in some group and version (equivalent
+    /// resources share their resource's name: a custom resource's versions, kube's built-in
+    /// equivalents).
+    fn names_resource(&self, attrs: &Attributes<'_>) -> bool {
         let resource = self.resources.iter().any(|r| {
             let (res, sub) = r.split_once('/').unwrap_or((r, ""));
             (res == "*" || res == attrs.resource) && (sub == "*" || sub == attrs.subresource.unwrap_or(""))
@@ -169,10 +213,7 @@ impl Rule {
             "Cluster" => !namespaced,
             _ => true,
         };
-        listed(&self.operations, attrs.operation.as_str())
-            && listed(&self.groups, attrs.group)
-            && resource
-            && scope
+        listed(&self.operations, attrs.operation.as_str()) && resource && scope
     }
 }
 
@@ -217,73 +258,69 @@ fn object_matches(s: &LabelSelector, attrs: &Attributes<'_>, obj: Option<&Value>
             .any(|o| selector_matches(s, &labels(o)))
 }
 
-/// How a webhook is called for a write: in the request's own version, or (under
-/// `matchPolicy: Equivalent`) in another version of the resource that a rule names, with the
-/// objects converted to it, as kube's `ShouldCallHook` picks the version and converts its
-/// versioned attributes.
+/// How a webhook is called for a write: as the request's own resource, or (under
+/// `matchPolicy: Equivalent`) as an equivalent resource that a rule names, with the objects
+/// converted to it, as kube's `ShouldCallHook` picks the resource and converts its versioned
+/// attributes.
 #[derive(Debug, Default)]
 pub struct Invocation {
-    /// The version called in, when it is not the request's.
-    version: Option<String>,
-    /// The object in that version.
+    /// The resource called as, when it is not the request's.
+    equivalent: Option<Equivalent>,
+    /// The object as that resource.
     object: Option<Value>,
-    /// The stored object in that version.
+    /// The stored object as that resource.
     old: Option<Value>,
 }
 
 impl Invocation {
     /// The write as the webhook sees it.
     pub fn attributes<'a>(&'a self, attrs: &Attributes<'a>) -> Attributes<'a> {
-        match &self.version {
+        match &self.equivalent {
             None => *attrs,
-            Some(version) => Attributes {
-                version,
+            Some(equivalent) => Attributes {
                 old: self.old.as_ref(),
-                ..*attrs
+                ..equivalent.seen(attrs)
             },
         }
     }
 
     /// The object as the webhook sees it.
     pub fn object<'a>(&'a self, obj: Option<&'a Value>) -> Option<&'a Value> {
-        match self.version {
+        match self.equivalent {
             None => obj,
             Some(_) => self.object.as_ref(),
         }
     }
 
-    /// The version a mutated object (as the webhook sees it) must be converted back from.
-    pub fn converted_from(&self) -> Option<&str> {
-        self.version.as_deref()
+    /// The resource a mutated object (as the webhook sees it) must be converted back from.
+    pub fn converted_from(&self) -> Option<&Equivalent> {
+        self.equivalent.as_ref()
     }
 }
 
-/// The version `hook` is called in for this write, if a rule matches it: the request's own
-/// (`Some(None)`), else under `Equivalent` the first of the resource's other versions
+/// The resource `hook` is called as for this write, if a rule matches it: the request's own
+/// (`Some(None)`), else under `Equivalent` the first of the resource's equivalents
 /// (`equivalents`, asked only then) a rule names.
 fn matched_version(
     hook: &Hook,
     attrs: &Attributes<'_>,
-    equivalents: impl FnOnce() -> Vec<String>,
-) -> Option<Option<String>> {
+    equivalents: impl FnOnce() -> Vec<Equivalent>,
+) -> Option<Option<Equivalent>> {
     if hook.rules.iter().any(|r| r.matches(attrs)) {
         return Some(None);
     }
-    // The resource's other versions are looked up only for a rule that names it in some
-    // version (most webhooks are for other resources entirely).
-    if !hook.equivalent || !hook.rules.iter().any(|r| r.matches_any_version(attrs)) {
+    // The resource's equivalents are looked up only for a rule that names its resource (most
+    // webhooks are for other resources entirely).
+    if !hook.equivalent || !hook.rules.iter().any(|r| r.names_resource(attrs)) {
         return None;
     }
-    equivalents().into_iter().find_map(|version| {
-        let other = Attributes {
-            version: &version,
-            ..*attrs
-        };
-        hook.rules
-            .iter()
-            .any(|r| r.matches(&other))
-            .then(|| Some(version.clone()))
-    })
+    equivalents()
+        .into_iter()
+        .find(|equivalent| {
+            let other = equivalent.seen(attrs);
+            hook.rules.iter().any(|r| r.matches(&other))
+        })
+        .map(Some)
 }
 
 /// Whether `hook` is called for this write, and how: its rules, then (on the objects as it
@@ -299,17 +336,17 @@ pub async fn invocation(
         return Ok(None);
     };
     let invocation = match (version, attrs.versions) {
-        (Some(version), Some(versions)) => {
+        (Some(equivalent), Some(versions)) => {
             let object = match obj {
-                Some(o) => Some(versions.to_version(store, o, &version).await?),
+                Some(o) => Some(versions.to_version(store, o, &equivalent).await?),
                 None => None,
             };
             let old = match attrs.old {
-                Some(o) => Some(versions.to_version(store, o, &version).await?),
+                Some(o) => Some(versions.to_version(store, o, &equivalent).await?),
                 None => None,
             };
             Invocation {
-                version: Some(version),
+                equivalent: Some(equivalent),
                 object,
                 old,
             }
@@ -339,7 +376,8 @@ fn conditions_hold(
     requested: &Attributes<'_>,
     obj: Option<&Value>,
 ) -> ApiResult<bool> {
-    let request = super::review::request(attrs, requested, obj).1["request"].take();
+    // kube builds the `request` variable as a `v1` AdmissionRequest, whatever the webhook speaks.
+    let request = super::review::request(ReviewVersion::V1, attrs, requested, obj).1["request"].take();
     let [authorizer, request_resource] = crate::admission::authorizer::variables(attrs);
     let vars = [
         ("object", obj.map_or(cel::Value::Null, value::from_json)),
@@ -447,11 +485,17 @@ mod tests {
         let exact = hook(rule.clone(), "Exact");
         let equivalent = hook(rule, "Equivalent");
         let a = attrs("deployments", None, "v1");
-        let others = || vec!["v1beta2".to_string(), "v1beta1".to_string()];
+        let in_version = |version: &str| Equivalent {
+            group: "apps".into(),
+            version: version.into(),
+            resource: "deployments".into(),
+            kind: "Deployment".into(),
+        };
+        let others = || vec![in_version("v1beta2"), in_version("v1beta1")];
         assert_eq!(matched_version(&exact, &a, others), None);
         assert_eq!(
             matched_version(&equivalent, &a, others),
-            Some(Some("v1beta1".to_string()))
+            Some(Some(in_version("v1beta1")))
         );
         assert_eq!(matched_version(&equivalent, &a, Vec::new), None);
         let own = hook(

@@ -14,6 +14,8 @@
 mod matching;
 mod review;
 
+pub use matching::ReviewVersion;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -168,8 +170,8 @@ async fn admit_delete(store: &Store, hooks: &[Arc<Hook>], attrs: &Attributes<'_>
     Ok(())
 }
 
-/// Calls a mutating webhook and applies its patch: to the object in the version the webhook was
-/// called in, converted back to the request's version afterwards.
+/// Calls a mutating webhook and applies its patch: to the object as the resource the webhook
+/// was called as, converted back to the request's resource afterwards.
 async fn call_mutating(
     store: &Store,
     hook: &Hook,
@@ -196,10 +198,10 @@ async fn call_mutating(
                 attrs.versions,
                 invocation.object(None),
             ) {
-                (Some(version), Some(versions), Some(seen)) => {
+                (Some(equivalent), Some(versions), Some(seen)) => {
                     let mut seen = seen.clone();
                     review::apply_patch(hook, &mut seen, patch)?;
-                    *obj = versions.back_from_version(store, &seen, version).await?;
+                    *obj = versions.back_from_version(store, &seen, equivalent).await?;
                 }
                 _ => review::apply_patch(hook, obj, patch)?,
             }

@@ -1,6 +1,7 @@
 //! One call of one webhook (kube's `request/admissionreview.go` and the dispatchers'
-//! `callHook`): the `admission.k8s.io/v1` `AdmissionReview` request built from the write, the
-//! checks of its response, and kube's errors — a denial becomes the webhook's `Status`
+//! `callHook`): the `AdmissionReview` request built from the write, in the first
+//! `admission.k8s.io` version (`v1`, `v1beta1`) the webhook accepts, the checks of its response
+//! (fewer for `v1beta1`, as kube's), and kube's errors — a denial becomes the webhook's `Status`
 //! (`admission webhook "NAME" denied the request: ...`), a webhook that cannot be called or
 //! answers nonsense becomes `failed calling webhook "NAME": ...`, subject to its
 //! `failurePolicy`.
@@ -8,7 +9,7 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::matching::{strings, Hook};
+use super::matching::{strings, Hook, ReviewVersion};
 use crate::admission::audit_annotations::annotate;
 use crate::admission::{Attributes, Operation};
 use crate::machinery::errors::{ApiError, ApiResult};
@@ -133,9 +134,15 @@ fn options(attrs: &Attributes<'_>) -> Value {
 }
 
 /// The `AdmissionReview` sent for this write as the webhook sees it (`attrs`, `obj`: in the
-/// version it is called in), with its uid; `requested` is the write as the request made it,
-/// whose version `requestKind` and `requestResource` name.
-pub fn request(attrs: &Attributes<'_>, requested: &Attributes<'_>, obj: Option<&Value>) -> (String, Value) {
+/// version it is called in), in review version `version`, with its uid; `requested` is the
+/// write as the request made it, whose version `requestKind` and `requestResource` name.
+/// (`v1beta1`'s request has the same fields as `v1`'s.)
+pub fn request(
+    version: ReviewVersion,
+    attrs: &Attributes<'_>,
+    requested: &Attributes<'_>,
+    obj: Option<&Value>,
+) -> (String, Value) {
     let uid = uuid::Uuid::new_v4().to_string();
     let gvk = |a: &Attributes<'_>| json!({"group": a.group, "version": a.version, "kind": a.kind});
     let gvr = |a: &Attributes<'_>| json!({"group": a.group, "version": a.version, "resource": a.resource});
@@ -165,19 +172,59 @@ pub fn request(attrs: &Attributes<'_>, requested: &Attributes<'_>, obj: Option<&
     r.insert("options".into(), options(attrs));
     let review = json!({
         "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
+        "apiVersion": version.api_version(),
         "request": Value::Object(r),
     });
     (uid, review)
 }
 
-/// kube's `VerifyAdmissionResponse` for a v1 review: the response present, its uid and type
-/// right, a patch only from a mutating webhook and only with its type.
-fn verify(hook: &Hook, uid: &str, review: &Value) -> Result<Outcome, String> {
+/// kube's `VerifyAdmissionResponse`: the response present; for a `v1` review its uid and type
+/// right, a patch only from a mutating webhook and only with its type; a `v1beta1` review's
+/// uid, type and patch type are not checked (a mutating webhook's patch is a JSONPatch, a
+/// validating webhook's patch is ignored), as kube never checked them in `v1beta1`.
+fn verify(hook: &Hook, version: ReviewVersion, uid: &str, review: &Value) -> Result<Outcome, String> {
     let response = review
         .get("response")
         .filter(|r| r.is_object())
         .ok_or("webhook response was absent")?;
+    let patch = response["patch"].as_str().filter(|p| !p.is_empty());
+    let patch = match version {
+        ReviewVersion::V1 => verify_v1(hook, uid, review, response, patch)?,
+        ReviewVersion::V1beta1 => patch.filter(|_| hook.mutating).map(|p| (p, "JSONPatch")),
+    };
+    // The webhook's audit annotations are recorded whatever it decided, under its name.
+    for (key, value) in response["auditAnnotations"].as_object().into_iter().flatten() {
+        if let Some(value) = value.as_str() {
+            annotate(format!("{}/{key}", hook.name), value);
+        }
+    }
+    if response["allowed"].as_bool() != Some(true) {
+        return Ok(Outcome::Refused(denial(hook, &response["status"])));
+    }
+    let patch = match patch {
+        Some((p, "JSONPatch")) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(p)
+                .map_err(|e| format!("illegal base64 data in response.patch: {e}"))?;
+            Some(serde_json::from_slice(&bytes).map_err(|e| format!("response.patch: {e}"))?)
+        }
+        Some((_, other)) => return Err(format!("unsupported patch type {other:?}")),
+        None => None,
+    };
+    Ok(Outcome::Allowed {
+        patch,
+        warnings: strings(&response["warnings"]),
+    })
+}
+
+/// The checks kube makes of a `v1` review only; the patch with its type.
+fn verify_v1<'a>(
+    hook: &Hook,
+    uid: &str,
+    review: &Value,
+    response: &'a Value,
+    patch: Option<&'a str>,
+) -> Result<Option<(&'a str, &'a str)>, String> {
     let got = response["uid"].as_str().unwrap_or_default();
     if got != uid {
         return Err(format!("expected response.uid={uid:?}, got {got:?}"));
@@ -190,7 +237,6 @@ fn verify(hook: &Hook, uid: &str, review: &Value) -> Result<Outcome, String> {
             "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{version}, Kind={kind}"
         ));
     }
-    let patch = response["patch"].as_str().filter(|p| !p.is_empty());
     let patch_type = response.get("patchType").and_then(Value::as_str);
     if hook.mutating {
         match (patch, patch_type) {
@@ -208,29 +254,7 @@ fn verify(hook: &Hook, uid: &str, review: &Value) -> Result<Outcome, String> {
     } else if patch_type.is_some() {
         return Err("validating webhook may not return response.patchType".into());
     }
-    // The webhook's audit annotations are recorded whatever it decided, under its name.
-    for (key, value) in response["auditAnnotations"].as_object().into_iter().flatten() {
-        if let Some(value) = value.as_str() {
-            annotate(format!("{}/{key}", hook.name), value);
-        }
-    }
-    if response["allowed"].as_bool() != Some(true) {
-        return Ok(Outcome::Refused(denial(hook, &response["status"])));
-    }
-    let patch = match (patch, patch_type) {
-        (Some(p), Some("JSONPatch")) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(p)
-                .map_err(|e| format!("illegal base64 data in response.patch: {e}"))?;
-            Some(serde_json::from_slice(&bytes).map_err(|e| format!("response.patch: {e}"))?)
-        }
-        (Some(_), Some(other)) => return Err(format!("unsupported patch type {other:?}")),
-        _ => None,
-    };
-    Ok(Outcome::Allowed {
-        patch,
-        warnings: strings(&response["warnings"]),
-    })
+    Ok(patch.zip(patch_type))
 }
 
 /// A dry run is sent only to webhooks without side effects (`None`, `NoneOnDryRun`); any
@@ -250,6 +274,29 @@ fn dry_run_refusal(hook: &Hook, attrs: &Attributes<'_>) -> Option<Outcome> {
     }
 }
 
+/// kube's error for a webhook that accepts no review version it knows (only a configuration
+/// stored before validation required one can say so).
+const UNKNOWN_REVIEW_VERSIONS: &str =
+    "could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)";
+
+/// What is sent to `hook` about this write: its review version, the review's uid and the
+/// review; or why nothing is (a dry run it may not see, no review version it accepts).
+fn prepare(
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    requested: &Attributes<'_>,
+    obj: Option<&Value>,
+) -> Result<(ReviewVersion, String, Value), Outcome> {
+    if let Some(refused) = dry_run_refusal(hook, attrs) {
+        return Err(refused);
+    }
+    let version = hook
+        .review_version
+        .ok_or_else(|| failed(hook, UNKNOWN_REVIEW_VERSIONS))?;
+    let (uid, body) = request(version, attrs, requested, obj);
+    Ok((version, uid, body))
+}
+
 /// Calls `hook` about this write (`obj` is the object written, `None` for a delete).
 pub async fn call(
     store: &Store,
@@ -258,15 +305,15 @@ pub async fn call(
     requested: &Attributes<'_>,
     obj: Option<&Value>,
 ) -> Outcome {
-    if let Some(refused) = dry_run_refusal(hook, attrs) {
-        return refused;
-    }
-    let (uid, body) = request(attrs, requested, obj);
+    let (version, uid, body) = match prepare(hook, attrs, requested, obj) {
+        Ok(prepared) => prepared,
+        Err(outcome) => return outcome,
+    };
     let review = match crate::webhook::post(store, &hook.client, &body).await {
         Ok(r) => r,
         Err(why) => return failed(hook, format!("failed to call webhook: {why}")),
     };
-    match verify(hook, &uid, &review) {
+    match verify(hook, version, &uid, &review) {
         Ok(outcome) => outcome,
         Err(why) => failed(hook, format!("received invalid webhook response: {why}")),
     }
@@ -292,10 +339,87 @@ mod tests {
 
     fn hook(side_effects: &str) -> Hook {
         Hook::parse(
-            &json!({"name": "h.example.com", "sideEffects": side_effects}),
+            &json!({"name": "h.example.com", "sideEffects": side_effects, "admissionReviewVersions": ["v1"]}),
             "x",
             false,
         )
+    }
+
+    fn hook_speaking(versions: Value, mutating: bool) -> Hook {
+        Hook::parse(
+            &json!({"name": "h.example.com", "sideEffects": "None", "admissionReviewVersions": versions}),
+            "x",
+            mutating,
+        )
+    }
+
+    /// kube sends the first review version the webhook lists that it knows; a webhook that
+    /// lists none fails the call with kube's message.
+    #[test]
+    fn the_review_is_sent_in_the_first_version_the_webhook_knows() {
+        let attrs = pod_create();
+        for (versions, api_version) in [
+            (json!(["v1", "v1beta1"]), "admission.k8s.io/v1"),
+            (json!(["v2", "v1beta1", "v1"]), "admission.k8s.io/v1beta1"),
+        ] {
+            let Ok((_, uid, review)) = prepare(&hook_speaking(versions, false), &attrs, &attrs, None) else {
+                panic!("{api_version}: not sent");
+            };
+            assert_eq!(review["apiVersion"], api_version);
+            assert_eq!(review["kind"], "AdmissionReview");
+            assert_eq!(review["request"]["uid"], uid.as_str());
+        }
+        let Err(Outcome::Failed(e)) = prepare(&hook_speaking(json!(["v2"]), false), &attrs, &attrs, None)
+        else {
+            panic!("a webhook that speaks no known version was called");
+        };
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                500,
+                r#"Internal error occurred: failed calling webhook "h.example.com": could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)"#
+            )
+        );
+    }
+
+    /// A `v1beta1` answer's uid, apiVersion, kind and patchType are not checked; a validating
+    /// webhook's patch is ignored; `v1` checks them all.
+    #[test]
+    fn v1beta1_responses_are_checked_as_kube_checks_them() {
+        let patch =
+            base64::engine::general_purpose::STANDARD.encode(r#"[{"op":"add","path":"/a","value":1}]"#);
+        let bare = json!({"response": {"allowed": true, "patch": patch}});
+        let mutating = hook_speaking(json!(["v1beta1"]), true);
+        let Ok(Outcome::Allowed { patch: Some(p), .. }) =
+            verify(&mutating, ReviewVersion::V1beta1, "u", &bare)
+        else {
+            panic!("a v1beta1 patch without its type was refused");
+        };
+        assert_eq!(p, json!([{"op": "add", "path": "/a", "value": 1}]));
+        let validating = hook_speaking(json!(["v1beta1"]), false);
+        assert!(matches!(
+            verify(&validating, ReviewVersion::V1beta1, "u", &bare),
+            Ok(Outcome::Allowed { patch: None, .. })
+        ));
+        let denied = json!({"response": {"allowed": false, "status": {"message": "no"}}});
+        let Ok(Outcome::Refused(e)) = verify(&validating, ReviewVersion::V1beta1, "u", &denied) else {
+            panic!("a v1beta1 denial was not a denial");
+        };
+        assert_eq!(
+            e.message,
+            r#"admission webhook "h.example.com" denied the request: no"#
+        );
+        assert_eq!(
+            verify(&validating, ReviewVersion::V1beta1, "u", &json!({}))
+                .err()
+                .as_deref(),
+            Some("webhook response was absent")
+        );
+        let v1 = hook_speaking(json!(["v1"]), true);
+        assert_eq!(
+            verify(&v1, ReviewVersion::V1, "u", &bare).err().as_deref(),
+            Some(r#"expected response.uid="u", got """#)
+        );
     }
 
     /// A dry run never reaches a webhook that may have side effects: kube's 400.

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::rbac::go_strings;
 use super::{list_of, not_supported, str_of};
+use crate::admission::webhook::ReviewVersion;
 use crate::cel::{self, WEBHOOK_CONDITION_VARIABLES};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_label_error, dns_subdomain_error, qualified_name_error, Causes};
@@ -23,7 +24,6 @@ const FAILURE_POLICIES: [&str; 2] = ["Fail", "Ignore"];
 const MATCH_POLICIES: [&str; 2] = ["Equivalent", "Exact"];
 const SIDE_EFFECTS: [&str; 2] = ["None", "NoneOnDryRun"];
 const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
-const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 /// kube's most `matchConditions` of a webhook.
 const MAX_MATCH_CONDITIONS: usize = 64;
 
@@ -284,7 +284,7 @@ fn review_versions(versions: &[Value], at: &str, causes: &mut Causes) {
             field,
             format!(
                 "Required value: must specify one of {}",
-                REVIEW_VERSIONS.join(", ")
+                ReviewVersion::names().collect::<Vec<_>>().join(", ")
             ),
         ));
         return;
@@ -303,13 +303,16 @@ fn review_versions(versions: &[Value], at: &str, causes: &mut Causes) {
             causes.push((format!("{field}[{i}]"), e));
         }
     }
-    if !seen.iter().any(|v| REVIEW_VERSIONS.contains(v)) {
+    if !seen
+        .iter()
+        .any(|v| ReviewVersion::names().any(|known| known == *v))
+    {
         causes.push((
             field,
             format!(
                 "Invalid value: {}: must include at least one of {}",
                 go_strings(versions),
-                REVIEW_VERSIONS.join(", ")
+                ReviewVersion::names().collect::<Vec<_>>().join(", ")
             ),
         ));
     }

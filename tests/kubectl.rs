@@ -1542,6 +1542,51 @@ spec:
         json!({"attached": false})
     );
 
+    // Events are one collection, as in kube: an Event written through core v1 is read through
+    // events.k8s.io/v1 (what `kubectl events` reads) in its field names, and the other way.
+    let event = "apiVersion: v1\nkind: Event\nmetadata: {name: web.1}\n\
+                 involvedObject: {kind: Pod, name: web, namespace: default}\n\
+                 reason: Started\nmessage: Started container web\ntype: Normal\n";
+    k.ok("node-1", &["create", "-f", &k.manifest("event.yaml", event)]);
+    let seen = k.json("node-2", &["get", "events.v1.events.k8s.io", "web.1"]);
+    assert_eq!(
+        (&seen["apiVersion"], &seen["note"], &seen["regarding"]["name"]),
+        (
+            &json!("events.k8s.io/v1"),
+            &json!("Started container web"),
+            &json!("web")
+        ),
+        "{seen}"
+    );
+    let modern = "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {name: web.2}\n\
+                  regarding: {kind: Pod, name: web, namespace: default}\nreason: Killing\n\
+                  note: Stopping container web\ntype: Normal\naction: Kill\n\
+                  reportingController: kubelet\nreportingInstance: worker-1\n\
+                  eventTime: \"2026-11-26T10:00:00.000000Z\"\n";
+    k.ok(
+        "node-3",
+        &["create", "-f", &k.manifest("modern-event.yaml", modern)],
+    );
+    let core = k.json("node-1", &["get", "event", "web.2"]);
+    assert_eq!(
+        (
+            &core["apiVersion"],
+            &core["message"],
+            &core["involvedObject"]["name"]
+        ),
+        (&json!("v1"), &json!("Stopping container web"), &json!("web")),
+        "{core}"
+    );
+    for (context, resource) in [("node-2", "events"), ("node-3", "events.v1.events.k8s.io")] {
+        let names: Vec<Value> = k.json(context, &["get", resource])["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("web.1"), json!("web.2")], "{resource}");
+    }
+
     // A certificate request: pending, approved with kubectl, then issued through /status.
     let csr = "apiVersion: certificates.k8s.io/v1
 kind: CertificateSigningRequest

@@ -5,9 +5,9 @@
 //! `apiVersion` (the `None` conversion strategy); a built-in type served in another version
 //! than its storage one has a pair of conversion functions, as data ([`BUILTIN`]). A built-in
 //! type kube stores as another group's kind (events.k8s.io Events are core Events) has its
-//! pair there too: kuberaft keeps its objects in a collection of their own, so the pair serves
-//! only what needs the type in its storage kind's terms (admission's equivalent resources,
-//! [`between_builtin`]), never storage.
+//! pair there too, and shares that kind's collection: an Event written through either group is
+//! one object, read through both (the store's keys follow [`ResourceType::storage_group`]).
+//! Admission's equivalent resources convert through the same pairs ([`between_builtin`]).
 
 use serde_json::{json, Value};
 
@@ -75,10 +75,10 @@ pub fn to_storage_kind(rt: &ResourceType) -> Option<&'static Conversion> {
         .find(|c| (c.group, c.version, c.kind) == (&*rt.group, &*rt.version, &*rt.kind))
 }
 
-/// The conversion of a built-in type served in another version than its storage one, in the
-/// collection it shares with that version (not a conversion to another group's kind).
+/// The conversion of a built-in type served in another version or group than its storage
+/// kind, whose collection it shares.
 pub fn builtin(rt: &ResourceType) -> Option<&'static Conversion> {
-    to_storage_kind(rt).filter(|c| c.storage_group == c.group)
+    to_storage_kind(rt)
 }
 
 /// `obj`, of the built-in type `from`, as the equivalent built-in type `to` shows it: through
@@ -104,12 +104,11 @@ pub fn between_builtin(from: &ResourceType, to: &ResourceType, obj: &Value) -> V
 /// may need a conversion (a custom resource, or a built-in type served in a version other
 /// than its storage one).
 pub fn storage_api_version(rt: &ResourceType) -> Option<String> {
-    let storage = match (&rt.custom, builtin(rt)) {
-        (Some(custom), _) => custom.storage_version.as_str(),
-        (None, Some(c)) => c.storage_version,
-        (None, None) => return None,
-    };
-    Some(format!("{}/{storage}", rt.group))
+    match (&rt.custom, builtin(rt)) {
+        (Some(custom), _) => Some(format!("{}/{}", rt.group, custom.storage_version)),
+        (None, Some(c)) => Some(c.storage_api_version()),
+        (None, None) => None,
+    }
 }
 
 /// The type fields (`"kind":…,"apiVersion":…`) every object read through `rt` must show, when
@@ -185,15 +184,16 @@ mod tests {
     }
 
     /// A core Event as events.k8s.io/v1 shows it, and back; an autoscaling/v1 autoscaler as
-    /// v2; neither kind is stored through the other (events.k8s.io Events keep their own
-    /// collection).
+    /// v2; events.k8s.io Events are stored as core Events, in their collection.
     #[test]
     fn equivalent_builtin_types_convert_through_their_storage_kind() {
         let r = Registry::new();
         let core = r.lookup("", "v1", "events").unwrap();
         let events = r.lookup("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(core.storage_kind(), events.storage_kind());
-        assert!(builtin(events).is_none() && storage_api_version(events).is_none());
+        assert_eq!(storage_api_version(events).as_deref(), Some("v1"));
+        assert_eq!(storage_api_version(core), None);
+        assert_eq!((core.storage_group(), events.storage_group()), ("", ""));
         let written = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
             "involvedObject": {"kind": "Pod", "name": "web"}, "message": "hello"});
         let seen = between_builtin(core, events, &written);

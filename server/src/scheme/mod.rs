@@ -194,6 +194,15 @@ impl ResourceType {
         })
     }
 
+    /// The group whose collection holds this type's objects: its own, but for a built-in type
+    /// kube stores as another group's kind (events.k8s.io Events are core Events).
+    pub fn storage_group(&self) -> &str {
+        match conversion::to_storage_kind(self) {
+            Some(c) => c.storage_group,
+            None => &self.group,
+        }
+    }
+
     /// `storageVersionHash` of discovery, as kube-apiserver computes it
     /// (`discovery.StorageVersionHash`): the first 8 bytes of the SHA-256 of
     /// `group/version/kind` of the storage version, in standard base64. Clients (the storage

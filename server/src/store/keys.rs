@@ -26,14 +26,20 @@ pub fn object(group: &str, plural: &str, namespace: Option<&str>, name: &str) ->
     }
 }
 
-/// The prefix of every object of `rt`.
+/// The prefix of every object of `rt` (in the collection of the kind it is stored as:
+/// events.k8s.io Events are core Events).
 pub fn of_type(rt: &ResourceType) -> String {
-    type_prefix(&rt.group, &rt.plural)
+    type_prefix(rt.storage_group(), &rt.plural)
 }
 
 /// The key of one object of `rt` (the namespace is ignored for cluster-scoped types).
 pub fn of_object(rt: &ResourceType, namespace: Option<&str>, name: &str) -> String {
-    object(&rt.group, &rt.plural, namespace.filter(|_| rt.namespaced), name)
+    object(
+        rt.storage_group(),
+        &rt.plural,
+        namespace.filter(|_| rt.namespaced),
+        name,
+    )
 }
 
 /// The `(group, plural)` a storage key belongs to (`/registry/<group|core>/<plural>/...`);

@@ -23,7 +23,8 @@ pub enum KubeletError {
 #[derive(Debug, Clone)]
 pub struct Kubelet {
     streams: reqwest::Client,
-    unverified: reqwest::Client,
+    /// Only when `streams` verifies kubelets (a CA is configured); otherwise `streams` is it.
+    unverified: Option<reqwest::Client>,
 }
 
 impl Kubelet {
@@ -32,7 +33,7 @@ impl Kubelet {
     pub fn new(identity: Option<&str>, ca: Option<&str>) -> Result<Kubelet, KubeletError> {
         Ok(Kubelet {
             streams: client(identity, ca)?,
-            unverified: client(identity, None)?,
+            unverified: ca.map(|_| client(identity, None)).transpose()?,
         })
     }
 
@@ -43,7 +44,7 @@ impl Kubelet {
 
     /// The same, but trusting any kubelet.
     pub fn unverified(&self) -> &reqwest::Client {
-        &self.unverified
+        self.unverified.as_ref().unwrap_or(&self.streams)
     }
 }
 

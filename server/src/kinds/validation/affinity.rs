@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::label_selector::{label_keys, label_name, label_selector, label_value, Values};
+use super::label_selector::{key_and_values, label_keys, label_name, label_selector, Values};
 use super::{list_of, str_of};
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::{dns_label_reasons, dns_subdomain_reasons, Causes};
@@ -141,16 +141,7 @@ fn node_selector_requirement(req: &Value, values: Values, path: &str, causes: &m
             ),
         )),
     }
-    label_name(str_of(req, "key"), &format!("{path}.key"), causes);
-    if values == Values::Checked {
-        for (i, v) in given.iter().enumerate() {
-            label_value(
-                v.as_str().unwrap_or_default(),
-                &format!("{path}.values[{i}]"),
-                causes,
-            );
-        }
-    }
+    key_and_values(req, given, values, path, causes);
 }
 
 /// kube's `ValidateNodeFieldSelectorRequirement`: `In` or `NotIn` one node name, by

@@ -81,7 +81,13 @@ fn requirement(e: &Value, values: Values, path: &str, causes: &mut Causes) {
             causes,
         ),
     }
-    label_name(str_of(e, "key"), &format!("{path}.key"), causes);
+    key_and_values(e, given, values, path, causes);
+}
+
+/// A requirement's `key` (a label name) and, when `values` says so, each of its `values`
+/// (label values), at `path`: what label selector and node selector requirements share.
+pub fn key_and_values(req: &Value, given: &[Value], values: Values, path: &str, causes: &mut Causes) {
+    label_name(str_of(req, "key"), &format!("{path}.key"), causes);
     if values == Values::Checked {
         for (i, v) in given.iter().enumerate() {
             label_value(

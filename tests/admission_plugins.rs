@@ -363,6 +363,20 @@ async fn configmaps_in(k: &Kube, ns: &str) -> usize {
     list["items"].as_array().map_or(0, Vec::len)
 }
 
+/// `n` ConfigMap creates into `ns` at once, spread over the replicas in turn; each one's
+/// status code and body.
+async fn create_configmaps_at_once(k: &Kube, ns: &str, n: usize) -> Vec<(u16, serde_json::Value)> {
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let creates = (0..n).map(|i| {
+        let path = &path;
+        async move {
+            let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}});
+            k.send(reqwest::Method::POST, i % 3, path, Some(&body)).await
+        }
+    });
+    futures::future::join_all(creates).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_quotas_are_never_exceeded_by_concurrent_creates_through_every_replica() {
     let k = Kube::start().await;
@@ -386,15 +400,7 @@ async fn resource_quotas_are_never_exceeded_by_concurrent_creates_through_every_
     assert_eq!(status["used"]["configmaps"], "1", "{status}");
 
     // 24 creates at once, 8 through each replica: exactly 5 fit.
-    let creates = (0..24).map(|i| {
-        let k = &k;
-        async move {
-            let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}});
-            k.send(reqwest::Method::POST, i % 3, "/api/v1/namespaces/capped/configmaps", Some(&body))
-                .await
-        }
-    });
-    let outcomes = futures::future::join_all(creates).await;
+    let outcomes = create_configmaps_at_once(&k, "capped", 24).await;
     let created = outcomes.iter().filter(|(code, _)| *code == 201).count();
     let refused: Vec<&serde_json::Value> = outcomes
         .iter()
@@ -419,6 +425,44 @@ async fn resource_quotas_are_never_exceeded_by_concurrent_creates_through_every_
     for node in ["node-1", "node-2", "node-3"] {
         let q = k.json(node, &["get", "quota", "objects", "-n", "capped"]);
         assert_eq!(q["status"]["used"]["count/configmaps"], "6", "{node}: {q}");
+    }
+
+    // Under sustained contention every charge lands or is refused by the quota, never by a
+    // conflict between replicas: 90 creates at once, 30 through each replica, into a
+    // namespace where 60 fit.
+    k.ok("node-1", &["create", "namespace", "busy"]);
+    k.wait_namespace_populated("busy").await;
+    k.ok(
+        "node-2",
+        &[
+            "create",
+            "quota",
+            "objects",
+            "-n",
+            "busy",
+            "--hard=count/configmaps=61",
+        ],
+    );
+    let status = quota_status(&k, "busy", "objects").await;
+    assert_eq!(status["used"]["count/configmaps"], "1", "{status}");
+    let outcomes = create_configmaps_at_once(&k, "busy", 90).await;
+    let created = outcomes.iter().filter(|(code, _)| *code == 201).count();
+    let others: Vec<&(u16, serde_json::Value)> = outcomes
+        .iter()
+        .filter(|(code, body)| {
+            *code != 201
+                && !(*code == 403
+                    && body["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("is forbidden: exceeded quota: objects")))
+        })
+        .collect();
+    assert!(others.is_empty(), "only the quota refuses: {others:?}");
+    assert_eq!(created, 60, "{outcomes:?}");
+    assert_eq!(configmaps_in(&k, "busy").await, 61);
+    for node in ["node-1", "node-2", "node-3"] {
+        let q = k.json(node, &["get", "quota", "objects", "-n", "busy"]);
+        assert_eq!(q["status"]["used"]["count/configmaps"], "61", "{node}: {q}");
     }
 
     // kubectl shows kube's refusal.

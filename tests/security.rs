@@ -1039,6 +1039,86 @@ async fn the_encryption_config_is_reloaded_without_a_restart() {
         k.ok("node-3", &["get", "secret", "before", "-o", "jsonpath={.data.a}"]),
         "MQ=="
     );
+
+    // ResourceQuotas encrypted too: the state machine cannot compute a sealed quota's usage,
+    // so charges fall back to writing the quota's new value conditioned on its revision, and
+    // concurrent creates through every replica still never exceed it.
+    let config = aes_config(&[("key2", &key2), ("key1", &key1)], true)
+        .replace("resources: [secrets]", "resources: [secrets, resourcequotas]");
+    std::fs::write(k.cluster.pki.encryption_config(), config).unwrap();
+    support::eventually(T, || async {
+        match reloads("success").await? {
+            c if c.iter().all(|n| *n >= 2.0) => Ok(()),
+            c => Err(format!("reloads per replica: {c:?}")),
+        }
+    })
+    .await;
+    ok(&k, &["create", "namespace", "sealed"]);
+    ok(
+        &k,
+        &[
+            "create",
+            "quota",
+            "objects",
+            "-n",
+            "sealed",
+            "--hard=count/secrets=4",
+        ],
+    );
+    let quota_key = "/registry/core/resourcequotas/sealed/objects";
+    support::eventually(T, || async {
+        let q = k.json("node-1", &["get", "quota", "objects", "-n", "sealed"]);
+        if q["status"]["used"]["count/secrets"].is_string() {
+            Ok(())
+        } else {
+            Err(format!("{q}"))
+        }
+    })
+    .await;
+    let creates = (0..12).map(|i| {
+        let k = &k;
+        async move {
+            let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("s-{i}")}});
+            k.send(
+                reqwest::Method::POST,
+                i % 3,
+                "/api/v1/namespaces/sealed/secrets",
+                Some(&body),
+            )
+            .await
+        }
+    });
+    let outcomes = futures::future::join_all(creates).await;
+    let created = outcomes.iter().filter(|(code, _)| *code == 201).count();
+    let used: usize = k
+        .ok(
+            "node-2",
+            &[
+                "get",
+                "quota",
+                "objects",
+                "-n",
+                "sealed",
+                "-o",
+                "jsonpath={.status.used.count/secrets}",
+            ],
+        )
+        .parse()
+        .expect("a count");
+    let stored = k
+        .ok("node-2", &["get", "secrets", "-n", "sealed", "-o", "name"])
+        .lines()
+        .count();
+    assert_eq!((created, stored, used), (4, 4, 4), "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|(code, body)| *code == 201
+            || (*code == 403
+                && body["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("exceeded quota: objects")))),
+        "{outcomes:?}"
+    );
+    assert!(raw(&k, quota_key).await.starts_with(b"k8s:enc:aesgcm:v1:key2:"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -342,6 +342,9 @@ pub async fn run(
                     fmt_ms(stats.p99_ms),
                     stats.errors,
                 );
+                if let Some(e) = &stats.first_error {
+                    eprintln!("  first error: {e}");
+                }
                 creates += stats.ops;
                 runs[s][c].push(stats);
             }

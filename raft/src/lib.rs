@@ -27,7 +27,9 @@ pub mod types;
 
 pub use error::NodeError;
 pub use kuberaft_storage::mvcc::{Applied, Change};
-pub use kuberaft_storage::{read_backup, BackupSummary, Identity, RestoreSummary, StorageError};
+pub use kuberaft_storage::{
+    read_backup, BackupSummary, Identity, Merger, Mergers, RestoreSummary, StorageError,
+};
 pub use node::{NodeConfig, Progress, RaftNode};
 pub use openraft::ServerState;
 pub use state_machine::ApplyEvent;

@@ -33,6 +33,7 @@ fn config(dir: &std::path::Path) -> NodeConfig {
         certificates: Vec::new(),
         join: None,
         quota_bytes: 0,
+        mergers: Default::default(),
     }
 }
 

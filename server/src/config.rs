@@ -647,6 +647,7 @@ impl ServeConfig {
             certificates: Vec::new(),
             join: None,
             quota_bytes: self.quota_backend_bytes,
+            mergers: Default::default(),
         }
     }
 }

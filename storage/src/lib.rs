@@ -15,6 +15,7 @@ pub mod error;
 mod hashing;
 pub mod keys;
 pub mod log;
+pub mod merge;
 pub mod mvcc;
 pub mod snapshot;
 
@@ -22,4 +23,5 @@ pub use backup::{read_backup, BackupOrigin, BackupSummary, RestoreSummary, BACKU
 pub use db::{Db, Identity};
 pub use error::StorageError;
 pub use log::LogStore;
+pub use merge::{Merger, Mergers};
 pub use mvcc::{Applied, ApplyBatch, Change, Mvcc, MAX_KEY_BYTES, MAX_REQUEST_BYTES, MAX_VALUE_BYTES};

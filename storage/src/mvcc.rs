@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::db::{CF_EVENTS, CF_HISTORY, CF_KV, CF_SM};
 use crate::keys::{be, from_be, history_key, prefix_end, split_history_key, successor};
+use crate::merge::Mergers;
 use crate::{Db, StorageError};
 
 /// Largest value a put may carry (etcd's default request limit).
@@ -71,6 +72,7 @@ pub struct Applied {
 #[derive(Clone)]
 pub struct Mvcc {
     pub(crate) db: Db,
+    mergers: Mergers,
 }
 
 /// Checks a transaction against the store's limits before it is proposed (and again when it is
@@ -91,6 +93,11 @@ pub fn validate_txn(req: &TxnRequest) -> Result<(), StorageError> {
         }
     }
     validate_ops(&req.success)?;
+    if req.failure.iter().any(|o| matches!(o.op, Some(op::Op::Merge(_)))) {
+        return Err(StorageError::InvalidRequest(
+            "a merge is allowed only among the success operations".into(),
+        ));
+    }
     validate_ops(&req.failure)
 }
 
@@ -116,6 +123,19 @@ fn validate_ops(ops: &[Op]) -> Result<(), StorageError> {
                 validate_key(&d.key)?;
                 if !keys.insert(d.key.as_slice()) {
                     return Err(duplicate(&d.key));
+                }
+            }
+            Some(op::Op::Merge(m)) => {
+                validate_key(&m.key)?;
+                if m.operand.len() > MAX_VALUE_BYTES {
+                    return Err(StorageError::TooLarge {
+                        what: "merge operand",
+                        size: m.operand.len(),
+                        limit: MAX_VALUE_BYTES,
+                    });
+                }
+                if !keys.insert(m.key.as_slice()) {
+                    return Err(duplicate(&m.key));
                 }
             }
             Some(op::Op::DeletePrefix(d)) => {
@@ -185,7 +205,15 @@ pub(crate) fn decode_i64(bytes: Option<Vec<u8>>) -> Result<i64, StorageError> {
 impl Mvcc {
     /// The state machine over `db`.
     pub fn new(db: Db) -> Self {
-        Mvcc { db }
+        Mvcc {
+            db,
+            mergers: Mergers::default(),
+        }
+    }
+
+    /// The same state machine, applying merge operations with `mergers`.
+    pub fn with_mergers(self, mergers: Mergers) -> Self {
+        Mvcc { mergers, ..self }
     }
 
     /// `(current revision, compacted revision)`.
@@ -461,15 +489,35 @@ impl ApplyBatch<'_> {
             succeeded,
             ..Default::default()
         };
+        let mut merged = Vec::new();
+        if succeeded {
+            match self.merge_all(&req.success)? {
+                Ok(values) => merged = values,
+                Err(why) => {
+                    resp.succeeded = false;
+                    resp.refused = why;
+                }
+            }
+        }
+        let succeeded = resp.succeeded;
         if !succeeded {
-            for c in &req.compares {
-                if let Some(kv) = self.current(&c.key)? {
+            // A refused merge reports its key's state too, as a failed compare does.
+            let mut keys: Vec<&[u8]> = req.compares.iter().map(|c| c.key.as_slice()).collect();
+            if !resp.refused.is_empty() {
+                keys.extend(req.success.iter().filter_map(|o| match &o.op {
+                    Some(op::Op::Merge(m)) => Some(m.key.as_slice()),
+                    _ => None,
+                }));
+            }
+            for key in keys {
+                if let Some(kv) = self.current(key)? {
                     if !resp.compared.iter().any(|k| k.key == kv.key) {
                         resp.compared.push(kv);
                     }
                 }
             }
         }
+        let mut merged = merged.into_iter();
         let ops = if succeeded { &req.success } else { &req.failure };
         let rev = self.revision + 1;
         let mut changes = Vec::new();
@@ -480,6 +528,17 @@ impl ApplyBatch<'_> {
                     let kv = KeyValue {
                         key: p.key.clone(),
                         value: p.value.clone(),
+                        create_revision: prev.as_ref().map_or(rev, |kv| kv.create_revision),
+                        mod_revision: rev,
+                        version: prev.as_ref().map_or(1, |kv| kv.version + 1),
+                    };
+                    changes.push(Change { kv, prev });
+                }
+                Some(op::Op::Merge(m)) => {
+                    let prev = self.current(&m.key)?;
+                    let kv = KeyValue {
+                        key: m.key.clone(),
+                        value: merged.next().unwrap_or_default(),
                         create_revision: prev.as_ref().map_or(rev, |kv| kv.create_revision),
                         mod_revision: rev,
                         version: prev.as_ref().map_or(1, |kv| kv.version + 1),
@@ -510,6 +569,34 @@ impl ApplyBatch<'_> {
         }
         resp.revision = self.revision;
         Ok(resp)
+    }
+
+    /// The values of `ops`' merges, in their order, each computed from its key's current
+    /// value; the inner error is the first refusal (a value too large is one).
+    fn merge_all(&self, ops: &[Op]) -> Result<Result<Vec<Vec<u8>>, String>, StorageError> {
+        let mut values = Vec::new();
+        for o in ops {
+            let Some(op::Op::Merge(m)) = &o.op else {
+                continue;
+            };
+            let current = self.current(&m.key)?;
+            let value = match self.mvcc.mergers.apply(
+                &m.merger,
+                current.as_ref().map(|kv| kv.value.as_slice()),
+                &m.operand,
+            ) {
+                Ok(v) if v.len() > MAX_VALUE_BYTES => Err(format!(
+                    "the merged value of {} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes",
+                    v.len()
+                )),
+                other => other,
+            };
+            match value {
+                Ok(v) => values.push(v),
+                Err(why) => return Ok(Err(why)),
+            }
+        }
+        Ok(Ok(values))
     }
 
     fn record(&mut self, rev: i64, changes: &[Change]) {

@@ -1,8 +1,12 @@
 //! Behaviour of the MVCC state machine: revisions, compares, history reads, compaction,
 //! snapshots and the change history.
 
-use kuberaft_proto::{compare, op, Compare, DeleteOp, DeletePrefixOp, Op, PutOp, RangeRequest, TxnRequest};
-use kuberaft_storage::{Db, Identity, Mvcc, StorageError};
+use std::sync::Arc;
+
+use kuberaft_proto::{
+    compare, op, Compare, DeleteOp, DeletePrefixOp, MergeOp, Op, PutOp, RangeRequest, TxnRequest,
+};
+use kuberaft_storage::{Db, Identity, Merger, Mergers, Mvcc, StorageError};
 
 fn open(dir: &std::path::Path) -> Mvcc {
     let db = Db::open(
@@ -162,6 +166,102 @@ fn bad_requests_are_rejected_without_effect() {
     ));
     b.commit().unwrap();
     assert_eq!(m.revisions().unwrap(), (0, 0));
+}
+
+/// A counter up to a limit: the operand is what to add, the limit is 3.
+struct UpToThree;
+
+impl Merger for UpToThree {
+    fn merge(&self, current: Option<&[u8]>, operand: &[u8]) -> Result<Vec<u8>, String> {
+        let number = |b: &[u8]| -> Result<u64, String> {
+            std::str::from_utf8(b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| "not a number".to_string())
+        };
+        let total = current.map_or(Ok(0), number)? + number(operand)?;
+        if total > 3 {
+            return Err(format!("{total} is over 3"));
+        }
+        Ok(total.to_string().into_bytes())
+    }
+}
+
+fn add(key: &str, merger: &str, n: &str) -> Op {
+    Op {
+        op: Some(op::Op::Merge(MergeOp {
+            key: key.into(),
+            merger: merger.into(),
+            operand: n.into(),
+        })),
+    }
+}
+
+#[test]
+fn merges_compute_from_the_current_value_and_a_refusal_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = open(dir.path()).with_mergers(Mergers::default().with("count", Arc::new(UpToThree)));
+    // Each merge stores what the function makes of the value as the log left it, with the
+    // object it accompanies, as one revision.
+    let r = txn(
+        &m,
+        vec![],
+        vec![put("/obj/a", "a"), add("/n", "count", "2")],
+        vec![],
+    );
+    assert!(r.succeeded);
+    assert_eq!(r.revision, 1);
+    assert!(
+        txn(
+            &m,
+            vec![],
+            vec![put("/obj/b", "b"), add("/n", "count", "1")],
+            vec![]
+        )
+        .succeeded
+    );
+    assert_eq!(get(&m, "/n", 0).unwrap(), Some(("3".into(), 1, 2, 2)));
+    // A refusal fails the transaction as a failed compare would: its puts are not stored,
+    // the failure branch runs, and the merged key's state is reported with the reason.
+    let r = txn(
+        &m,
+        vec![],
+        vec![put("/obj/c", "c"), add("/n", "count", "1")],
+        vec![put("/refusals", "1")],
+    );
+    assert!(!r.succeeded);
+    assert_eq!(r.refused, "4 is over 3");
+    assert_eq!(r.compared.len(), 1);
+    assert_eq!(r.compared[0].mod_revision, 2);
+    assert_eq!(get(&m, "/obj/c", 0).unwrap(), None);
+    assert_eq!(get(&m, "/refusals", 0).unwrap().unwrap().0, "1");
+    assert_eq!(get(&m, "/n", 0).unwrap().unwrap().0, "3");
+    // A failed compare runs no merge; an unknown function refuses.
+    let absent = Compare {
+        key: "/obj/a".into(),
+        target: Some(compare::Target::Exists(false)),
+    };
+    let r = txn(&m, vec![absent], vec![add("/n", "count", "9")], vec![]);
+    assert!(!r.succeeded);
+    assert!(r.refused.is_empty());
+    let r = txn(&m, vec![], vec![add("/n", "nothing", "1")], vec![]);
+    assert_eq!(r.refused, "no merge function named \"nothing\"");
+    // Merges belong to the success branch, once per key.
+    let mut b = m.begin().unwrap();
+    for bad in [
+        TxnRequest {
+            failure: vec![add("/n", "count", "1")],
+            ..Default::default()
+        },
+        TxnRequest {
+            success: vec![put("/n", "0"), add("/n", "count", "1")],
+            ..Default::default()
+        },
+    ] {
+        assert!(matches!(b.txn(&bad), Err(StorageError::InvalidRequest(_))));
+    }
+    b.commit().unwrap();
+    assert_eq!(get(&m, "/n", 0).unwrap().unwrap().0, "3");
 }
 
 #[test]

@@ -107,6 +107,9 @@ pub struct NodeConfig {
     pub join: Option<String>,
     /// Database size above which writes that add data are refused (0: no quota).
     pub quota_bytes: u64,
+    /// The merge functions transactions may name (see `kuberaft_storage::merge`); every
+    /// replica of a cluster must register the same ones.
+    pub mergers: kuberaft_storage::Mergers,
 }
 
 impl NodeConfig {
@@ -179,7 +182,7 @@ impl RaftNode {
         };
         let db = Db::open(&db_dir(&config.data_dir), &identity)?;
         let log = RaftLog::new(LogStore::new(db.clone())?);
-        let mvcc = Mvcc::new(db.clone());
+        let mvcc = Mvcc::new(db.clone()).with_mergers(config.mergers.clone());
         let (progress_tx, progress) = watch::channel(Progress::default());
         let events = broadcast::channel(APPLY_STREAM_CAPACITY).0;
         let sm = StateMachine::new(

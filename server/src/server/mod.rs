@@ -254,6 +254,10 @@ impl Replica {
         }
         let mut node_config = config.node_config();
         node_config.join = join.map(str::to_string);
+        node_config.mergers = kuberaft_raft::Mergers::default().with(
+            crate::admission::resource_quota::charge::MERGER,
+            Arc::new(crate::admission::resource_quota::charge::QuotaCharge),
+        );
         node_config.peer_tls = security.credentials.as_ref().map(|c| c.peer_client.clone());
         if let Some(c) = &security.credentials {
             node_config.certificates = [("ca", &c.ca), ("api", &c.serving), ("peer", &c.peer)]

@@ -395,6 +395,15 @@ impl Encryption {
         Ok(out)
     }
 
+    /// Whether [`Encryption::seal`] encrypts what is stored under `key` (a merge computed by
+    /// the state machine, which holds no keys, cannot be stored there).
+    pub fn encrypts(&self, key: &str) -> bool {
+        matches!(
+            self.rules().rule_for(key).and_then(|r| r.providers.first()),
+            Some(Provider::AesGcm(keys)) if !keys.is_empty()
+        )
+    }
+
     /// Whether the value stored under `key` is in another form than [`Encryption::seal`]
     /// would write now: encrypted with a key that is not the first, encrypted where the first
     /// provider is `identity` (or nothing covers the key), or plaintext where it encrypts.

@@ -61,12 +61,28 @@ pub struct Guarded {
     pub value: Value,
 }
 
+/// One more key a write changes in its transaction through a merge function of the state
+/// machine (see `kuberaft_storage::merge`): a ResourceQuota charged what the written object
+/// uses, computed from the quota as the log has it when the write is applied, so that
+/// concurrent charges through any replicas never conflict.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The key.
+    pub key: String,
+    /// The name the merge function is registered under.
+    pub merger: &'static str,
+    /// What the function is given besides the key's current value.
+    pub operand: Vec<u8>,
+}
+
 /// What a write stores alongside its object, and what keeps competing writes of this replica
 /// from planning over the same keys until it is done.
 #[derive(Default)]
 pub struct Plan {
-    /// The keys to store with the object (none: the object is written alone).
+    /// The keys to store with the object, each only if it is unchanged since it was read.
     pub guarded: Vec<Guarded>,
+    /// The keys the state machine changes with the object (a refusal fails the write).
+    pub merged: Vec<Merged>,
     /// Held until the write carrying the plan is done: a lock that serializes this replica's
     /// plans over the same keys, so that they do not outdate one another. The write records
     /// in it the revision it stored, which the next holder's cache waits for before planning.
@@ -224,6 +240,11 @@ impl Store {
             .map_err(|e| ApiError::internal(e.to_string()))
     }
 
+    /// Whether what is stored under `key` is encrypted (so the state machine cannot merge it).
+    pub fn encrypts(&self, key: &str) -> bool {
+        self.encryption.encrypts(key)
+    }
+
     /// The replica's watch cache (get, list and watch are served from it).
     pub fn cache(&self) -> &WatchCache {
         &self.cache
@@ -360,6 +381,18 @@ impl Store {
         conditions: &[(&str, Option<i64>)],
         puts: &[(&str, &Value)],
     ) -> ApiResult<Written> {
+        self.write_merging(conditions, puts, &[]).await
+    }
+
+    /// [`Store::write_if`], with `merged` keys changed by the state machine in the same
+    /// transaction; a merge function's refusal is [`Written::NotWritten`] as a failed
+    /// condition is.
+    async fn write_merging(
+        &self,
+        conditions: &[(&str, Option<i64>)],
+        puts: &[(&str, &Value)],
+        merged: &[Merged],
+    ) -> ApiResult<Written> {
         let compares = conditions
             .iter()
             .map(|(key, expect)| pb::Compare {
@@ -370,10 +403,17 @@ impl Store {
                 }),
             })
             .collect();
-        let success = puts
+        let mut success = puts
             .iter()
             .map(|(key, value)| Ok(put(key, self.encode(key, value)?)))
             .collect::<ApiResult<Vec<_>>>()?;
+        success.extend(merged.iter().map(|m| pb::Op {
+            op: Some(pb::op::Op::Merge(pb::MergeOp {
+                key: m.key.as_bytes().to_vec(),
+                merger: m.merger.to_string(),
+                operand: m.operand.clone(),
+            })),
+        }));
         let t = self
             .txn(pb::TxnRequest {
                 compares,
@@ -381,6 +421,9 @@ impl Store {
                 failure: vec![],
             })
             .await?;
+        if !t.refused.is_empty() {
+            tracing::debug!(refused = %t.refused, "a merge of a conditional write refused");
+        }
         Ok(if t.succeeded {
             Written::Done(t.revision)
         } else {
@@ -406,7 +449,7 @@ impl Store {
     ) -> ApiResult<Cas> {
         for attempt in 0..ALONGSIDE_ATTEMPTS {
             let mut plan = alongside.plan(self, obj).await?;
-            if plan.guarded.is_empty() {
+            if plan.guarded.is_empty() && plan.merged.is_empty() {
                 return match rev {
                     None => self.create(key, obj).await,
                     Some(rev) => self.update(key, obj, rev).await,
@@ -418,7 +461,7 @@ impl Store {
                 conditions.push((&g.key, Some(g.mod_revision)));
                 puts.push((&g.key, &g.value));
             }
-            match self.write_if(&conditions, &puts).await? {
+            match self.write_merging(&conditions, &puts, &plan.merged).await? {
                 Written::Done(revision) => {
                     if let Some(hold) = plan.hold.as_mut() {
                         **hold = revision;

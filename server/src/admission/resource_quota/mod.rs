@@ -3,22 +3,30 @@
 //! own Raft transaction**.
 //!
 //! kube-apiserver charges a quota (an `UpdateStatus` of it) before it stores the object, and
-//! leaves kube-controller-manager to correct what that gets wrong. Here the new `status.used`
-//! of every quota the object counts against is a [`Guarded`] write beside the object: both are
-//! stored, or neither, and only if each quota is still at the revision its usage was read at.
-//! Two replicas admitting the last unit of a quota at once therefore cannot both succeed: the
-//! second write's condition fails, its plan is made again over the fresh quota, and it is
-//! refused with kube's `exceeded quota` message. On one replica, charges to one namespace's
-//! quotas take turns (a lock held from the plan to the end of the write), so they do not
-//! outdate each other; only charges through different replicas can collide and plan again.
-//! That makes creates into a namespace with a quota as fast as the replicas' write latency
-//! allows, one at a time per replica (`kuberaft-bench admission`). The check runs last, after the validating
-//! plugins and webhooks, where kube's order puts it, because it is part of the write.
+//! leaves kube-controller-manager to correct what that gets wrong. Here the charge is part of
+//! the write: the object and the quotas' new `status.used` are stored in one transaction, or
+//! neither is, so two replicas admitting the last unit of a quota at once cannot both succeed.
 //!
-//! Deletes release nothing here: the quota controller ([`recount`], run by
-//! `controllers::resource_quota`) works out `status.used` from the objects themselves, as
-//! kube's controller does, and is the only writer of `status.hard`.
+//! The charge is a merge ([`charge`]): the transaction carries what the object adds to each
+//! quota, and the state machine adds it to the quota as the log has it when the write is
+//! applied, refusing the whole write if that would go over a hard limit. Charges through any
+//! replicas therefore never conflict with one another, and creates into a namespace with a
+//! quota go as fast as any writes (`kuberaft-bench admission`). A refused charge is planned
+//! again over the fresh quota, which then gives kube's `exceeded quota` message.
+//!
+//! Where the encryption configuration encrypts ResourceQuotas, the state machine (which holds
+//! no keys) cannot compute them, and the charge is the quota's whole new value instead,
+//! guarded by the revision its usage was read at ([`Guarded`]): a concurrent charge outdates
+//! it and it is planned again. On one replica those charges to one namespace take turns (a
+//! lock held from the plan to the end of the write), so that only charges through different
+//! replicas collide.
+//!
+//! The check runs last, after the validating plugins and webhooks, where kube's order puts
+//! it, because it is part of the write. Deletes release nothing here: the quota controller
+//! ([`recount`], run by `controllers::resource_quota`) works out `status.used` from the
+//! objects themselves, as kube's controller does, and is the only writer of `status.hard`.
 
+pub mod charge;
 pub mod resources;
 pub mod usage;
 
@@ -61,9 +69,17 @@ impl Alongside for Charge<'_> {
             {
                 return Ok(Plan::default());
             }
-            // This replica's charges to one namespace's quotas take turns: each plans over
-            // the quotas as the previous one left them, instead of all planning over the same
-            // revision and all but one failing their condition.
+            if !store.encrypts(&quota_prefix(namespace)) {
+                let quotas = quotas_in(store.cache(), namespace);
+                let charged = check(a, &quotas, obj, now())?;
+                return Ok(Plan {
+                    merged: charged.iter().map(Charged::merged).collect(),
+                    ..Plan::default()
+                });
+            }
+            // This replica's guarded charges to one namespace's quotas take turns: each plans
+            // over the quotas as the previous one left them, instead of all planning over the
+            // same revision and all but one failing their condition.
             let hold = namespace_lock(namespace).lock_owned().await;
             let last = *hold;
             if store.cache().wait_for(last, CACHE_WAIT).await.is_err() {
@@ -73,18 +89,24 @@ impl Alongside for Charge<'_> {
                     "quota planned before the cache caught up"
                 );
             }
-            let guarded = check(a, &quotas_in(store.cache(), namespace), obj, now())?;
+            let quotas = quotas_in(store.cache(), namespace);
+            let charged = check(a, &quotas, obj, now())?;
+            let guarded: Vec<Guarded> = charged.iter().map(Charged::guarded).collect();
             let hold = (!guarded.is_empty()).then_some(hold);
-            Ok(Plan { guarded, hold })
+            Ok(Plan {
+                guarded,
+                hold,
+                ..Plan::default()
+            })
         })
     }
 }
 
-/// How long a charge waits for this replica's cache to hold the previous charge.
+/// How long a guarded charge waits for this replica's cache to hold the previous one.
 const CACHE_WAIT: Duration = Duration::from_secs(1);
 
-/// The lock of `namespace`'s quota charges on this replica (idle locks are dropped when a
-/// namespace's lock is first made).
+/// The lock of `namespace`'s guarded quota charges on this replica (idle locks are dropped
+/// when a namespace's lock is first made).
 fn namespace_lock(namespace: &str) -> Arc<tokio::sync::Mutex<i64>> {
     static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<i64>>>>> = OnceLock::new();
     let mut locks = LOCKS
@@ -108,6 +130,7 @@ fn now() -> i64 {
 }
 
 /// A quota as read from the cache: its key, mod revision and object.
+#[derive(Debug)]
 struct Quota {
     key: String,
     rev: i64,
@@ -154,10 +177,44 @@ fn forbidden(a: &Attributes<'_>, obj: &Value, why: &str) -> ApiError {
     ApiError::forbidden(a.group, a.resource, name, why)
 }
 
-/// kube's `CheckRequest`: the quotas `obj` counts against, each with its usage raised by what
-/// the write adds; a `403` when one would go over its hard limit, when a container does not
-/// state a resource a quota limits, or when a quota's usage is not known yet.
-fn check(a: &Attributes<'_>, quotas: &[Quota], obj: &Value, now: i64) -> ApiResult<Vec<Guarded>> {
+/// One quota's charge: what the write adds to it, and its usage with that added.
+#[derive(Debug)]
+struct Charged<'q> {
+    quota: &'q Quota,
+    requested: Resources,
+    used_after: Resources,
+    enforced: bool,
+}
+
+impl Charged<'_> {
+    /// The charge as a merge of what the write adds.
+    fn merged(&self) -> crate::store::Merged {
+        charge::merged(
+            &self.quota.key,
+            &charge::Operand {
+                uid: meta_str(&self.quota.obj, "uid").unwrap_or("").to_string(),
+                requested: resources::to_json(&self.requested),
+                enforced: self.enforced,
+            },
+        )
+    }
+
+    /// The charge as the quota's new value, guarded by the revision it was read at.
+    fn guarded(&self) -> Guarded {
+        let mut value = self.quota.obj.clone();
+        value["status"]["used"] = resources::to_json(&self.used_after);
+        Guarded {
+            key: self.quota.key.clone(),
+            mod_revision: self.quota.rev,
+            value,
+        }
+    }
+}
+
+/// kube's `CheckRequest`: the quotas `obj` counts against, each with what the write adds to
+/// it; a `403` when one would go over its hard limit, when a container does not state a
+/// resource a quota limits, or when a quota's usage is not known yet.
+fn check<'q>(a: &Attributes<'_>, quotas: &'q [Quota], obj: &Value, now: i64) -> ApiResult<Vec<Charged<'q>>> {
     let (group, plural) = (a.group, a.resource);
     let mut pertinent = Vec::new();
     for q in quotas {
@@ -224,7 +281,8 @@ fn check(a: &Attributes<'_>, quotas: &[Quota], obj: &Value, now: i64) -> ApiResu
         }
         let mut new_used = used.clone();
         resources::add(&mut new_used, &requested);
-        if a.subresource != Some("status") {
+        let enforced = a.subresource != Some("status");
+        if enforced {
             let exceeded: Vec<String> = requested
                 .keys()
                 .filter(|n| {
@@ -247,12 +305,11 @@ fn check(a: &Attributes<'_>, quotas: &[Quota], obj: &Value, now: i64) -> ApiResu
                 ));
             }
         }
-        let mut value = q.obj.clone();
-        value["status"]["used"] = resources::to_json(&new_used);
-        charged.push(Guarded {
-            key: q.key.clone(),
-            mod_revision: q.rev,
-            value,
+        charged.push(Charged {
+            quota: q,
+            requested,
+            used_after: new_used,
+            enforced,
         });
     }
     Ok(charged)
@@ -347,14 +404,21 @@ mod tests {
             json!({"pods": "2", "requests.cpu": "1"}),
             json!({"pods": "1", "requests.cpu": "250m"}),
         );
+        let quotas = [q];
         let charged =
-            check(&attrs(Operation::Create, None), &[q], &pod("500m"), 0).expect("within the quota");
+            check(&attrs(Operation::Create, None), &quotas, &pod("500m"), 0).expect("within the quota");
         assert_eq!(charged.len(), 1);
-        assert_eq!(charged[0].mod_revision, 7);
+        let guarded = charged[0].guarded();
+        assert_eq!(guarded.mod_revision, 7);
         assert_eq!(
-            charged[0].value["status"]["used"],
+            guarded.value["status"]["used"],
             json!({"pods": "2", "requests.cpu": "750m"})
         );
+        let merged = charged[0].merged();
+        assert_eq!(merged.key, "/registry/core/resourcequotas/shop/q");
+        let operand: charge::Operand = serde_json::from_slice(&merged.operand).unwrap();
+        assert_eq!(operand.requested, json!({"pods": "1", "requests.cpu": "500m"}));
+        assert!(operand.enforced);
     }
 
     #[test]
@@ -390,11 +454,20 @@ mod tests {
     #[test]
     fn an_update_is_charged_only_what_it_adds() {
         let old = pod("500m");
-        let q = quota(json!({"requests.cpu": "1"}), json!({"requests.cpu": "500m"}));
-        let same = check(&attrs(Operation::Update, Some(&old)), &[q], &pod("500m"), 0).expect("no change");
+        let quotas = [quota(
+            json!({"requests.cpu": "1"}),
+            json!({"requests.cpu": "500m"}),
+        )];
+        let same = check(&attrs(Operation::Update, Some(&old)), &quotas, &pod("500m"), 0).expect("no change");
         assert!(same.is_empty());
-        let q = quota(json!({"requests.cpu": "1"}), json!({"requests.cpu": "500m"}));
-        let more = check(&attrs(Operation::Update, Some(&old)), &[q], &pod("750m"), 0).expect("within");
-        assert_eq!(more[0].value["status"]["used"], json!({"requests.cpu": "750m"}));
+        let more = check(&attrs(Operation::Update, Some(&old)), &quotas, &pod("750m"), 0).expect("within");
+        assert_eq!(
+            more[0].guarded().value["status"]["used"],
+            json!({"requests.cpu": "750m"})
+        );
+        assert_eq!(
+            more[0].requested,
+            resources::parse(&json!({"requests.cpu": "250m"}))
+        );
     }
 }

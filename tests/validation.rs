@@ -395,3 +395,71 @@ async fn security_contexts_affinity_and_spreading_are_checked_as_kube_checks_the
         "The Pod \"clashing\" is invalid: spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_volume_sources_and_node_affinity_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let pvs = "/api/v1/persistentvolumes";
+    let pv = |name: &str, source: Value| {
+        let mut pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}});
+        for (k, v) in source.as_object().expect("an object") {
+            pv["spec"][k] = v.clone();
+        }
+        pv
+    };
+    // An NFS export named by a relative path, over plain HTTP: kube's cause and reason.
+    refused(
+        &k,
+        1,
+        pvs,
+        &pv(
+            "exports",
+            json!({"nfs": {"server": "nfs.example.com", "path": "exports"}}),
+        ),
+        invalid(
+            "PersistentVolume",
+            "exports",
+            "spec.nfs.path",
+            "FieldValueInvalid",
+            "Invalid value: \"exports\": must be an absolute path",
+        ),
+    )
+    .await;
+
+    // Through kubectl: a CSI volume without a handle, and a local volume whose node affinity
+    // has no term.
+    let file = k.manifest(
+        "csi.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: csi}\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 1Gi}\n  csi: {driver: ebs.csi.aws.com}\n",
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["apply", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The PersistentVolume \"csi\" is invalid: spec.csi.volumeHandle: Required value"
+    );
+    let file = k.manifest(
+        "local.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: local}\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 1Gi}\n  local: {path: /mnt/../etc}\n  nodeAffinity:\n    required: {nodeSelectorTerms: []}\n",
+    );
+    let (ok, out, err) = k.kubectl("node-3", &["create", "-f", &file, "--dry-run=server"]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The PersistentVolume \"local\" is invalid: \n* spec.nodeAffinity.required.nodeSelectorTerms: Required value: must have at least one node selector term\n* spec.local.path: Invalid value: \"/mnt/../etc\": must not contain '..'"
+    );
+    for name in ["exports", "csi", "local"] {
+        let (ok, _, err) = k.kubectl("node-1", &["get", "pv", name]);
+        assert!(!ok && err.contains("NotFound"), "{err}");
+    }
+
+    // What kube accepts is stored.
+    let good = k.manifest(
+        "good.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: good}\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 1Gi}\n  local: {path: /mnt/disks/ssd1}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-1]}]\n",
+    );
+    k.ok("node-1", &["apply", "-f", &good]);
+    let stored = k.json("node-2", &["get", "pv", "good"]);
+    assert_eq!(stored["spec"]["local"]["path"], "/mnt/disks/ssd1");
+}

@@ -16,6 +16,7 @@ mod label_selector;
 mod namespace;
 mod node;
 mod pod;
+mod pv_sources;
 mod rbac;
 mod resources;
 mod schema;
@@ -266,15 +267,42 @@ fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
     }
     if let Some(root) = schemas().builtin(&rt.group, &rt.version, &rt.kind) {
         for (field, message) in schema::check(root, obj) {
-            if !causes
-                .iter()
-                .any(|(f, m)| *f == field || same_duplicate(f, m, &field, &message))
-            {
+            let named = renamed(rt, &field);
+            if !causes.iter().any(|(f, m)| {
+                [&field, &named].iter().any(|n| covered(f, m, n)) || same_duplicate(f, m, &field, &message)
+            }) {
                 causes.push((field, message));
             }
         }
     }
     causes
+}
+
+/// Whether the rules' cause `rule` at `rule_field` already speaks of `field`: it names it, or
+/// it forbids a field that holds it (kube does not look inside what it forbids).
+fn covered(rule_field: &str, rule: &str, field: &str) -> bool {
+    rule_field == field || (rule.starts_with("Forbidden") && field.starts_with(&format!("{rule_field}.")))
+}
+
+/// Fields kube's rules report under another path than the schema's: group, kind, the
+/// schema's prefix, kube's.
+const RENAMED: &[(&str, &str, &str, &str)] = &[
+    (
+        "",
+        "PersistentVolume",
+        "spec.gcePersistentDisk.",
+        "spec.persistentDisk.",
+    ),
+    ("", "PersistentVolume", "spec.cephfs.", "spec.cephFS."),
+];
+
+/// The path kube's rules name the schema's `field` by.
+fn renamed(rt: &ResourceType, field: &str) -> String {
+    RENAMED
+        .iter()
+        .filter(|(group, kind, ..)| *group == &*rt.group && *kind == &*rt.kind)
+        .find_map(|(_, _, schema, kube)| field.strip_prefix(schema).map(|rest| format!("{kube}{rest}")))
+        .unwrap_or_else(|| field.to_string())
 }
 
 /// Whether the rules' cause `rule` (at `rule_field`) already names the duplicate entry the

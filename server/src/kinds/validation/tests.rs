@@ -224,6 +224,99 @@ fn persistent_volumes_have_modes_storage_and_one_source() {
     );
 }
 
+/// A PersistentVolume named `name` of 1Gi, read-write once, with the spec fields `fields`.
+fn pv(name: &str, fields: Value) -> Value {
+    let mut spec = json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}});
+    for (k, v) in fields.as_object().expect("an object") {
+        spec[k] = v.clone();
+    }
+    json!({"metadata": {"name": name}, "spec": spec})
+}
+
+#[test]
+fn persistent_volume_sources_have_their_own_fields_checked() {
+    let affinity = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}});
+    for good in [
+        json!({"hostPath": {"path": "/data", "type": "DirectoryOrCreate"}}),
+        json!({"nfs": {"server": "nfs.example.com", "path": "/exports/a"}}),
+        json!({"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1",
+            "nodePublishSecretRef": {"name": "creds", "namespace": "kube-system"}}}),
+        json!({"local": {"path": "/mnt/disks/ssd1"}, "nodeAffinity": affinity}),
+        json!({"iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.2001-04.com.example:storage.disk1", "lun": 0}}),
+        json!({"fc": {"targetWWNs": ["500a0982991b8dc5"], "lun": 2}}),
+        json!({"azureDisk": {"diskName": "d", "diskURI": "/subscriptions/s/resourcegroups/g/providers/microsoft.compute/disks/d", "kind": "Managed"}}),
+    ] {
+        assert_eq!(
+            create("", "persistentvolumes", pv("good", good.clone())),
+            Vec::<String>::new(),
+            "{good}"
+        );
+    }
+    let cases = [
+        (json!({"hostPath": {"path": "/data/../etc", "type": "Folder"}}), vec![
+            "spec.hostPath.path: Invalid value: \"/data/../etc\": must not contain '..'",
+            "spec.hostPath.type: Unsupported value: \"Folder\": supported values: \"\", \"BlockDevice\", \"CharDevice\", \"Directory\", \"DirectoryOrCreate\", \"File\", \"FileOrCreate\", \"Socket\"",
+        ]),
+        (json!({"nfs": {"path": "exports"}}), vec![
+            "spec.nfs.server: Required value",
+            "spec.nfs.path: Invalid value: \"exports\": must be an absolute path",
+        ]),
+        (json!({"csi": {"driver": "Bad_Driver!", "nodeExpandSecretRef": {"name": "s"}}}), vec![
+            "spec.csi.driver: Invalid value: \"Bad_Driver!\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            "spec.csi.volumeHandle: Required value",
+            "spec.csi.nodeExpandSecretRef.namespace: Required value",
+        ]),
+        (json!({"local": {"path": ""}}), vec![
+            "spec.local.path: Required value",
+            "spec.nodeAffinity: Required value: Local volume requires node affinity",
+        ]),
+        (json!({"iscsi": {"iqn": "iqn.bad", "lun": 300, "chapAuthSession": true, "initiatorName": "eui.short"}}), vec![
+            "spec.iscsi.targetPortal: Required value",
+            "spec.iscsi.iqn: Invalid value: \"iqn.bad\": must be valid format",
+            "spec.iscsi.lun: Invalid value: 300: must be between 0 and 255, inclusive",
+            "spec.iscsi.secretRef: Required value",
+            "spec.iscsi.initiatorname: Invalid value: \"eui.short\": must be valid format",
+        ]),
+        (json!({"fc": {"targetWWNs": ["a"], "wwids": ["b"]}}), vec![
+            "spec.fc.targetWWNs: Invalid value: [\"a\"]: targetWWNs and wwids can not be specified simultaneously",
+            "spec.fc.lun: Required value: lun is required if targetWWNs is specified",
+        ]),
+        (json!({"gcePersistentDisk": {"partition": 300}}), vec![
+            "spec.persistentDisk.pdName: Required value",
+            "spec.persistentDisk.partition: Invalid value: 300: must be between 1 and 255, inclusive",
+        ]),
+        (json!({"cephfs": {}, "rbd": {}}), vec![
+            "spec.rbd.monitors: Required value",
+            "spec.rbd.image: Required value",
+            "spec.cephFS: Forbidden: may not specify more than 1 volume type",
+        ]),
+        (json!({"azureDisk": {"diskName": "d", "diskURI": "/subscriptions/x", "kind": "Shared", "cachingMode": "All"}}), vec![
+            "spec.azureDisk.cachingMode: Unsupported value: \"All\": supported values: \"None\", \"ReadOnly\", \"ReadWrite\"",
+            "spec.azureDisk.diskURI: Unsupported value: \"/subscriptions/x\": supported values: \"https://{account-name}.blob.core.windows.net/{container-name}/{disk-name}.vhd\"",
+        ]),
+        (json!({"azureFile": {"secretName": "s", "secretNamespace": ""}, "storageClassName": "Fast"}), vec![
+            "spec.azureFile.shareName: Required value",
+            "spec.azureFile.secretNamespace: Required value",
+            "spec.storageClassName: Invalid value: \"Fast\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ]),
+        (json!({"hostPath": {"path": "/d"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "Gt", "values": ["1", "2"]}]}]}}}), vec![
+            "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+        ]),
+        (json!({"hostPath": {"path": "/d"}, "nodeAffinity": {}}), vec![
+            "spec.nodeAffinity.required: Required value: must specify required node constraints",
+        ]),
+    ];
+    for (fields, expected) in cases {
+        assert_eq!(
+            create("", "persistentvolumes", pv("bad", fields.clone())),
+            expected,
+            "{fields}"
+        );
+    }
+}
+
 #[test]
 fn ingresses_have_rules_or_a_default_and_valid_paths_and_backends() {
     let ing = |spec: Value| {

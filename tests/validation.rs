@@ -463,3 +463,112 @@ async fn persistent_volume_sources_and_node_affinity_are_checked_as_kube_checks_
     let stored = k.json("node-2", &["get", "pv", "good"]);
     assert_eq!(stored["spec"]["local"]["path"], "/mnt/disks/ssd1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_volumes_and_claims_keep_what_kube_keeps_on_update() {
+    let k = Kube::start().await;
+    let file = k.manifest(
+        "pv.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: share}\nspec:\n  accessModes: [ReadWriteMany]\n  capacity: {storage: 1Gi}\n  nfs: {server: nfs.example.com, path: /exports/a}\n",
+    );
+    k.ok("node-1", &["apply", "-f", &file]);
+    // A new source path and volume mode are refused; the reclaim policy may change.
+    let (ok, out, err) = k.kubectl(
+        "node-2",
+        &[
+            "patch",
+            "pv",
+            "share",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"nfs":{"path":"/exports/b"},"volumeMode":"Block"}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The PersistentVolume \"share\" is invalid: \n* spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n- {\"nfs\":{\"path\":\"/exports/a\",\"server\":\"nfs.example.com\"}}\n+ {\"nfs\":{\"path\":\"/exports/b\",\"server\":\"nfs.example.com\"}}\n* volumeMode: Invalid value: \"Block\": field is immutable"
+    );
+    k.ok(
+        "node-3",
+        &[
+            "patch",
+            "pv",
+            "share",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}"#,
+        ],
+    );
+    assert_eq!(
+        k.json("node-1", &["get", "pv", "share"])["spec"]["nfs"]["path"],
+        "/exports/a"
+    );
+
+    // A claim: its access modes are fixed; once bound it may grow, not below its capacity.
+    let claim = k.manifest(
+        "pvc.yaml",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 2Gi}}\n",
+    );
+    k.ok("node-1", &["apply", "-f", &claim]);
+    let (ok, out, err) = k.kubectl(
+        "node-2",
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"accessModes":["ReadWriteMany"]}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        err.starts_with("The PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n- {\"accessModes\":[\"ReadWriteOnce\"],"),
+        "{err}"
+    );
+    k.ok(
+        "node-3",
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Bound","capacity":{"storage":"2Gi"}}}"#,
+        ],
+    );
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"3Gi"}}}}"#,
+        ],
+    );
+    let path = "/api/v1/namespaces/default/persistentvolumeclaims/data";
+    let (_, mut stored) = k.send(Method::GET, 1, path, None).await;
+    stored["spec"]["resources"]["requests"]["storage"] = json!("1Gi");
+    let (code, status) = k.send(Method::PUT, 2, path, Some(&stored)).await;
+    assert_eq!(
+        (code, status),
+        (
+            422,
+            invalid(
+                "PersistentVolumeClaim",
+                "data",
+                "spec.resources.requests.storage",
+                "FieldValueForbidden",
+                "Forbidden: field can not be less than status.capacity",
+            )
+        )
+    );
+    assert_eq!(
+        k.json("node-3", &["get", "pvc", "data"])["spec"]["resources"]["requests"]["storage"],
+        "3Gi"
+    );
+}

@@ -23,6 +23,7 @@ mod schema;
 mod security_context;
 mod service;
 mod storage;
+mod storage_updates;
 mod topology;
 mod webhooks;
 mod workloads;
@@ -192,14 +193,14 @@ const RULES: &[Rules] = &[
         kind: "PersistentVolume",
         object: storage::persistent_volume,
         create: None,
-        update: None,
+        update: Some(storage_updates::persistent_volume_update),
     },
     Rules {
         group: "",
         kind: "PersistentVolumeClaim",
         object: storage::persistent_volume_claim,
         create: None,
-        update: None,
+        update: Some(storage_updates::persistent_volume_claim_update),
     },
     Rules {
         group: "coordination.k8s.io",

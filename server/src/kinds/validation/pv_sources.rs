@@ -81,6 +81,12 @@ const SOURCES: [Source; 22] = [
     with("csi", &[], csi),
 ];
 
+/// The fields of a PersistentVolume's spec that hold its source (kube's
+/// `PersistentVolumeSource`).
+pub fn source_fields() -> impl Iterator<Item = &'static str> {
+    SOURCES.iter().map(|s| s.field)
+}
+
 /// The volume's sources: exactly one (`must specify a volume type`, `may not specify more than
 /// 1 volume type`), checked, and node affinity for a `local` one.
 pub fn sources(spec: &Value, pv_name: &str, causes: &mut Causes) {

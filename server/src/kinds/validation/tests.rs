@@ -317,6 +317,121 @@ fn persistent_volume_sources_have_their_own_fields_checked() {
     }
 }
 
+/// The problems kube would name for updating the stored `old` to `new`, both as given (a
+/// claim's status is the storage's, which a client's update does not set).
+fn update_stored(plural: &str, old: Value, new: Value) -> Vec<String> {
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup("", "v1", plural).expect("served");
+    shown(causes(rt, Some(&old), &new))
+}
+
+#[test]
+fn a_persistent_volume_keeps_its_source_mode_and_node_affinity() {
+    let zone = |key: &str, value: &str| json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}});
+    let old = pv(
+        "pv",
+        json!({"nfs": {"server": "s", "path": "/a"}, "volumeMode": "Filesystem",
+        "nodeAffinity": zone("failure-domain.beta.kubernetes.io/zone", "a")}),
+    );
+    let mut renamed = old.clone();
+    renamed["spec"]["nodeAffinity"] = zone("topology.kubernetes.io/zone", "a");
+    renamed["spec"]["persistentVolumeReclaimPolicy"] = json!("Delete");
+    assert_eq!(
+        update("", "persistentvolumes", old.clone(), renamed),
+        Vec::<String>::new()
+    );
+    let mut changed = old.clone();
+    changed["spec"]["nfs"]["path"] = json!("/b");
+    changed["spec"]["volumeMode"] = json!("Block");
+    changed["spec"]["nodeAffinity"] = zone("topology.kubernetes.io/zone", "b");
+    assert_eq!(
+        update("", "persistentvolumes", old, changed),
+        [
+            "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n- {\"nfs\":{\"path\":\"/a\",\"server\":\"s\"}}\n+ {\"nfs\":{\"path\":\"/b\",\"server\":\"s\"}}",
+            "volumeMode: Invalid value: \"Block\": field is immutable",
+            "nodeAffinity: Invalid value: {\"Required\":{\"NodeSelectorTerms\":[{\"MatchExpressions\":[{\"Key\":\"topology.kubernetes.io/zone\",\"Operator\":\"In\",\"Values\":[\"b\"]}],\"MatchFields\":null}]}}: field is immutable, except for updating from beta label to GA",
+        ]
+    );
+    // A CSI volume may be given the secret it is expanded with, once.
+    let csi = pv(
+        "csi",
+        json!({"csi": {"driver": "d.example.com", "volumeHandle": "h"}}),
+    );
+    let mut expandable = csi.clone();
+    expandable["spec"]["csi"]["controllerExpandSecretRef"] = json!({"name": "s", "namespace": "ns"});
+    assert_eq!(
+        update("", "persistentvolumes", csi, expandable),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_claim_keeps_its_spec_but_a_bound_claim_may_grow() {
+    let claim = |storage: &str, status: Value| {
+        json!({"metadata": {"name": "c", "namespace": "ns"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": storage}}, "volumeMode": "Filesystem"}, "status": status})
+    };
+    let bound = json!({"phase": "Bound", "capacity": {"storage": "1Gi"}});
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("1Gi", bound.clone()),
+            claim("2Gi", bound.clone())
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("2Gi", bound.clone()),
+            claim("1Gi", bound.clone())
+        ),
+        ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"]
+    );
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("2Gi", bound.clone()),
+            claim("1536Mi", bound)
+        ),
+        Vec::<String>::new()
+    );
+    let pending = json!({"phase": "Pending"});
+    let mut named = claim("1Gi", pending.clone());
+    named["spec"]["volumeName"] = json!("pv-1");
+    named["spec"]["storageClassName"] = json!("fast");
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("1Gi", pending.clone()),
+            named.clone()
+        ),
+        Vec::<String>::new()
+    );
+    let mut renamed = named.clone();
+    renamed["spec"]["volumeName"] = json!("pv-2");
+    renamed["spec"]["volumeMode"] = json!("Block");
+    assert_eq!(
+        update_stored("persistentvolumeclaims", named, renamed),
+        [
+            "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n- {\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}},\"storageClassName\":\"fast\",\"volumeMode\":\"Filesystem\",\"volumeName\":\"pv-1\"}\n+ {\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}},\"storageClassName\":\"fast\",\"volumeMode\":\"Block\",\"volumeName\":\"pv-2\"}",
+            "volumeMode: Invalid value: \"Block\": field is immutable",
+        ]
+    );
+    let mut classed = claim("1Gi", pending.clone());
+    classed["spec"]["volumeAttributesClassName"] = json!("gold");
+    let mut unclassed = classed.clone();
+    unclassed["spec"]["volumeAttributesClassName"] = json!("");
+    unclassed["metadata"]["annotations"] = json!({"volume.beta.kubernetes.io/storage-class": "slow"});
+    assert_eq!(
+        update_stored("persistentvolumeclaims", classed, unclassed),
+        [
+            "metadata.annotations.volume.beta.kubernetes.io/storage-class: Invalid value: \"slow\": field is immutable",
+            "spec.volumeAttributesClassName: Forbidden: update from non-nil value to an empty string is forbidden",
+        ]
+    );
+}
+
 #[test]
 fn ingresses_have_rules_or_a_default_and_valid_paths_and_backends() {
     let ing = |spec: Value| {

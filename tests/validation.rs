@@ -572,3 +572,101 @@ async fn persistent_volumes_and_claims_keep_what_kube_keeps_on_update() {
         "3Gi"
     );
 }
+
+/// A PEM certificate signing request made by rcgen, base64 as `spec.request` holds it.
+fn signing_request() -> String {
+    use base64::Engine;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["jane".to_string()]).unwrap();
+    let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_signing_requests_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let csr = |name: &str, request: &str| {
+        json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"name": name}, "spec": {"request": request,
+            "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}})
+    };
+    // A request that is not PEM, over plain HTTP.
+    refused(
+        &k,
+        1,
+        csrs,
+        &csr("hello", "aGVsbG8="),
+        invalid_in(
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "hello",
+            "spec.request",
+            "FieldValueInvalid",
+            "Invalid value: \"aGVsbG8=\": PEM block type must be CERTIFICATE REQUEST",
+        ),
+    )
+    .await;
+
+    // Through kubectl: a good request with a short life, a usage named twice and no signer.
+    let request = signing_request();
+    let file = k.manifest(
+        "short.yaml",
+        &format!("apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: short}}\nspec:\n  request: {request}\n  signerName: example.com\n  expirationSeconds: 60\n  usages: [client auth, client auth]\n"),
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["create", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The CertificateSigningRequest \"short\" is invalid: \n* spec.usages[1]: Duplicate value: \"client auth\"\n* spec.signerName: Invalid value: \"example.com\": must be a fully qualified domain and path of the form 'example.com/signer-name'\n* spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 600 seconds (10 minutes)"
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["get", "csr", "short"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    // A good request is stored; its status may not approve it, its approval may not both
+    // approve and deny it.
+    let (code, _) = k.send(Method::POST, 1, csrs, Some(&csr("jane", &request))).await;
+    assert_eq!(code, 201);
+    let (ok, out, err) = k.kubectl(
+        "node-3",
+        &[
+            "patch",
+            "csr",
+            "jane",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Approved","status":"True"}]}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The CertificateSigningRequest \"jane\" is invalid: status.conditions: Forbidden: updates may not add a condition of type \"Approved\""
+    );
+    let approval = format!("{csrs}/jane/approval");
+    let (_, mut stored) = k.send(Method::GET, 2, &format!("{csrs}/jane"), None).await;
+    stored["status"]["conditions"] =
+        json!([{"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]);
+    let (code, status) = k.send(Method::PUT, 2, &approval, Some(&stored)).await;
+    assert_eq!(
+        (code, status),
+        (
+            422,
+            invalid_in(
+                "certificates.k8s.io",
+                "CertificateSigningRequest",
+                "jane",
+                "status.conditions",
+                "FieldValueInvalid",
+                "Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
+            )
+        )
+    );
+    k.ok("node-1", &["certificate", "approve", "jane"]);
+    let approved = k.json("node-2", &["get", "csr", "jane"]);
+    assert_eq!(
+        approved["status"]["conditions"][0]["type"], "Approved",
+        "{approved}"
+    );
+}

@@ -10,6 +10,7 @@
 mod admission_policy;
 mod affinity;
 mod apiregistration;
+pub mod certificates;
 mod config;
 mod ingress;
 mod label_selector;
@@ -61,6 +62,15 @@ const RULES: &[Rules] = &[
         object: apiregistration::api_service,
         create: None,
         update: None,
+    },
+    Rules {
+        group: "certificates.k8s.io",
+        kind: "CertificateSigningRequest",
+        // What kube checks depends on what the stored request already has (it tolerates it),
+        // so every check is a create or an update check.
+        object: |_, _| {},
+        create: Some(certificates::create),
+        update: Some(certificates::update),
     },
     Rules {
         group: "",

@@ -320,8 +320,13 @@ fn persistent_volume_sources_have_their_own_fields_checked() {
 /// The problems kube would name for updating the stored `old` to `new`, both as given (a
 /// claim's status is the storage's, which a client's update does not set).
 fn update_stored(plural: &str, old: Value, new: Value) -> Vec<String> {
+    update_stored_in("", plural, old, new)
+}
+
+/// The same for a type of `group`.
+fn update_stored_in(group: &str, plural: &str, old: Value, new: Value) -> Vec<String> {
     let r = registry(&ServiceRanges::default());
-    let rt = r.lookup("", "v1", plural).expect("served");
+    let rt = r.lookup(group, "v1", plural).expect("served");
     shown(causes(rt, Some(&old), &new))
 }
 
@@ -1148,4 +1153,140 @@ fn topology_spread_constraints_follow_kubes_rules() {
             format!("{at}[3].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"),
         ]
     );
+}
+
+/// A PEM certificate signing request made by rcgen, and the same request with its signature
+/// broken, both base64 as `spec.request` holds them.
+fn signing_requests() -> (String, String) {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let params = rcgen::CertificateParams::new(vec!["jane.example.com".to_string()]).expect("params");
+    let csr = params.serialize_request(&key).expect("a request");
+    let mut der = csr.der().to_vec();
+    let last = der.len() - 1;
+    der[last] ^= 0x01;
+    let body: Vec<String> = b64(&der)
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let broken = format!(
+        "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+        body.join("\n")
+    );
+    (b64(csr.pem().expect("PEM").as_bytes()), b64(broken.as_bytes()))
+}
+
+fn csr(request: &str, spec: Value) -> Value {
+    let mut obj = json!({"metadata": {"name": "jane"}, "spec": {"request": request,
+        "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}});
+    for (k, v) in spec.as_object().expect("an object") {
+        obj["spec"][k] = v.clone();
+    }
+    obj
+}
+
+#[test]
+fn certificate_signing_requests_are_pem_requests_that_verify_with_known_usages_and_signers() {
+    let (good, broken) = signing_requests();
+    let csrs = "certificatesigningrequests";
+    let group = "certificates.k8s.io";
+    assert_eq!(
+        create(group, csrs, csr(&good, json!({"expirationSeconds": 3600}))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        create(group, csrs, csr(&broken, json!({}))),
+        [format!(
+            "spec.request: Invalid value: \"{broken}\": x509: ECDSA verification failure"
+        )]
+    );
+    let not_pem = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "hello");
+    assert_eq!(
+        create(group, csrs, csr(&not_pem, json!({"usages": ["client auth", "sign everything", "client auth"],
+            "signerName": "example/a/b", "expirationSeconds": 300}))),
+        [
+            "spec.request: Invalid value: \"aGVsbG8=\": PEM block type must be CERTIFICATE REQUEST".to_string(),
+            format!("spec.usages[1]: Unsupported value: \"sign everything\": supported values: {}",
+                "\"any\", \"cert sign\", \"client auth\", \"code signing\", \"content commitment\", \"crl sign\", \"data encipherment\", \"decipher only\", \"digital signature\", \"email protection\", \"encipher only\", \"ipsec end system\", \"ipsec tunnel\", \"ipsec user\", \"key agreement\", \"key encipherment\", \"microsoft sgc\", \"netscape sgc\", \"ocsp signing\", \"s/mime\", \"server auth\", \"signing\", \"timestamping\""),
+            "spec.usages[2]: Duplicate value: \"client auth\"".to_string(),
+            "spec.signerName: Invalid value: \"example/a/b\": must be a fully qualified domain and path of the form 'example.com/signer-name'".to_string(),
+            "spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 600 seconds (10 minutes)".to_string(),
+        ]
+    );
+    assert_eq!(
+        create(group, csrs, csr(&good, json!({"signerName": "Example/signer_1", "usages": []}))),
+        [
+            "spec.usages: Required value",
+            "spec.signerName: Invalid value: \"Example\": validating label \"Example\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            "spec.signerName: Invalid value: \"Example\": should be a domain with at least two segments separated by dots",
+            "spec.signerName: Invalid value: \"signer_1\": validating label \"signer_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ]
+    );
+    assert_eq!(
+        create(group, csrs, csr(&good, json!({"signerName": "kubernetes.io/legacy-unknown"}))),
+        ["spec.signerName: Invalid value: \"kubernetes.io/legacy-unknown\": the legacy signerName is not allowed via this API version"]
+    );
+}
+
+#[test]
+fn a_request_s_conditions_follow_kubes_rules_on_every_path() {
+    let (good, _) = signing_requests();
+    let csrs = "certificatesigningrequests";
+    let group = "certificates.k8s.io";
+    let with = |conditions: Value, certificate: &str| {
+        let mut obj = csr(&good, json!({}));
+        obj["status"] = json!({"conditions": conditions});
+        if !certificate.is_empty() {
+            obj["status"]["certificate"] = json!(certificate);
+        }
+        obj
+    };
+    let approved = json!([{"type": "Approved", "status": "True", "reason": "AutoApproved"}]);
+    let none = with(json!([]), "");
+    assert_eq!(
+        update_stored_in(group, csrs, none.clone(), with(approved.clone(), "")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        update_stored_in(group, csrs, none.clone(), with(json!([{"type": "Approved", "status": "True"},
+            {"type": "Denied", "status": "False"}, {"type": "Approved", "status": "True"}, {"type": "Pending"}]), "")),
+        [
+            "status.conditions[1].status: Unsupported value: \"False\": supported values: \"True\"",
+            "status.conditions: Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
+            "status.conditions: Invalid value: \"Approved\": Approved and Denied conditions are mutually exclusive",
+            "status.conditions[2].type: Duplicate value: \"Approved\"",
+            "status.conditions[3].status: Required value",
+        ]
+    );
+    let not_pem = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        "-----BEGIN KEY-----\nAAAA\n-----END KEY-----\n",
+    );
+    assert_eq!(
+        update_stored_in(group, csrs, with(approved.clone(), ""), with(json!([]), &not_pem)),
+        [
+            "status.certificate: Invalid value: \"<certificate data>\": only CERTIFICATE PEM blocks are allowed, found \"KEY\"",
+            "status.conditions: Forbidden: updates may not remove a condition of type \"Approved\"",
+        ]
+    );
+    // Through `status`, the approval conditions are not added or changed.
+    let status_causes = |old: &Value, new: &Value| super::certificates::status_update(old, new);
+    assert_eq!(
+        status_causes(&none, &with(approved.clone(), "")),
+        [(
+            "status.conditions".to_string(),
+            "Forbidden: updates may not add a condition of type \"Approved\"".to_string()
+        )]
+    );
+    let reworded = with(
+        json!([{"type": "Approved", "status": "True", "reason": "Manual"}]),
+        "",
+    );
+    assert_eq!(
+        status_causes(&with(approved.clone(), ""), &reworded),
+        [("status.conditions".to_string(), "Forbidden: updates may not modify a condition of type \"Approved\"\n- [{\"reason\":\"AutoApproved\",\"status\":\"True\",\"type\":\"Approved\"}]\n+ [{\"reason\":\"Manual\",\"status\":\"True\",\"type\":\"Approved\"}]".to_string())]
+    );
+    assert!(status_causes(&with(approved.clone(), ""), &with(approved, "")).is_empty());
 }

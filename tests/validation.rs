@@ -670,3 +670,70 @@ async fn certificate_signing_requests_are_checked_as_kube_checks_them() {
         "{approved}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_resources_addresses_and_pod_cidrs_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let nodes = "/api/v1/nodes";
+    let node = |name: &str, spec: Value, status: Value| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec, "status": status});
+    refused(
+        &k,
+        1,
+        nodes,
+        &node(
+            "worker-0",
+            json!({}),
+            json!({"capacity": {"pods": "1500m"}, "allocatable": {"pods": "100"}}),
+        ),
+        invalid(
+            "Node",
+            "worker-0",
+            "status.capacity.pods",
+            "FieldValueInvalid",
+            "Invalid value: \"1500m\": must be an integer",
+        ),
+    )
+    .await;
+    let file = k.manifest(
+        "node.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: worker-1}\nspec:\n  podCIDRs: [10.0.1.0/24, 10.0.2.0/24]\n",
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["create", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The Node \"worker-1\" is invalid: spec.podCIDRs: Invalid value: [\"10.0.1.0/24\",\"10.0.2.0/24\"]: may specify no more than one CIDR for each IP family"
+    );
+    let (code, _) = k
+        .send(
+            Method::POST,
+            1,
+            nodes,
+            Some(&node(
+                "worker-2",
+                json!({"podCIDRs": ["10.0.1.0/24", "fd00::/64"]}),
+                json!({}),
+            )),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (ok, out, err) = k.kubectl(
+        "node-3",
+        &["patch", "node", "worker-2", "--subresource=status", "--type=merge", "-p",
+          r#"{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.2"},{"type":"InternalIP","address":"10.0.0.2"}]}}"#],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The Node \"worker-2\" is invalid: status.addresses[1]: Duplicate value: {\"Type\":\"InternalIP\",\"Address\":\"10.0.0.2\"}"
+    );
+    k.ok(
+        "node-1",
+        &["patch", "node", "worker-2", "--subresource=status", "--type=merge", "-p",
+          r#"{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.2"}],"capacity":{"pods":"110"}}}"#],
+    );
+    assert_eq!(
+        k.json("node-2", &["get", "node", "worker-2"])["status"]["capacity"]["pods"],
+        "110"
+    );
+}

@@ -83,7 +83,7 @@ const RULES: &[Rules] = &[
         group: "",
         kind: "Node",
         object: node::node,
-        create: None,
+        create: Some(node::node_create),
         update: Some(node::node_update),
     },
     Rules {

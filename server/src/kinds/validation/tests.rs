@@ -1290,3 +1290,44 @@ fn a_request_s_conditions_follow_kubes_rules_on_every_path() {
     );
     assert!(status_causes(&with(approved.clone(), ""), &with(approved, "")).is_empty());
 }
+
+#[test]
+fn node_resources_addresses_and_pod_cidrs_follow_kube() {
+    let node =
+        |spec: Value, status: Value| json!({"metadata": {"name": "n1"}, "spec": spec, "status": status});
+    let good = node(
+        json!({"podCIDRs": ["10.0.1.0/24", "fd00:1::/64"]}),
+        json!({"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "example.com/gpu": "2"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n1"}]}),
+    );
+    assert_eq!(
+        update_stored("nodes", good.clone(), good.clone()),
+        Vec::<String>::new()
+    );
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup("", "v1", "nodes").expect("served");
+    assert!(causes(rt, None, &good).is_empty());
+    let bad = node(
+        json!({"podCIDRs": ["10.0.1.0/24", "10.0.2.0/24", "10.0.1.0/24", "10.0.300.0/24"], "configSource": {}}),
+        json!({"capacity": {"cpu": "-1", "pods": "1500m"}, "allocatable": {"example.com/gpu": "500m"}}),
+    );
+    assert_eq!(
+        shown(causes(rt, None, &bad)),
+        [
+            "spec.configSource: Forbidden: configSource may not be set",
+            "status.capacity.cpu: Invalid value: \"-1\": must be greater than or equal to 0",
+            "status.capacity.pods: Invalid value: \"1500m\": must be an integer",
+            "status.allocatable.example.com/gpu: Invalid value: \"500m\": must be an integer",
+            "spec.podCIDRs[3]: Invalid value: \"10.0.300.0/24\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            "spec.podCIDRs: Invalid value: [\"10.0.1.0/24\",\"10.0.2.0/24\",\"10.0.1.0/24\",\"10.0.300.0/24\"]: may specify no more than one CIDR for each IP family",
+            "spec.podCIDRs[2]: Duplicate value: \"10.0.1.0/24\"",
+        ]
+    );
+    let mut doubled = good.clone();
+    doubled["status"]["addresses"] =
+        json!([{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "InternalIP", "address": "10.0.0.1"}]);
+    assert_eq!(
+        update_stored("nodes", good, doubled),
+        ["status.addresses[1]: Duplicate value: {\"Type\":\"InternalIP\",\"Address\":\"10.0.0.1\"}"]
+    );
+}

@@ -737,3 +737,58 @@ async fn node_resources_addresses_and_pod_cidrs_are_checked_as_kube_checks_them(
         "110"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_schedules_and_time_zones_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let cron = |name: &str, schedule: &str, zone: Option<&str>| {
+        let mut cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name},
+            "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}});
+        if let Some(zone) = zone {
+            cron["spec"]["timeZone"] = json!(zone);
+        }
+        cron
+    };
+    let cronjobs = "/apis/batch/v1/namespaces/default/cronjobs";
+    refused(
+        &k,
+        1,
+        cronjobs,
+        &cron("tz", "TZ=UTC 0 * * * *", None),
+        invalid_in(
+            "batch",
+            "CronJob",
+            "tz",
+            "spec.schedule",
+            "FieldValueInvalid",
+            "Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+        ),
+    )
+    .await;
+    let file = k.manifest(
+        "cron.yaml",
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 25 * * *\"\n  timeZone: Mars/Olympus\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers: [{name: c, image: busybox}]\n",
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["apply", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The CronJob \"nightly\" is invalid: \n* spec.schedule: Invalid value: \"0 25 * * *\": end of range (25) above maximum (23): 25\n* spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["get", "cronjob", "nightly"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    let (code, _) = k
+        .send(
+            Method::POST,
+            2,
+            cronjobs,
+            Some(&cron("berlin", "@daily", Some("Europe/Berlin"))),
+        )
+        .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        k.json("node-3", &["get", "cronjob", "berlin"])["spec"]["timeZone"],
+        "Europe/Berlin"
+    );
+}

@@ -1331,3 +1331,91 @@ fn node_resources_addresses_and_pod_cidrs_follow_kube() {
         ["status.addresses[1]: Duplicate value: {\"Type\":\"InternalIP\",\"Address\":\"10.0.0.1\"}"]
     );
 }
+
+#[test]
+fn cron_schedules_and_time_zones_follow_kube() {
+    let cron = |schedule: &str, zone: Option<&str>| {
+        let mut obj = json!({"metadata": {"name": "c"}, "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {
+            "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}});
+        if let Some(zone) = zone {
+            obj["spec"]["timeZone"] = json!(zone);
+        }
+        obj
+    };
+    for good in [
+        "*/5 * * * *",
+        "0 9-17 * JAN-dec MON-fri",
+        "@hourly",
+        "@every 1h30m",
+        "0 0 1,15 * ?",
+        "5/15 0 * * 0",
+    ] {
+        assert_eq!(
+            create("batch", "cronjobs", cron(good, Some("Europe/Berlin"))),
+            Vec::<String>::new(),
+            "{good}"
+        );
+    }
+    let cases = [
+        ("* * *", "expected exactly 5 fields, found 3: [* * *]"),
+        ("60 * * * *", "end of range (60) above maximum (59): 60"),
+        ("* * 0 * *", "beginning of range (0) below minimum (1): 0"),
+        ("* * * * 7", "end of range (7) above maximum (6): 7"),
+        (
+            "5-1 * * * *",
+            "beginning of range (5) beyond end of range (1): 5-1",
+        ),
+        ("*/0 * * * *", "step of range should be a positive number: */0"),
+        ("1-2-3 * * * *", "too many hyphens: 1-2-3"),
+        (
+            "x * * * *",
+            "failed to parse int from x: strconv.Atoi: parsing \"x\": invalid syntax",
+        ),
+        ("@fortnightly", "unrecognized descriptor: @fortnightly"),
+        (
+            "@every 5x",
+            "failed to parse duration @every 5x: time: invalid duration \"5x\"",
+        ),
+    ];
+    for (schedule, why) in cases {
+        assert_eq!(
+            create("batch", "cronjobs", cron(schedule, None)),
+            [format!("spec.schedule: Invalid value: {schedule:?}: {why}")],
+            "{schedule}"
+        );
+    }
+    assert_eq!(
+        create("batch", "cronjobs", cron("TZ=Mars/Olympus 0 * * * *", Some("Local"))),
+        [
+            "spec.schedule: Invalid value: \"TZ=Mars/Olympus 0 * * * *\": provided bad location Mars/Olympus: unknown time zone Mars/Olympus",
+            "spec.schedule: Invalid value: \"TZ=Mars/Olympus 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        ]
+    );
+    assert_eq!(
+        create("batch", "cronjobs", cron("0 * * * *", Some("Europe/Atlantis"))),
+        ["spec.timeZone: Invalid value: \"Europe/Atlantis\": unknown time zone Europe/Atlantis"]
+    );
+    assert_eq!(
+        create("batch", "cronjobs", cron("", Some(""))),
+        [
+            "spec.schedule: Required value",
+            "spec.timeZone: Invalid value: \"\": timeZone must be nil or non-empty string",
+        ]
+    );
+    // A TZ= the stored schedule had stays accepted, but not with a timeZone.
+    let old = cron("CRON_TZ=UTC 0 * * * *", None);
+    assert_eq!(
+        update(
+            "batch",
+            "cronjobs",
+            old.clone(),
+            cron("CRON_TZ=UTC 5 * * * *", None)
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        update("batch", "cronjobs", old, cron("CRON_TZ=UTC 5 * * * *", Some("UTC"))),
+        ["spec.schedule: Invalid value: \"CRON_TZ=UTC 5 * * * *\": cannot use both timeZone field and TZ or CRON_TZ in schedule"]
+    );
+}

@@ -292,10 +292,14 @@ fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
     causes
 }
 
+/// kube's refusal of a volume source beside the first one, whose own fields it then leaves
+/// unchecked.
+const EXTRA_VOLUME_SOURCE: &str = "Forbidden: may not specify more than 1 volume type";
+
 /// Whether the rules' cause `rule` at `rule_field` already speaks of `field`: it names it, or
-/// it forbids a field that holds it (kube does not look inside what it forbids).
+/// it refuses a second volume source that holds it (kube does not look inside that one).
 fn covered(rule_field: &str, rule: &str, field: &str) -> bool {
-    rule_field == field || (rule.starts_with("Forbidden") && field.starts_with(&format!("{rule_field}.")))
+    rule_field == field || (rule == EXTRA_VOLUME_SOURCE && field.starts_with(&format!("{rule_field}.")))
 }
 
 /// Fields kube's rules report under another path than the schema's: group, kind, the

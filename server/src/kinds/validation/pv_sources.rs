@@ -99,7 +99,7 @@ pub fn sources(spec: &Value, pv_name: &str, causes: &mut Causes) {
         if found.is_some() && s.field != "flexVolume" {
             causes.push((
                 format!("spec.{}", s.named),
-                "Forbidden: may not specify more than 1 volume type".to_string(),
+                super::EXTRA_VOLUME_SOURCE.to_string(),
             ));
             continue;
         }

@@ -1588,17 +1588,20 @@ spec:
     }
 
     // A certificate request: pending, approved with kubectl, then issued through /status.
-    let csr = "apiVersion: certificates.k8s.io/v1
+    let (request, certificate) = signed_request("jane");
+    let csr = format!(
+        "apiVersion: certificates.k8s.io/v1
 kind: CertificateSigningRequest
-metadata: {name: jane}
+metadata: {{name: jane}}
 spec:
-  request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==
+  request: {request}
   username: someone-else
   signerName: kubernetes.io/kube-apiserver-client
   expirationSeconds: 86400
   usages: [client auth]
-";
-    k.ok("node-1", &["create", "-f", &k.manifest("csr.yaml", csr)]);
+"
+    );
+    k.ok("node-1", &["create", "-f", &k.manifest("csr.yaml", &csr)]);
     let condition = |table: &str| row(table, "jane").last().cloned().unwrap();
     assert_eq!(condition(&k.ok("node-2", &["get", "csr"])), "Pending");
     k.ok("node-3", &["certificate", "approve", "jane"]);
@@ -1618,7 +1621,7 @@ spec:
             "--subresource=status",
             "--type=merge",
             "-p",
-            r#"{"status":{"certificate":"Y2VydA=="}}"#,
+            &format!(r#"{{"status":{{"certificate":"{certificate}"}}}}"#),
         ],
     );
     let table = k.ok("node-3", &["get", "csr"]);
@@ -1649,6 +1652,18 @@ spec:
     let patched = k.json("node-3", &["get", "csr", "jane"]);
     assert_eq!(patched["metadata"]["labels"]["team"], "a", "{patched}");
     assert_eq!(patched["spec"], approved["spec"], "{patched}");
+}
+
+/// A PEM certificate signing request for `name` and a certificate for it, base64 as a
+/// CertificateSigningRequest holds them.
+fn signed_request(name: &str) -> (String, String) {
+    use base64::Engine;
+    let b64 = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+    let request = params.serialize_request(&key).unwrap().pem().unwrap();
+    let certificate = params.self_signed(&key).unwrap().pem();
+    (b64(request), b64(certificate))
 }
 
 /// The `autoscaling.alpha.kubernetes.io/...` annotation of a v1 HorizontalPodAutoscaler,

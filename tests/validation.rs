@@ -395,3 +395,400 @@ async fn security_contexts_affinity_and_spreading_are_checked_as_kube_checks_the
         "The Pod \"clashing\" is invalid: spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_volume_sources_and_node_affinity_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let pvs = "/api/v1/persistentvolumes";
+    let pv = |name: &str, source: Value| {
+        let mut pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}});
+        for (k, v) in source.as_object().expect("an object") {
+            pv["spec"][k] = v.clone();
+        }
+        pv
+    };
+    // An NFS export named by a relative path, over plain HTTP: kube's cause and reason.
+    refused(
+        &k,
+        1,
+        pvs,
+        &pv(
+            "exports",
+            json!({"nfs": {"server": "nfs.example.com", "path": "exports"}}),
+        ),
+        invalid(
+            "PersistentVolume",
+            "exports",
+            "spec.nfs.path",
+            "FieldValueInvalid",
+            "Invalid value: \"exports\": must be an absolute path",
+        ),
+    )
+    .await;
+
+    // Through kubectl: a CSI volume without a handle, and a local volume whose node affinity
+    // has no term.
+    let file = k.manifest(
+        "csi.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: csi}\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 1Gi}\n  csi: {driver: ebs.csi.aws.com}\n",
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["apply", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The PersistentVolume \"csi\" is invalid: spec.csi.volumeHandle: Required value"
+    );
+    let file = k.manifest(
+        "local.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: local}\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 1Gi}\n  local: {path: /mnt/../etc}\n  nodeAffinity:\n    required: {nodeSelectorTerms: []}\n",
+    );
+    let (ok, out, err) = k.kubectl("node-3", &["create", "-f", &file, "--dry-run=server"]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The PersistentVolume \"local\" is invalid: \n* spec.nodeAffinity.required.nodeSelectorTerms: Required value: must have at least one node selector term\n* spec.local.path: Invalid value: \"/mnt/../etc\": must not contain '..'"
+    );
+    for name in ["exports", "csi", "local"] {
+        let (ok, _, err) = k.kubectl("node-1", &["get", "pv", name]);
+        assert!(!ok && err.contains("NotFound"), "{err}");
+    }
+
+    // What kube accepts is stored.
+    let good = k.manifest(
+        "good.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: good}\nspec:\n  accessModes: [ReadWriteOnce]\n  capacity: {storage: 1Gi}\n  local: {path: /mnt/disks/ssd1}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-1]}]\n",
+    );
+    k.ok("node-1", &["apply", "-f", &good]);
+    let stored = k.json("node-2", &["get", "pv", "good"]);
+    assert_eq!(stored["spec"]["local"]["path"], "/mnt/disks/ssd1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_volumes_and_claims_keep_what_kube_keeps_on_update() {
+    let k = Kube::start().await;
+    let file = k.manifest(
+        "pv.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: share}\nspec:\n  accessModes: [ReadWriteMany]\n  capacity: {storage: 1Gi}\n  nfs: {server: nfs.example.com, path: /exports/a}\n",
+    );
+    k.ok("node-1", &["apply", "-f", &file]);
+    // A new source path and volume mode are refused; the reclaim policy may change.
+    let (ok, out, err) = k.kubectl(
+        "node-2",
+        &[
+            "patch",
+            "pv",
+            "share",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"nfs":{"path":"/exports/b"},"volumeMode":"Block"}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The PersistentVolume \"share\" is invalid: \n* spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n- {\"nfs\":{\"path\":\"/exports/a\",\"server\":\"nfs.example.com\"}}\n+ {\"nfs\":{\"path\":\"/exports/b\",\"server\":\"nfs.example.com\"}}\n* volumeMode: Invalid value: \"Block\": field is immutable"
+    );
+    k.ok(
+        "node-3",
+        &[
+            "patch",
+            "pv",
+            "share",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}"#,
+        ],
+    );
+    assert_eq!(
+        k.json("node-1", &["get", "pv", "share"])["spec"]["nfs"]["path"],
+        "/exports/a"
+    );
+
+    // A claim: its access modes are fixed; once bound it may grow, not below its capacity.
+    let claim = k.manifest(
+        "pvc.yaml",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 2Gi}}\n",
+    );
+    k.ok("node-1", &["apply", "-f", &claim]);
+    let (ok, out, err) = k.kubectl(
+        "node-2",
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"accessModes":["ReadWriteMany"]}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        err.starts_with("The PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n- {\"accessModes\":[\"ReadWriteOnce\"],"),
+        "{err}"
+    );
+    k.ok(
+        "node-3",
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Bound","capacity":{"storage":"2Gi"}}}"#,
+        ],
+    );
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "pvc",
+            "data",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"resources":{"requests":{"storage":"3Gi"}}}}"#,
+        ],
+    );
+    let path = "/api/v1/namespaces/default/persistentvolumeclaims/data";
+    let (_, mut stored) = k.send(Method::GET, 1, path, None).await;
+    stored["spec"]["resources"]["requests"]["storage"] = json!("1Gi");
+    let (code, status) = k.send(Method::PUT, 2, path, Some(&stored)).await;
+    assert_eq!(
+        (code, status),
+        (
+            422,
+            invalid(
+                "PersistentVolumeClaim",
+                "data",
+                "spec.resources.requests.storage",
+                "FieldValueForbidden",
+                "Forbidden: field can not be less than status.capacity",
+            )
+        )
+    );
+    assert_eq!(
+        k.json("node-3", &["get", "pvc", "data"])["spec"]["resources"]["requests"]["storage"],
+        "3Gi"
+    );
+}
+
+/// A PEM certificate signing request made by rcgen, base64 as `spec.request` holds it.
+fn signing_request() -> String {
+    use base64::Engine;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["jane".to_string()]).unwrap();
+    let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_signing_requests_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let csr = |name: &str, request: &str| {
+        json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"name": name}, "spec": {"request": request,
+            "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}})
+    };
+    // A request that is not PEM, over plain HTTP.
+    refused(
+        &k,
+        1,
+        csrs,
+        &csr("hello", "aGVsbG8="),
+        invalid_in(
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "hello",
+            "spec.request",
+            "FieldValueInvalid",
+            "Invalid value: \"aGVsbG8=\": PEM block type must be CERTIFICATE REQUEST",
+        ),
+    )
+    .await;
+
+    // Through kubectl: a good request with a short life, a usage named twice and no signer.
+    let request = signing_request();
+    let file = k.manifest(
+        "short.yaml",
+        &format!("apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: short}}\nspec:\n  request: {request}\n  signerName: example.com\n  expirationSeconds: 60\n  usages: [client auth, client auth]\n"),
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["create", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The CertificateSigningRequest \"short\" is invalid: \n* spec.usages[1]: Duplicate value: \"client auth\"\n* spec.signerName: Invalid value: \"example.com\": must be a fully qualified domain and path of the form 'example.com/signer-name'\n* spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 600 seconds (10 minutes)"
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["get", "csr", "short"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    // A good request is stored; its status may not approve it, its approval may not both
+    // approve and deny it.
+    let (code, _) = k.send(Method::POST, 1, csrs, Some(&csr("jane", &request))).await;
+    assert_eq!(code, 201);
+    let (ok, out, err) = k.kubectl(
+        "node-3",
+        &[
+            "patch",
+            "csr",
+            "jane",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Approved","status":"True"}]}}"#,
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The CertificateSigningRequest \"jane\" is invalid: status.conditions: Forbidden: updates may not add a condition of type \"Approved\""
+    );
+    let approval = format!("{csrs}/jane/approval");
+    let (_, mut stored) = k.send(Method::GET, 2, &format!("{csrs}/jane"), None).await;
+    stored["status"]["conditions"] =
+        json!([{"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]);
+    let (code, status) = k.send(Method::PUT, 2, &approval, Some(&stored)).await;
+    assert_eq!(
+        (code, status),
+        (
+            422,
+            invalid_in(
+                "certificates.k8s.io",
+                "CertificateSigningRequest",
+                "jane",
+                "status.conditions",
+                "FieldValueInvalid",
+                "Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
+            )
+        )
+    );
+    k.ok("node-1", &["certificate", "approve", "jane"]);
+    let approved = k.json("node-2", &["get", "csr", "jane"]);
+    assert_eq!(
+        approved["status"]["conditions"][0]["type"], "Approved",
+        "{approved}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_resources_addresses_and_pod_cidrs_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let nodes = "/api/v1/nodes";
+    let node = |name: &str, spec: Value, status: Value| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec, "status": status});
+    refused(
+        &k,
+        1,
+        nodes,
+        &node(
+            "worker-0",
+            json!({}),
+            json!({"capacity": {"pods": "1500m"}, "allocatable": {"pods": "100"}}),
+        ),
+        invalid(
+            "Node",
+            "worker-0",
+            "status.capacity.pods",
+            "FieldValueInvalid",
+            "Invalid value: \"1500m\": must be an integer",
+        ),
+    )
+    .await;
+    let file = k.manifest(
+        "node.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: worker-1}\nspec:\n  podCIDRs: [10.0.1.0/24, 10.0.2.0/24]\n",
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["create", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The Node \"worker-1\" is invalid: spec.podCIDRs: Invalid value: [\"10.0.1.0/24\",\"10.0.2.0/24\"]: may specify no more than one CIDR for each IP family"
+    );
+    let (code, _) = k
+        .send(
+            Method::POST,
+            1,
+            nodes,
+            Some(&node(
+                "worker-2",
+                json!({"podCIDRs": ["10.0.1.0/24", "fd00::/64"]}),
+                json!({}),
+            )),
+        )
+        .await;
+    assert_eq!(code, 201);
+    let (ok, out, err) = k.kubectl(
+        "node-3",
+        &["patch", "node", "worker-2", "--subresource=status", "--type=merge", "-p",
+          r#"{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.2"},{"type":"InternalIP","address":"10.0.0.2"}]}}"#],
+    );
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The Node \"worker-2\" is invalid: status.addresses[1]: Duplicate value: {\"Type\":\"InternalIP\",\"Address\":\"10.0.0.2\"}"
+    );
+    k.ok(
+        "node-1",
+        &["patch", "node", "worker-2", "--subresource=status", "--type=merge", "-p",
+          r#"{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.2"}],"capacity":{"pods":"110"}}}"#],
+    );
+    assert_eq!(
+        k.json("node-2", &["get", "node", "worker-2"])["status"]["capacity"]["pods"],
+        "110"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_schedules_and_time_zones_are_checked_as_kube_checks_them() {
+    let k = Kube::start().await;
+    let cron = |name: &str, schedule: &str, zone: Option<&str>| {
+        let mut cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name},
+            "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}});
+        if let Some(zone) = zone {
+            cron["spec"]["timeZone"] = json!(zone);
+        }
+        cron
+    };
+    let cronjobs = "/apis/batch/v1/namespaces/default/cronjobs";
+    refused(
+        &k,
+        1,
+        cronjobs,
+        &cron("tz", "TZ=UTC 0 * * * *", None),
+        invalid_in(
+            "batch",
+            "CronJob",
+            "tz",
+            "spec.schedule",
+            "FieldValueInvalid",
+            "Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+        ),
+    )
+    .await;
+    let file = k.manifest(
+        "cron.yaml",
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 25 * * *\"\n  timeZone: Mars/Olympus\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers: [{name: c, image: busybox}]\n",
+    );
+    let (ok, out, err) = k.kubectl("node-2", &["apply", "-f", &file]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        err.trim(),
+        "The CronJob \"nightly\" is invalid: \n* spec.schedule: Invalid value: \"0 25 * * *\": end of range (25) above maximum (23): 25\n* spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+    );
+    let (ok, _, err) = k.kubectl("node-3", &["get", "cronjob", "nightly"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    let (code, _) = k
+        .send(
+            Method::POST,
+            2,
+            cronjobs,
+            Some(&cron("berlin", "@daily", Some("Europe/Berlin"))),
+        )
+        .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        k.json("node-3", &["get", "cronjob", "berlin"])["spec"]["timeZone"],
+        "Europe/Berlin"
+    );
+}

@@ -3,20 +3,40 @@
 //! creates a pre-approved request), and is approved or denied through its `approval`
 //! subresource (`kubectl certificate approve`), as kube-apiserver's strategy has it. An update
 //! of the request itself changes only its metadata: its spec is kept, as kube's strategy keeps
-//! it.
+//! it. A write through `status` may not add or change the approval conditions
+//! ([`validation::certificates`] checks the rest of every write).
 
 use serde_json::{json, Value};
 
 use crate::authentication::user::UserInfo;
 use crate::kinds::strategy::Builtin;
+use crate::kinds::validation;
+use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::meta::meta_str;
 
 /// The CertificateSigningRequest strategy.
 pub const CERTIFICATE_SIGNING_REQUEST: Builtin = Builtin {
     initial_status: Some(|| json!({})),
     on_create_by: Some(record_requester),
     on_update: Some(keep_spec),
+    on_status_update: Some(status_update),
     ..Builtin::new("certificates.k8s.io", "CertificateSigningRequest")
 };
+
+/// A write through `status`: `422` when it adds or changes an Approved or Denied condition.
+fn status_update(old: &Value, new: &mut Value) -> ApiResult<()> {
+    let causes = validation::certificates::status_update(old, new);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = meta_str(old, "name").unwrap_or_default();
+    Err(ApiError::invalid(
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        name,
+        &causes,
+    ))
+}
 
 /// The stored spec, whatever the update sent (kube's `PrepareForUpdate` of the strategy).
 fn keep_spec(old: &Value, new: &mut Value) {

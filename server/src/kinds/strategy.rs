@@ -40,6 +40,8 @@ pub struct Builtin {
     pub on_create_by: Option<fn(&mut Value, &UserInfo)>,
     /// What an update of the object itself takes over from the stored one (`old`, `new`).
     pub on_update: Option<fn(&Value, &mut Value)>,
+    /// What a write through `status` may not do to the stored object (`old`, `new`).
+    pub on_status_update: Option<fn(&Value, &mut Value) -> ApiResult<()>>,
     /// The graceful-deletion period for a delete that asked for some seconds (deleted at
     /// once when `None`).
     pub grace_period: Option<fn(&Value, Option<i64>) -> i64>,
@@ -68,6 +70,7 @@ impl Builtin {
             on_create: None,
             on_create_by: None,
             on_update: None,
+            on_status_update: None,
             grace_period: None,
             terminating: None,
             scale_selector: None,
@@ -182,6 +185,19 @@ impl Strategy for Builtin {
         }
         defaults::apply(rt, new);
         Ok(())
+    }
+
+    fn update_subresource(
+        &self,
+        _rt: &ResourceType,
+        subresource: &str,
+        old: &Value,
+        new: &mut Value,
+    ) -> ApiResult<()> {
+        match self.on_status_update {
+            Some(check) if subresource == "status" => check(old, new),
+            _ => Ok(()),
+        }
     }
 
     fn prepare_for_create_by(&self, obj: &mut Value, user: &UserInfo) {

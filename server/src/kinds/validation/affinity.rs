@@ -32,18 +32,7 @@ pub fn affinity(spec: &Value, path: &str, causes: &mut Causes) {
 /// kube's `validateNodeAffinity`.
 fn node_affinity(na: &Value, path: &str, causes: &mut Causes) {
     if na[REQUIRED].is_object() {
-        let terms_path = format!("{path}.{REQUIRED}.nodeSelectorTerms");
-        let terms = list_of(&na[REQUIRED], "nodeSelectorTerms");
-        if terms.is_empty() {
-            causes.push((
-                terms_path,
-                "Required value: must have at least one node selector term".to_string(),
-            ));
-        } else {
-            for (i, term) in terms.iter().enumerate() {
-                node_selector_term(term, Values::Checked, &format!("{terms_path}[{i}]"), causes);
-            }
-        }
+        node_selector(&na[REQUIRED], &format!("{path}.{REQUIRED}"), causes);
     }
     for (i, term) in list_of(na, PREFERRED).iter().enumerate() {
         let here = format!("{path}.{PREFERRED}[{i}]");
@@ -55,6 +44,23 @@ fn node_affinity(na: &Value, path: &str, causes: &mut Causes) {
             &format!("{here}.preference"),
             causes,
         );
+    }
+}
+
+/// kube's `ValidateNodeSelector` of a required node selector at `path` (a pod's required node
+/// affinity, a PersistentVolume's `nodeAffinity.required`): at least one term, each valid.
+pub fn node_selector(selector: &Value, path: &str, causes: &mut Causes) {
+    let terms_path = format!("{path}.nodeSelectorTerms");
+    let terms = list_of(selector, "nodeSelectorTerms");
+    if terms.is_empty() {
+        causes.push((
+            terms_path,
+            "Required value: must have at least one node selector term".to_string(),
+        ));
+        return;
+    }
+    for (i, term) in terms.iter().enumerate() {
+        node_selector_term(term, Values::Checked, &format!("{terms_path}[{i}]"), causes);
     }
 }
 

@@ -10,18 +10,22 @@
 mod admission_policy;
 mod affinity;
 mod apiregistration;
+pub mod certificates;
 mod config;
+mod cron;
 mod ingress;
 mod label_selector;
 mod namespace;
 mod node;
 mod pod;
+mod pv_sources;
 mod rbac;
 mod resources;
 mod schema;
 mod security_context;
 mod service;
 mod storage;
+mod storage_updates;
 mod topology;
 mod webhooks;
 mod workloads;
@@ -61,6 +65,15 @@ const RULES: &[Rules] = &[
         update: None,
     },
     Rules {
+        group: "certificates.k8s.io",
+        kind: "CertificateSigningRequest",
+        // What kube checks depends on what the stored request already has (it tolerates it),
+        // so every check is a create or an update check.
+        object: |_, _| {},
+        create: Some(certificates::create),
+        update: Some(certificates::update),
+    },
+    Rules {
         group: "",
         kind: "Namespace",
         object: namespace::namespace,
@@ -71,7 +84,7 @@ const RULES: &[Rules] = &[
         group: "",
         kind: "Node",
         object: node::node,
-        create: None,
+        create: Some(node::node_create),
         update: Some(node::node_update),
     },
     Rules {
@@ -133,9 +146,11 @@ const RULES: &[Rules] = &[
     Rules {
         group: "batch",
         kind: "CronJob",
-        object: workloads::cron_job,
-        create: None,
-        update: None,
+        // A schedule's `TZ=` is accepted on update when the stored one had it, so every check
+        // is a create or an update check.
+        object: |_, _| {},
+        create: Some(workloads::cron_job_create),
+        update: Some(workloads::cron_job_update),
     },
     Rules {
         group: "",
@@ -191,14 +206,14 @@ const RULES: &[Rules] = &[
         kind: "PersistentVolume",
         object: storage::persistent_volume,
         create: None,
-        update: None,
+        update: Some(storage_updates::persistent_volume_update),
     },
     Rules {
         group: "",
         kind: "PersistentVolumeClaim",
         object: storage::persistent_volume_claim,
         create: None,
-        update: None,
+        update: Some(storage_updates::persistent_volume_claim_update),
     },
     Rules {
         group: "coordination.k8s.io",
@@ -266,15 +281,46 @@ fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
     }
     if let Some(root) = schemas().builtin(&rt.group, &rt.version, &rt.kind) {
         for (field, message) in schema::check(root, obj) {
-            if !causes
-                .iter()
-                .any(|(f, m)| *f == field || same_duplicate(f, m, &field, &message))
-            {
+            let named = renamed(rt, &field);
+            if !causes.iter().any(|(f, m)| {
+                [&field, &named].iter().any(|n| covered(f, m, n)) || same_duplicate(f, m, &field, &message)
+            }) {
                 causes.push((field, message));
             }
         }
     }
     causes
+}
+
+/// kube's refusal of a volume source beside the first one, whose own fields it then leaves
+/// unchecked.
+const EXTRA_VOLUME_SOURCE: &str = "Forbidden: may not specify more than 1 volume type";
+
+/// Whether the rules' cause `rule` at `rule_field` already speaks of `field`: it names it, or
+/// it refuses a second volume source that holds it (kube does not look inside that one).
+fn covered(rule_field: &str, rule: &str, field: &str) -> bool {
+    rule_field == field || (rule == EXTRA_VOLUME_SOURCE && field.starts_with(&format!("{rule_field}.")))
+}
+
+/// Fields kube's rules report under another path than the schema's: group, kind, the
+/// schema's prefix, kube's.
+const RENAMED: &[(&str, &str, &str, &str)] = &[
+    (
+        "",
+        "PersistentVolume",
+        "spec.gcePersistentDisk.",
+        "spec.persistentDisk.",
+    ),
+    ("", "PersistentVolume", "spec.cephfs.", "spec.cephFS."),
+];
+
+/// The path kube's rules name the schema's `field` by.
+fn renamed(rt: &ResourceType, field: &str) -> String {
+    RENAMED
+        .iter()
+        .filter(|(group, kind, ..)| *group == &*rt.group && *kind == &*rt.kind)
+        .find_map(|(_, _, schema, kube)| field.strip_prefix(schema).map(|rest| format!("{kube}{rest}")))
+        .unwrap_or_else(|| field.to_string())
 }
 
 /// Whether the rules' cause `rule` (at `rule_field`) already names the duplicate entry the

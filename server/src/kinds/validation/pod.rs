@@ -140,10 +140,7 @@ fn volumes<'a>(list: &'a [Value], path: &str, causes: &mut Causes) -> HashSet<&'
             [_] => {}
             [_, rest @ ..] => {
                 for source in rest {
-                    causes.push((
-                        format!("{here}.{source}"),
-                        "Forbidden: may not specify more than 1 volume type".to_string(),
-                    ));
+                    causes.push((format!("{here}.{source}"), super::EXTRA_VOLUME_SOURCE.to_string()));
                 }
             }
         }

@@ -159,3 +159,47 @@ pub fn requirements(resources: &Value, path: &str, causes: &mut Causes) {
         ));
     }
 }
+
+/// The resources whose quantities kube counts in whole units (`IsIntegerResourceName`), beside
+/// extended resources.
+const INTEGER_RESOURCES: [&str; 9] = [
+    "pods",
+    "services",
+    "replicationcontrollers",
+    "resourcequotas",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "services.nodeports",
+    "services.loadbalancers",
+];
+
+/// kube's `IsExtendedResourceName`: outside `kubernetes.io`, and `requests.` before it a
+/// qualified name.
+fn extended(name: &str) -> bool {
+    !native(name)
+        && !name.starts_with("requests.")
+        && qualified_name_error(&format!("requests.{name}")).is_none()
+}
+
+/// kube's `ValidateResourceQuantityValue` of the quantity `value` of `name` at `path`: not
+/// negative, and whole for a resource counted in units.
+pub fn quantity(name: &str, value: &Value, path: &str, causes: &mut Causes) {
+    let Some((q, binary)) = quantity_value(value) else {
+        return;
+    };
+    let shown = go_quote(&format_quantity(q, binary));
+    if q < 0 {
+        causes.push((
+            path.to_string(),
+            format!("Invalid value: {shown}: must be greater than or equal to 0"),
+        ));
+    }
+    let whole = q % 1_000_000_000 == 0;
+    if (INTEGER_RESOURCES.contains(&name) || extended(name)) && !whole {
+        causes.push((
+            path.to_string(),
+            format!("Invalid value: {shown}: must be an integer"),
+        ));
+    }
+}

@@ -1,13 +1,16 @@
 //! kube's rules for the volumes, claims and leases commonly written by hand: a
 //! PersistentVolume has known access modes, a storage capacity, a known reclaim policy and
-//! volume mode, and exactly one volume source (a local one with node affinity); a
+//! volume mode, valid node affinity, a class name that is a DNS subdomain, and exactly one
+//! valid volume source ([`pv_sources`]; a local one with node affinity); a
 //! PersistentVolumeClaim asks for at least one access mode kube knows and for storage; a
 //! Lease's duration is positive and its transitions not negative.
 
 use serde_json::Value;
 
-use super::{list_of, not_supported, str_of};
-use crate::machinery::meta::Causes;
+use super::affinity::node_selector;
+use super::{list_of, not_supported, pv_sources, str_of};
+use crate::machinery::errors::go_quote;
+use crate::machinery::meta::{dns_subdomain_reasons, Causes};
 
 /// The access modes kube knows, as its error lists them (sorted).
 const ACCESS_MODES: [&str; 4] = [
@@ -41,35 +44,7 @@ pub fn persistent_volume_claim(obj: &Value, causes: &mut Causes) {
     }
 }
 
-/// A PersistentVolume's possible sources, in the order kube checks them, each with the field
-/// name kube's "more than 1" error uses for it.
-const PV_SOURCES: [(&str, &str); 22] = [
-    ("hostPath", "hostPath"),
-    ("gcePersistentDisk", "gcePersistentDisk"),
-    ("awsElasticBlockStore", "awsElasticBlockStore"),
-    ("glusterfs", "glusterfs"),
-    ("flocker", "flocker"),
-    ("nfs", "nfs"),
-    ("rbd", "rbd"),
-    ("quobyte", "quobyte"),
-    ("cephfs", "cephFS"),
-    ("iscsi", "iscsi"),
-    ("cinder", "cinder"),
-    ("fc", "fc"),
-    ("flexVolume", "flexVolume"),
-    ("azureFile", "azureFile"),
-    ("vsphereVolume", "vsphereVolume"),
-    ("photonPersistentDisk", "photonPersistentDisk"),
-    ("portworxVolume", "portworxVolume"),
-    ("azureDisk", "azureDisk"),
-    ("scaleIO", "scaleIO"),
-    ("local", "local"),
-    ("storageos", "storageos"),
-    ("csi", "csi"),
-];
-
-/// A PersistentVolume (kube's `ValidatePersistentVolumeSpec`, but for each source's own
-/// fields and the node affinity's terms).
+/// A PersistentVolume (kube's `ValidatePersistentVolumeSpec`).
 pub fn persistent_volume(obj: &Value, causes: &mut Causes) {
     let spec = &obj["spec"];
     let modes: Vec<&str> = list_of(spec, "accessModes")
@@ -115,32 +90,17 @@ pub fn persistent_volume(obj: &Value, causes: &mut Causes) {
             not_supported(policy, &["Delete", "Recycle", "Retain"]),
         ));
     }
-    let mut sources = 0;
-    for (field, named) in PV_SOURCES {
-        if spec.get(field).is_none_or(Value::is_null) {
-            continue;
-        }
-        if sources > 0 && field != "flexVolume" {
-            causes.push((
-                format!("spec.{named}"),
-                "Forbidden: may not specify more than 1 volume type".to_string(),
-            ));
-            continue;
-        }
-        sources += 1;
-        if field == "local" && spec.get("nodeAffinity").is_none_or(Value::is_null) {
-            causes.push((
-                "spec.nodeAffinity".to_string(),
-                "Required value: Local volume requires node affinity".to_string(),
-            ));
+    if spec["nodeAffinity"].is_object() {
+        match &spec["nodeAffinity"]["required"] {
+            Value::Null => causes.push((
+                "spec.nodeAffinity.required".to_string(),
+                "Required value: must specify required node constraints".to_string(),
+            )),
+            required => node_selector(required, "spec.nodeAffinity.required", causes),
         }
     }
-    if sources == 0 {
-        causes.push((
-            "spec".to_string(),
-            "Required value: must specify a volume type".to_string(),
-        ));
-    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    pv_sources::sources(spec, name, causes);
     let host_root = spec["hostPath"]["path"]
         .as_str()
         .is_some_and(|p| p.trim_end_matches('/').is_empty() && p.starts_with('/'));
@@ -150,11 +110,26 @@ pub fn persistent_volume(obj: &Value, causes: &mut Causes) {
             "Forbidden: may not be 'recycle' for a hostPath mount of '/'".to_string(),
         ));
     }
+    class_name(spec, "storageClassName", causes);
     let mode = str_of(spec, "volumeMode");
     if !mode.is_empty() && !["Block", "Filesystem"].contains(&mode) {
         causes.push((
             "spec.volumeMode".to_string(),
             not_supported(mode, &["Block", "Filesystem"]),
+        ));
+    }
+}
+
+/// kube's `ValidateClassName` of a set class name at `spec.<field>`: a DNS subdomain.
+fn class_name(spec: &Value, field: &str, causes: &mut Causes) {
+    let class = str_of(spec, field);
+    if class.is_empty() {
+        return;
+    }
+    for why in dns_subdomain_reasons(class.as_bytes()) {
+        causes.push((
+            format!("spec.{field}"),
+            format!("Invalid value: {}: {why}", go_quote(class)),
         ));
     }
 }

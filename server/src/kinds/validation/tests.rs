@@ -224,6 +224,219 @@ fn persistent_volumes_have_modes_storage_and_one_source() {
     );
 }
 
+/// A PersistentVolume named `name` of 1Gi, read-write once, with the spec fields `fields`.
+fn pv(name: &str, fields: Value) -> Value {
+    let mut spec = json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}});
+    for (k, v) in fields.as_object().expect("an object") {
+        spec[k] = v.clone();
+    }
+    json!({"metadata": {"name": name}, "spec": spec})
+}
+
+#[test]
+fn persistent_volume_sources_have_their_own_fields_checked() {
+    let affinity = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}});
+    for good in [
+        json!({"hostPath": {"path": "/data", "type": "DirectoryOrCreate"}}),
+        json!({"nfs": {"server": "nfs.example.com", "path": "/exports/a"}}),
+        json!({"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1",
+            "nodePublishSecretRef": {"name": "creds", "namespace": "kube-system"}}}),
+        json!({"local": {"path": "/mnt/disks/ssd1"}, "nodeAffinity": affinity}),
+        json!({"iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.2001-04.com.example:storage.disk1", "lun": 0}}),
+        json!({"fc": {"targetWWNs": ["500a0982991b8dc5"], "lun": 2}}),
+        json!({"azureDisk": {"diskName": "d", "diskURI": "/subscriptions/s/resourcegroups/g/providers/microsoft.compute/disks/d", "kind": "Managed"}}),
+    ] {
+        assert_eq!(
+            create("", "persistentvolumes", pv("good", good.clone())),
+            Vec::<String>::new(),
+            "{good}"
+        );
+    }
+    let cases = [
+        (json!({"hostPath": {"path": "/data/../etc", "type": "Folder"}}), vec![
+            "spec.hostPath.path: Invalid value: \"/data/../etc\": must not contain '..'",
+            "spec.hostPath.type: Unsupported value: \"Folder\": supported values: \"\", \"BlockDevice\", \"CharDevice\", \"Directory\", \"DirectoryOrCreate\", \"File\", \"FileOrCreate\", \"Socket\"",
+        ]),
+        (json!({"nfs": {"path": "exports"}}), vec![
+            "spec.nfs.server: Required value",
+            "spec.nfs.path: Invalid value: \"exports\": must be an absolute path",
+        ]),
+        (json!({"csi": {"driver": "Bad_Driver!", "nodeExpandSecretRef": {"name": "s"}}}), vec![
+            "spec.csi.driver: Invalid value: \"Bad_Driver!\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            "spec.csi.volumeHandle: Required value",
+            "spec.csi.nodeExpandSecretRef.namespace: Required value",
+        ]),
+        (json!({"local": {"path": ""}}), vec![
+            "spec.local.path: Required value",
+            "spec.nodeAffinity: Required value: Local volume requires node affinity",
+        ]),
+        (json!({"iscsi": {"iqn": "iqn.bad", "lun": 300, "chapAuthSession": true, "initiatorName": "eui.short"}}), vec![
+            "spec.iscsi.targetPortal: Required value",
+            "spec.iscsi.iqn: Invalid value: \"iqn.bad\": must be valid format",
+            "spec.iscsi.lun: Invalid value: 300: must be between 0 and 255, inclusive",
+            "spec.iscsi.secretRef: Required value",
+            "spec.iscsi.initiatorname: Invalid value: \"eui.short\": must be valid format",
+        ]),
+        (json!({"fc": {"targetWWNs": ["a"], "wwids": ["b"]}}), vec![
+            "spec.fc.targetWWNs: Invalid value: [\"a\"]: targetWWNs and wwids can not be specified simultaneously",
+            "spec.fc.lun: Required value: lun is required if targetWWNs is specified",
+        ]),
+        (json!({"gcePersistentDisk": {"partition": 300}}), vec![
+            "spec.persistentDisk.pdName: Required value",
+            "spec.persistentDisk.partition: Invalid value: 300: must be between 1 and 255, inclusive",
+        ]),
+        (json!({"cephfs": {}, "rbd": {}}), vec![
+            "spec.rbd.monitors: Required value",
+            "spec.rbd.image: Required value",
+            "spec.cephFS: Forbidden: may not specify more than 1 volume type",
+        ]),
+        (json!({"azureDisk": {"diskName": "d", "diskURI": "/subscriptions/x", "kind": "Shared", "cachingMode": "All"}}), vec![
+            "spec.azureDisk.cachingMode: Unsupported value: \"All\": supported values: \"None\", \"ReadOnly\", \"ReadWrite\"",
+            "spec.azureDisk.diskURI: Unsupported value: \"/subscriptions/x\": supported values: \"https://{account-name}.blob.core.windows.net/{container-name}/{disk-name}.vhd\"",
+        ]),
+        (json!({"azureFile": {"secretName": "s", "secretNamespace": ""}, "storageClassName": "Fast"}), vec![
+            "spec.azureFile.shareName: Required value",
+            "spec.azureFile.secretNamespace: Required value",
+            "spec.storageClassName: Invalid value: \"Fast\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ]),
+        (json!({"hostPath": {"path": "/d"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "Gt", "values": ["1", "2"]}]}]}}}), vec![
+            "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+        ]),
+        (json!({"hostPath": {"path": "/d"}, "nodeAffinity": {}}), vec![
+            "spec.nodeAffinity.required: Required value: must specify required node constraints",
+        ]),
+    ];
+    for (fields, expected) in cases {
+        assert_eq!(
+            create("", "persistentvolumes", pv("bad", fields.clone())),
+            expected,
+            "{fields}"
+        );
+    }
+}
+
+/// The problems kube would name for updating the stored `old` to `new`, both as given (a
+/// claim's status is the storage's, which a client's update does not set).
+fn update_stored(plural: &str, old: Value, new: Value) -> Vec<String> {
+    update_stored_in("", plural, old, new)
+}
+
+/// The same for a type of `group`.
+fn update_stored_in(group: &str, plural: &str, old: Value, new: Value) -> Vec<String> {
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup(group, "v1", plural).expect("served");
+    shown(causes(rt, Some(&old), &new))
+}
+
+#[test]
+fn a_persistent_volume_keeps_its_source_mode_and_node_affinity() {
+    let zone = |key: &str, value: &str| json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}});
+    let old = pv(
+        "pv",
+        json!({"nfs": {"server": "s", "path": "/a"}, "volumeMode": "Filesystem",
+        "nodeAffinity": zone("failure-domain.beta.kubernetes.io/zone", "a")}),
+    );
+    let mut renamed = old.clone();
+    renamed["spec"]["nodeAffinity"] = zone("topology.kubernetes.io/zone", "a");
+    renamed["spec"]["persistentVolumeReclaimPolicy"] = json!("Delete");
+    assert_eq!(
+        update("", "persistentvolumes", old.clone(), renamed),
+        Vec::<String>::new()
+    );
+    let mut changed = old.clone();
+    changed["spec"]["nfs"]["path"] = json!("/b");
+    changed["spec"]["volumeMode"] = json!("Block");
+    changed["spec"]["nodeAffinity"] = zone("topology.kubernetes.io/zone", "b");
+    assert_eq!(
+        update("", "persistentvolumes", old, changed),
+        [
+            "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n- {\"nfs\":{\"path\":\"/a\",\"server\":\"s\"}}\n+ {\"nfs\":{\"path\":\"/b\",\"server\":\"s\"}}",
+            "volumeMode: Invalid value: \"Block\": field is immutable",
+            "nodeAffinity: Invalid value: {\"Required\":{\"NodeSelectorTerms\":[{\"MatchExpressions\":[{\"Key\":\"topology.kubernetes.io/zone\",\"Operator\":\"In\",\"Values\":[\"b\"]}],\"MatchFields\":null}]}}: field is immutable, except for updating from beta label to GA",
+        ]
+    );
+    // A CSI volume may be given the secret it is expanded with, once.
+    let csi = pv(
+        "csi",
+        json!({"csi": {"driver": "d.example.com", "volumeHandle": "h"}}),
+    );
+    let mut expandable = csi.clone();
+    expandable["spec"]["csi"]["controllerExpandSecretRef"] = json!({"name": "s", "namespace": "ns"});
+    assert_eq!(
+        update("", "persistentvolumes", csi, expandable),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_claim_keeps_its_spec_but_a_bound_claim_may_grow() {
+    let claim = |storage: &str, status: Value| {
+        json!({"metadata": {"name": "c", "namespace": "ns"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": storage}}, "volumeMode": "Filesystem"}, "status": status})
+    };
+    let bound = json!({"phase": "Bound", "capacity": {"storage": "1Gi"}});
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("1Gi", bound.clone()),
+            claim("2Gi", bound.clone())
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("2Gi", bound.clone()),
+            claim("1Gi", bound.clone())
+        ),
+        ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"]
+    );
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("2Gi", bound.clone()),
+            claim("1536Mi", bound)
+        ),
+        Vec::<String>::new()
+    );
+    let pending = json!({"phase": "Pending"});
+    let mut named = claim("1Gi", pending.clone());
+    named["spec"]["volumeName"] = json!("pv-1");
+    named["spec"]["storageClassName"] = json!("fast");
+    assert_eq!(
+        update_stored(
+            "persistentvolumeclaims",
+            claim("1Gi", pending.clone()),
+            named.clone()
+        ),
+        Vec::<String>::new()
+    );
+    let mut renamed = named.clone();
+    renamed["spec"]["volumeName"] = json!("pv-2");
+    renamed["spec"]["volumeMode"] = json!("Block");
+    assert_eq!(
+        update_stored("persistentvolumeclaims", named, renamed),
+        [
+            "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n- {\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}},\"storageClassName\":\"fast\",\"volumeMode\":\"Filesystem\",\"volumeName\":\"pv-1\"}\n+ {\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}},\"storageClassName\":\"fast\",\"volumeMode\":\"Block\",\"volumeName\":\"pv-2\"}",
+            "volumeMode: Invalid value: \"Block\": field is immutable",
+        ]
+    );
+    let mut classed = claim("1Gi", pending.clone());
+    classed["spec"]["volumeAttributesClassName"] = json!("gold");
+    let mut unclassed = classed.clone();
+    unclassed["spec"]["volumeAttributesClassName"] = json!("");
+    unclassed["metadata"]["annotations"] = json!({"volume.beta.kubernetes.io/storage-class": "slow"});
+    assert_eq!(
+        update_stored("persistentvolumeclaims", classed, unclassed),
+        [
+            "metadata.annotations.volume.beta.kubernetes.io/storage-class: Invalid value: \"slow\": field is immutable",
+            "spec.volumeAttributesClassName: Forbidden: update from non-nil value to an empty string is forbidden",
+        ]
+    );
+}
+
 #[test]
 fn ingresses_have_rules_or_a_default_and_valid_paths_and_backends() {
     let ing = |spec: Value| {
@@ -939,5 +1152,270 @@ fn topology_spread_constraints_follow_kubes_rules() {
             format!("{at}[2][0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector"),
             format!("{at}[3].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"),
         ]
+    );
+}
+
+/// A PEM certificate signing request made by rcgen, and the same request with its signature
+/// broken, both base64 as `spec.request` holds them.
+fn signing_requests() -> (String, String) {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let params = rcgen::CertificateParams::new(vec!["jane.example.com".to_string()]).expect("params");
+    let csr = params.serialize_request(&key).expect("a request");
+    let mut der = csr.der().to_vec();
+    let last = der.len() - 1;
+    der[last] ^= 0x01;
+    let body: Vec<String> = b64(&der)
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let broken = format!(
+        "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+        body.join("\n")
+    );
+    (b64(csr.pem().expect("PEM").as_bytes()), b64(broken.as_bytes()))
+}
+
+fn csr(request: &str, spec: Value) -> Value {
+    let mut obj = json!({"metadata": {"name": "jane"}, "spec": {"request": request,
+        "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}});
+    for (k, v) in spec.as_object().expect("an object") {
+        obj["spec"][k] = v.clone();
+    }
+    obj
+}
+
+#[test]
+fn certificate_signing_requests_are_pem_requests_that_verify_with_known_usages_and_signers() {
+    let (good, broken) = signing_requests();
+    let csrs = "certificatesigningrequests";
+    let group = "certificates.k8s.io";
+    assert_eq!(
+        create(group, csrs, csr(&good, json!({"expirationSeconds": 3600}))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        create(group, csrs, csr(&broken, json!({}))),
+        [format!(
+            "spec.request: Invalid value: \"{broken}\": x509: ECDSA verification failure"
+        )]
+    );
+    let not_pem = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "hello");
+    assert_eq!(
+        create(group, csrs, csr(&not_pem, json!({"usages": ["client auth", "sign everything", "client auth"],
+            "signerName": "example/a/b", "expirationSeconds": 300}))),
+        [
+            "spec.request: Invalid value: \"aGVsbG8=\": PEM block type must be CERTIFICATE REQUEST".to_string(),
+            format!("spec.usages[1]: Unsupported value: \"sign everything\": supported values: {}",
+                "\"any\", \"cert sign\", \"client auth\", \"code signing\", \"content commitment\", \"crl sign\", \"data encipherment\", \"decipher only\", \"digital signature\", \"email protection\", \"encipher only\", \"ipsec end system\", \"ipsec tunnel\", \"ipsec user\", \"key agreement\", \"key encipherment\", \"microsoft sgc\", \"netscape sgc\", \"ocsp signing\", \"s/mime\", \"server auth\", \"signing\", \"timestamping\""),
+            "spec.usages[2]: Duplicate value: \"client auth\"".to_string(),
+            "spec.signerName: Invalid value: \"example/a/b\": must be a fully qualified domain and path of the form 'example.com/signer-name'".to_string(),
+            "spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 600 seconds (10 minutes)".to_string(),
+        ]
+    );
+    assert_eq!(
+        create(group, csrs, csr(&good, json!({"signerName": "Example/signer_1", "usages": []}))),
+        [
+            "spec.usages: Required value",
+            "spec.signerName: Invalid value: \"Example\": validating label \"Example\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            "spec.signerName: Invalid value: \"Example\": should be a domain with at least two segments separated by dots",
+            "spec.signerName: Invalid value: \"signer_1\": validating label \"signer_1\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ]
+    );
+    assert_eq!(
+        create(group, csrs, csr(&good, json!({"signerName": "kubernetes.io/legacy-unknown"}))),
+        ["spec.signerName: Invalid value: \"kubernetes.io/legacy-unknown\": the legacy signerName is not allowed via this API version"]
+    );
+}
+
+#[test]
+fn a_request_s_conditions_follow_kubes_rules_on_every_path() {
+    let (good, _) = signing_requests();
+    let csrs = "certificatesigningrequests";
+    let group = "certificates.k8s.io";
+    let with = |conditions: Value, certificate: &str| {
+        let mut obj = csr(&good, json!({}));
+        obj["status"] = json!({"conditions": conditions});
+        if !certificate.is_empty() {
+            obj["status"]["certificate"] = json!(certificate);
+        }
+        obj
+    };
+    let approved = json!([{"type": "Approved", "status": "True", "reason": "AutoApproved"}]);
+    let none = with(json!([]), "");
+    assert_eq!(
+        update_stored_in(group, csrs, none.clone(), with(approved.clone(), "")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        update_stored_in(group, csrs, none.clone(), with(json!([{"type": "Approved", "status": "True"},
+            {"type": "Denied", "status": "False"}, {"type": "Approved", "status": "True"}, {"type": "Pending"}]), "")),
+        [
+            "status.conditions[1].status: Unsupported value: \"False\": supported values: \"True\"",
+            "status.conditions: Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
+            "status.conditions: Invalid value: \"Approved\": Approved and Denied conditions are mutually exclusive",
+            "status.conditions[2].type: Duplicate value: \"Approved\"",
+            "status.conditions[3].status: Required value",
+        ]
+    );
+    let not_pem = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        "-----BEGIN KEY-----\nAAAA\n-----END KEY-----\n",
+    );
+    assert_eq!(
+        update_stored_in(group, csrs, with(approved.clone(), ""), with(json!([]), &not_pem)),
+        [
+            "status.certificate: Invalid value: \"<certificate data>\": only CERTIFICATE PEM blocks are allowed, found \"KEY\"",
+            "status.conditions: Forbidden: updates may not remove a condition of type \"Approved\"",
+        ]
+    );
+    // Through `status`, the approval conditions are not added or changed.
+    let status_causes = |old: &Value, new: &Value| super::certificates::status_update(old, new);
+    assert_eq!(
+        status_causes(&none, &with(approved.clone(), "")),
+        [(
+            "status.conditions".to_string(),
+            "Forbidden: updates may not add a condition of type \"Approved\"".to_string()
+        )]
+    );
+    let reworded = with(
+        json!([{"type": "Approved", "status": "True", "reason": "Manual"}]),
+        "",
+    );
+    assert_eq!(
+        status_causes(&with(approved.clone(), ""), &reworded),
+        [("status.conditions".to_string(), "Forbidden: updates may not modify a condition of type \"Approved\"\n- [{\"reason\":\"AutoApproved\",\"status\":\"True\",\"type\":\"Approved\"}]\n+ [{\"reason\":\"Manual\",\"status\":\"True\",\"type\":\"Approved\"}]".to_string())]
+    );
+    assert!(status_causes(&with(approved.clone(), ""), &with(approved, "")).is_empty());
+}
+
+#[test]
+fn node_resources_addresses_and_pod_cidrs_follow_kube() {
+    let node =
+        |spec: Value, status: Value| json!({"metadata": {"name": "n1"}, "spec": spec, "status": status});
+    let good = node(
+        json!({"podCIDRs": ["10.0.1.0/24", "fd00:1::/64"]}),
+        json!({"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "example.com/gpu": "2"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n1"}]}),
+    );
+    assert_eq!(
+        update_stored("nodes", good.clone(), good.clone()),
+        Vec::<String>::new()
+    );
+    let r = registry(&ServiceRanges::default());
+    let rt = r.lookup("", "v1", "nodes").expect("served");
+    assert!(causes(rt, None, &good).is_empty());
+    let bad = node(
+        json!({"podCIDRs": ["10.0.1.0/24", "10.0.2.0/24", "10.0.1.0/24", "10.0.300.0/24"], "configSource": {}}),
+        json!({"capacity": {"cpu": "-1", "pods": "1500m"}, "allocatable": {"example.com/gpu": "500m"}}),
+    );
+    assert_eq!(
+        shown(causes(rt, None, &bad)),
+        [
+            "spec.configSource: Forbidden: configSource may not be set",
+            "status.capacity.cpu: Invalid value: \"-1\": must be greater than or equal to 0",
+            "status.capacity.pods: Invalid value: \"1500m\": must be an integer",
+            "status.allocatable.example.com/gpu: Invalid value: \"500m\": must be an integer",
+            "spec.podCIDRs[3]: Invalid value: \"10.0.300.0/24\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            "spec.podCIDRs: Invalid value: [\"10.0.1.0/24\",\"10.0.2.0/24\",\"10.0.1.0/24\",\"10.0.300.0/24\"]: may specify no more than one CIDR for each IP family",
+            "spec.podCIDRs[2]: Duplicate value: \"10.0.1.0/24\"",
+        ]
+    );
+    let mut doubled = good.clone();
+    doubled["status"]["addresses"] =
+        json!([{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "InternalIP", "address": "10.0.0.1"}]);
+    assert_eq!(
+        update_stored("nodes", good, doubled),
+        ["status.addresses[1]: Duplicate value: {\"Type\":\"InternalIP\",\"Address\":\"10.0.0.1\"}"]
+    );
+}
+
+#[test]
+fn cron_schedules_and_time_zones_follow_kube() {
+    let cron = |schedule: &str, zone: Option<&str>| {
+        let mut obj = json!({"metadata": {"name": "c"}, "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {
+            "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}}});
+        if let Some(zone) = zone {
+            obj["spec"]["timeZone"] = json!(zone);
+        }
+        obj
+    };
+    for good in [
+        "*/5 * * * *",
+        "0 9-17 * JAN-dec MON-fri",
+        "@hourly",
+        "@every 1h30m",
+        "0 0 1,15 * ?",
+        "5/15 0 * * 0",
+    ] {
+        assert_eq!(
+            create("batch", "cronjobs", cron(good, Some("Europe/Berlin"))),
+            Vec::<String>::new(),
+            "{good}"
+        );
+    }
+    let cases = [
+        ("* * *", "expected exactly 5 fields, found 3: [* * *]"),
+        ("60 * * * *", "end of range (60) above maximum (59): 60"),
+        ("* * 0 * *", "beginning of range (0) below minimum (1): 0"),
+        ("* * * * 7", "end of range (7) above maximum (6): 7"),
+        (
+            "5-1 * * * *",
+            "beginning of range (5) beyond end of range (1): 5-1",
+        ),
+        ("*/0 * * * *", "step of range should be a positive number: */0"),
+        ("1-2-3 * * * *", "too many hyphens: 1-2-3"),
+        (
+            "x * * * *",
+            "failed to parse int from x: strconv.Atoi: parsing \"x\": invalid syntax",
+        ),
+        ("@fortnightly", "unrecognized descriptor: @fortnightly"),
+        (
+            "@every 5x",
+            "failed to parse duration @every 5x: time: invalid duration \"5x\"",
+        ),
+    ];
+    for (schedule, why) in cases {
+        assert_eq!(
+            create("batch", "cronjobs", cron(schedule, None)),
+            [format!("spec.schedule: Invalid value: {schedule:?}: {why}")],
+            "{schedule}"
+        );
+    }
+    assert_eq!(
+        create("batch", "cronjobs", cron("TZ=Mars/Olympus 0 * * * *", Some("Local"))),
+        [
+            "spec.schedule: Invalid value: \"TZ=Mars/Olympus 0 * * * *\": provided bad location Mars/Olympus: unknown time zone Mars/Olympus",
+            "spec.schedule: Invalid value: \"TZ=Mars/Olympus 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        ]
+    );
+    assert_eq!(
+        create("batch", "cronjobs", cron("0 * * * *", Some("Europe/Atlantis"))),
+        ["spec.timeZone: Invalid value: \"Europe/Atlantis\": unknown time zone Europe/Atlantis"]
+    );
+    assert_eq!(
+        create("batch", "cronjobs", cron("", Some(""))),
+        [
+            "spec.schedule: Required value",
+            "spec.timeZone: Invalid value: \"\": timeZone must be nil or non-empty string",
+        ]
+    );
+    // A TZ= the stored schedule had stays accepted, but not with a timeZone.
+    let old = cron("CRON_TZ=UTC 0 * * * *", None);
+    assert_eq!(
+        update(
+            "batch",
+            "cronjobs",
+            old.clone(),
+            cron("CRON_TZ=UTC 5 * * * *", None)
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        update("batch", "cronjobs", old, cron("CRON_TZ=UTC 5 * * * *", Some("UTC"))),
+        ["spec.schedule: Invalid value: \"CRON_TZ=UTC 5 * * * *\": cannot use both timeZone field and TZ or CRON_TZ in schedule"]
     );
 }

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::cron;
 use super::pod::pod_template;
 use super::{go_string_map, not_supported, str_of};
 use crate::machinery::errors::go_quote;
@@ -215,12 +216,21 @@ pub fn job_update(old: &Value, new: &Value, causes: &mut Causes) {
     }
 }
 
-/// A CronJob: a schedule, and a job template whose pods do not always restart.
-pub fn cron_job(obj: &Value, causes: &mut Causes) {
+/// A new CronJob: a schedule without `TZ=`, and its job template.
+pub fn cron_job_create(obj: &Value, causes: &mut Causes) {
+    cron_job(obj, false, causes);
+}
+
+/// A CronJob's update: as on create, but a `TZ=` the stored schedule had stays accepted.
+pub fn cron_job_update(old: &Value, new: &Value, causes: &mut Causes) {
+    cron_job(new, str_of(&old["spec"], "schedule").contains("TZ"), causes);
+}
+
+/// A CronJob: a schedule and time zone ([`cron`]), and a job template whose pods do not always
+/// restart.
+fn cron_job(obj: &Value, tz_allowed: bool, causes: &mut Causes) {
     let spec = &obj["spec"];
-    if str_of(spec, "schedule").is_empty() {
-        causes.push(("spec.schedule".to_string(), "Required value".to_string()));
-    }
+    cron::schedule(spec, tz_allowed, causes);
     let template = &spec["jobTemplate"]["spec"]["template"];
     pod_template(template, "spec.jobTemplate.spec.template", causes);
     job_restart_policy(

@@ -2,12 +2,9 @@
 //! leadership (a heartbeat round to a quorum) after the read arrived, and then its commit index
 //! is the read index. Concurrent reads can share one confirmation, as long as it started after
 //! each of them arrived: callers that arrive while a round is in flight wait for the next one,
-//! which starts when the current one ends and answers everyone who queued before it. A caller
-//! that finds no round in flight runs its own on its task, so a lone reader pays no hand-off
-//! to another task.
+//! which starts when the current one ends and answers everyone who queued before it.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -53,90 +50,40 @@ pub struct ReadIndexBatcher {
 }
 
 impl ReadIndexBatcher {
-    /// The read index from a round of `confirm` that started after this call. The first caller
-    /// to find no round running runs one itself, for itself alone (a lone reader pays no task
-    /// hand-off); callers arriving meanwhile queue, and when that round ends a driver task
-    /// runs rounds for the queue until nobody is waiting.
+    /// The read index from a round of `confirm` that started after this call. `confirm` runs
+    /// the round; the first caller to find no round running starts a driver that keeps running
+    /// rounds until nobody is waiting.
     pub async fn read_index<F, Fut>(&self, confirm: F) -> RoundResult
     where
         F: Fn() -> Fut + Send + 'static,
-        Fut: Future<Output = RoundResult> + Send + 'static,
+        Fut: Future<Output = RoundResult> + Send,
     {
         let (tx, rx) = oneshot::channel();
-        let first = {
+        let start = {
             let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            if q.running {
-                q.waiting.push(tx);
-                false
-            } else {
-                q.running = true;
-                true
-            }
+            q.waiting.push(tx);
+            !std::mem::replace(&mut q.running, true)
         };
-        if first {
-            let round = confirm();
-            let hand_off = HandOff {
-                queue: self.queue.clone(),
-                driver: Some(Box::pin(drive(self.queue.clone(), confirm))),
-            };
-            let result = round.await;
-            drop(hand_off);
-            return result;
+        if start {
+            let queue = self.queue.clone();
+            tokio::spawn(async move {
+                loop {
+                    let batch = {
+                        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+                        if q.waiting.is_empty() {
+                            q.running = false;
+                            return;
+                        }
+                        std::mem::take(&mut q.waiting)
+                    };
+                    let result = confirm().await;
+                    for waiter in batch {
+                        let _ = waiter.send(result.clone());
+                    }
+                }
+            });
         }
         rx.await.unwrap_or(Err(RoundError::ShuttingDown))
-    }
-}
-
-/// Runs rounds of `confirm` for the callers in `queue` until nobody is waiting, then marks
-/// the batcher idle.
-async fn drive<F, Fut>(queue: Arc<Mutex<Queue>>, confirm: F)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = RoundResult>,
-{
-    loop {
-        let batch = {
-            let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
-            if q.waiting.is_empty() {
-                q.running = false;
-                return;
-            }
-            std::mem::take(&mut q.waiting)
-        };
-        let result = confirm().await;
-        for waiter in batch {
-            let _ = waiter.send(result.clone());
-        }
-    }
-}
-
-/// Held by a caller running a round of its own: when the round ends (or the caller is
-/// dropped in the middle of it), the callers that queued meanwhile get a driver task, or the
-/// batcher is marked idle if there are none.
-struct HandOff {
-    queue: Arc<Mutex<Queue>>,
-    driver: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-}
-
-impl Drop for HandOff {
-    fn drop(&mut self) {
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if q.waiting.is_empty() {
-            q.running = false;
-            return;
-        }
-        match (self.driver.take(), tokio::runtime::Handle::try_current()) {
-            (Some(driver), Ok(runtime)) => {
-                drop(q);
-                runtime.spawn(driver);
-            }
-            _ => {
-                // No runtime left to run rounds on: the waiting callers learn it is shutting
-                // down (their channels close).
-                q.waiting.clear();
-                q.running = false;
-            }
-        }
     }
 }
 
@@ -187,47 +134,6 @@ mod tests {
             (1..100).contains(&rounds),
             "200 callers over ~10 ms should share rounds: {rounds}"
         );
-    }
-
-    /// A caller dropped in the middle of the round it runs itself still hands the callers that
-    /// queued behind it to a driver, and the batcher serves later callers.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_caller_dropped_mid_round_does_not_strand_the_queue() {
-        let batcher = ReadIndexBatcher::default();
-        let first = {
-            let batcher = batcher.clone();
-            tokio::spawn(async move {
-                batcher
-                    .read_index(|| async {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        Ok(Some(1))
-                    })
-                    .await
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let queued = {
-            let batcher = batcher.clone();
-            tokio::spawn(async move { batcher.read_index(|| async { Ok(Some(2)) }).await })
-        };
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        first.abort();
-        let answer = tokio::time::timeout(Duration::from_secs(5), queued)
-            .await
-            .expect("the queued caller is answered")
-            .expect("caller");
-        assert_eq!(
-            answer,
-            Ok(Some(1)),
-            "the driver runs the first caller's kind of round"
-        );
-        let later = tokio::time::timeout(
-            Duration::from_secs(5),
-            batcher.read_index(|| async { Ok(Some(3)) }),
-        )
-        .await
-        .expect("a later caller is served");
-        assert_eq!(later, Ok(Some(3)));
     }
 
     #[tokio::test]

@@ -254,7 +254,7 @@ impl Replica {
         }
         let mut node_config = config.node_config();
         node_config.join = join.map(str::to_string);
-        node_config.mergers = kuberaft_raft::Mergers::default().with(
+        node_config.mergers = crate::store::Mergers::default().with(
             crate::admission::resource_quota::charge::MERGER,
             Arc::new(crate::admission::resource_quota::charge::QuotaCharge),
         );

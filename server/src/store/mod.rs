@@ -156,6 +156,8 @@ fn mod_rev_is(key: &str, rev: i64) -> pb::Compare {
 pub use kuberaft_proto::KeyValue;
 /// What a replica applied: a batch of changes at consecutive revisions, or a snapshot install.
 pub use kuberaft_raft::{Applied, ApplyEvent, Change};
+/// A merge function the state machine applies (see [`Merged`]), and the registry of them.
+pub use kuberaft_raft::{Merger, Mergers};
 
 /// The outcome of [`Store::write_if`].
 #[derive(Debug, Clone, PartialEq)]

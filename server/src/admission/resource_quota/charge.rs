@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::resources;
-use crate::store::Merged;
+use crate::store::{Merged, Merger};
 
 /// The name the charge is registered under in every replica's state machine. A change to what
 /// the function computes needs a new name, so that replicas of two versions never apply one
@@ -40,7 +40,7 @@ pub fn merged(key: &str, operand: &Operand) -> Merged {
 /// The charge's merge function (see the module's documentation).
 pub struct QuotaCharge;
 
-impl kuberaft_raft::Merger for QuotaCharge {
+impl Merger for QuotaCharge {
     fn merge(&self, current: Option<&[u8]>, operand: &[u8]) -> Result<Vec<u8>, String> {
         let current = current.ok_or("the quota no longer exists")?;
         let operand: Operand =
@@ -78,7 +78,6 @@ impl kuberaft_raft::Merger for QuotaCharge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kuberaft_raft::Merger;
     use serde_json::json;
 
     fn stored(used: Value) -> Vec<u8> {

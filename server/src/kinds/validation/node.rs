@@ -20,7 +20,8 @@ const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 pub fn node(obj: &Value, causes: &mut Causes) {
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for (i, taint) in list_of(&obj["spec"], "taints").iter().enumerate() {
-        let at = format!("spec.taints[{i}]");
+        // kube reports a Node's taints under `metadata`, the path its `ValidateNode` starts from.
+        let at = format!("metadata.taints[{i}]");
         let (key, value, effect) = (
             str_of(taint, "key"),
             str_of(taint, "value"),

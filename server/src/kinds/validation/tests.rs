@@ -166,11 +166,11 @@ fn node_taints_are_valid_and_unique_and_ids_stay_once_set() {
     assert_eq!(
         create("", "nodes", node),
         [
-            "spec.taints[1]: Duplicate value: core.Taint{Key:\"dedicated\", Value:\"web\", Effect:\"NoSchedule\", TimeAdded:<nil>}: taints must be unique by key and effect pair",
-            "spec.taints[3].key: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-            "spec.taints[3].value: Invalid value: \"-x\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-            "spec.taints[3].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
-            "spec.taints[4].effect: Required value",
+            "metadata.taints[1]: Duplicate value: core.Taint{Key:\"dedicated\", Value:\"web\", Effect:\"NoSchedule\", TimeAdded:<nil>}: taints must be unique by key and effect pair",
+            "metadata.taints[3].key: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "metadata.taints[3].value: Invalid value: \"-x\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            "metadata.taints[3].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+            "metadata.taints[4].effect: Required value",
         ]
     );
     let old = json!({"metadata": {"name": "n1"}, "spec": {"providerID": "aws:///i-1", "podCIDRs": ["10.0.1.0/24"]}});

@@ -312,6 +312,7 @@ const RENAMED: &[(&str, &str, &str, &str)] = &[
         "spec.persistentDisk.",
     ),
     ("", "PersistentVolume", "spec.cephfs.", "spec.cephFS."),
+    ("", "Node", "spec.taints[", "metadata.taints["),
 ];
 
 /// The path kube's rules name the schema's `field` by.

@@ -129,7 +129,12 @@ async fn reference_events(client: &ApiClient, from: u64) -> Result<Vec<crate::hi
 
 /// Runs the whole experiment and returns the verdict (also written to `out`).
 pub async fn run(cfg: RunConfig) -> Result<Verdict, RunError> {
-    let cluster_dir = cfg.out.join("cluster");
+    // Absolute, because the replicas' configs name their files from it and the replicas read
+    // those names relative to the config file, not to this process's directory.
+    let cluster_dir = std::path::absolute(cfg.out.join("cluster")).map_err(|source| HarnessError::Io {
+        what: format!("cannot resolve {}", cfg.out.display()),
+        source,
+    })?;
     if cluster_dir.exists() {
         std::fs::remove_dir_all(&cluster_dir).map_err(|source| HarnessError::Io {
             what: format!("cannot clear {}", cluster_dir.display()),

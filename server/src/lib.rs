@@ -63,7 +63,8 @@
 //! `ServiceAccount`, `PodSecurity`, `ValidatingAdmissionPolicy`, the validating webhooks;
 //! warnings through `admission::warnings`, audit annotations through
 //! `admission::audit_annotations`), then `ResourceQuota`, whose charge (`resource_quota::Charge`)
-//! is a `store::Alongside` stored in the object's own transaction, in kube-apiserver's order, run by the registry where
+//! is a `store::Alongside` stored in the object's own transaction (a merge every replica's state
+//! machine applies, `resource_quota::charge`), in kube-apiserver's order, run by the registry where
 //! kube-apiserver runs its admission chain (a delete passes the mutating ones before the object
 //! is read, the validating ones with it as the old object). The chain brings the watch cache up
 //! to date with one read barrier per write, so configurations acknowledged anywhere apply at
@@ -103,7 +104,8 @@
 //! `kinds::strategy::registry`; a pod's `eviction` and `binding` subresources, which its
 //! strategy serves, and where its streams lead (`kinds::connect`: the kubelet of its node);
 //! and the validation of built-in objects (`kinds::validation`: every type's
-//! schema, kube's rules for the common types).
+//! schema, kube's rules for the common types, PersistentVolume sources and updates,
+//! certificate requests and cron schedules among them).
 //!
 //! **`apiextensions`** — custom resources: a CustomResourceDefinition turned into type-table
 //! entries with the custom-resource strategy attached, the definitions' own strategy,

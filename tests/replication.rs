@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kuberaft_proto::kv_client::KvClient;
+use kuberaft_proto::RangeRequest;
 use support::*;
 use tokio::sync::Mutex;
+use tonic::transport::Channel;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -65,6 +68,105 @@ async fn a_linearizable_read_on_a_follower_sees_the_latest_committed_write() {
             "read {i} on the follower was stale"
         );
     }
+}
+
+/// How many linearizable reads replica `i` has answered under its leader's lease, from its
+/// `/metrics`.
+async fn lease_reads(c: &Cluster, i: usize) -> u64 {
+    let text = c
+        .http()
+        .get(format!("{}/metrics", c.base_url(i)))
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("kuberaft_raft_lease_reads_total "))
+        .map_or(0, |v| v.trim().parse().expect("a counter value"))
+}
+
+/// A linearizable read with a client-side deadline of `within`.
+async fn get_within(
+    kv: &mut KvClient<Channel>,
+    key: &str,
+    within: Duration,
+) -> Result<Option<Vec<u8>>, tonic::Status> {
+    let mut req = tonic::Request::new(RangeRequest {
+        key: key.as_bytes().to_vec(),
+        ..Default::default()
+    });
+    req.set_timeout(within);
+    let r = kv.range(req).await?.into_inner();
+    Ok(r.kvs.into_iter().next().map(|kv| kv.value))
+}
+
+/// The leader answers linearizable reads under its lease while its followers keep
+/// acknowledging it, without a confirmation round per read; once they stop answering (both
+/// paused, as a partition would cut them off), the lease runs out within one election timeout
+/// and the leader answers no linearizable read at all (it might no longer lead) until they are
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_reads_under_its_lease_only_while_a_quorum_acknowledges_it() {
+    let mut c = Cluster::start(Options::default());
+    let leader = c.wait_leader(T).await;
+    let mut kv = c.kv(leader).await;
+    put(&mut kv, "/lease/key", b"1").await.unwrap();
+    let before = lease_reads(&c, leader).await;
+    for _ in 0..20 {
+        let seen = get(&mut kv, "/lease/key", 0, false).await.unwrap();
+        assert_eq!(seen.as_deref(), Some(&b"1"[..]));
+    }
+    let during = lease_reads(&c, leader).await;
+    assert!(
+        during >= before + 20,
+        "20 reads on the leader, {} of them under its lease",
+        during - before
+    );
+
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    for &f in &followers {
+        c.pause(f);
+    }
+    // Past the lease (3/4 of the 600 ms election timeout) since the last acknowledgement.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let expired = lease_reads(&c, leader).await;
+    let cut_off = get_within(&mut kv, "/lease/key", Duration::from_secs(2)).await;
+    assert!(
+        cut_off.is_err(),
+        "a leader cut off from its followers answered a linearizable read: {cut_off:?}"
+    );
+    assert_eq!(
+        lease_reads(&c, leader).await,
+        expired,
+        "no read is answered under an expired lease"
+    );
+
+    for &f in &followers {
+        c.resume(f);
+    }
+    let leader = c.wait_leader(T).await;
+    let mut kv = c.kv(leader).await;
+    let seen = eventually(T, || {
+        let mut kv = kv.clone();
+        async move {
+            get(&mut kv, "/lease/key", 0, false)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    assert_eq!(seen.as_deref(), Some(&b"1"[..]));
+    let again = lease_reads(&c, leader).await;
+    for _ in 0..5 {
+        get(&mut kv, "/lease/key", 0, false).await.unwrap();
+    }
+    assert!(
+        lease_reads(&c, leader).await >= again + 5,
+        "the lease holds again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

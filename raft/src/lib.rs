@@ -9,7 +9,9 @@
 //!   (`node/mod.rs`), writes with forwarding to the leader (`node/write.rs`), linearizable read
 //!   barriers and async store reads (`node/read.rs`), the compaction schedule
 //!   (`node/compaction.rs`) and status (`node/status.rs`);
-//! * [`read_index`]: concurrent linearizable reads sharing the leader's leadership confirmations.
+//! * [`read_index`]: concurrent linearizable reads sharing the leader's leadership confirmations;
+//! * [`lease`]: the leader's lease, which spares those confirmations while a quorum has
+//!   recently acknowledged the leader.
 
 // openraft's storage traits fix the error types (`StorageError<u64>`, 224 bytes); the helpers
 // that feed those traits return them as they are rather than boxing and unboxing at each call.
@@ -17,6 +19,7 @@
 
 pub mod codec;
 pub mod error;
+pub mod lease;
 pub mod log_store;
 pub mod network;
 pub mod node;

@@ -2,6 +2,7 @@
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex};
 
 use kuberaft_storage::log::HardState;
 use kuberaft_storage::LogStore;
@@ -11,16 +12,49 @@ use openraft::{OptionalSend, StorageError, StorageIOError, Vote};
 use crate::codec::{decode, encode};
 use crate::types::{Entry, LogId, TypeConfig};
 
+/// The vote and the last entry openraft last handed to the log, kept in memory for the leader's
+/// lease: a vote is saved before any peer learns of it, and a leader's entry is appended to its
+/// own log before it is sent to anyone, let alone applied anywhere.
+#[derive(Debug, Default)]
+struct Saved {
+    vote: Option<Vote<u64>>,
+    last_index: u64,
+}
+
 /// The Raft log of one replica, as openraft sees it.
 #[derive(Clone)]
 pub struct RaftLog {
     log: LogStore,
+    saved: Arc<Mutex<Saved>>,
 }
 
 impl RaftLog {
     /// Wraps the storage crate's log.
     pub fn new(log: LogStore) -> Self {
-        RaftLog { log }
+        RaftLog {
+            log,
+            saved: Arc::default(),
+        }
+    }
+
+    /// The vote stored on disk, read from it: a replica that has one has taken part in an
+    /// election or followed a leader before.
+    pub fn stored_vote(&self) -> Option<Vote<u64>> {
+        self.read_hard(HardState::Vote).ok().flatten()
+    }
+
+    /// The vote openraft last saved (or read at start).
+    pub fn saved_vote(&self) -> Option<Vote<u64>> {
+        self.saved.lock().unwrap_or_else(|p| p.into_inner()).vote
+    }
+
+    /// The index of the last entry handed to this log since it was opened (0 before any).
+    pub fn appended_index(&self) -> u64 {
+        self.saved.lock().unwrap_or_else(|p| p.into_inner()).last_index
+    }
+
+    fn remember(&self, update: impl FnOnce(&mut Saved)) {
+        update(&mut self.saved.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
     fn read_hard<T: serde::de::DeserializeOwned>(
@@ -108,6 +142,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError<u64>> {
+        self.remember(|s| s.vote = Some(*vote));
         let bytes = encode("vote", vote).map_err(|e| StorageIOError::write_vote(&e))?;
         self.log
             .save(HardState::Vote, &bytes)
@@ -115,7 +150,9 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError<u64>> {
-        Ok(self.read_hard(HardState::Vote)?)
+        let vote = self.read_hard(HardState::Vote)?;
+        self.remember(|s| s.vote = vote);
+        Ok(vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError<u64>> {
@@ -143,6 +180,9 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             .map(|e| Ok((e.log_id.index, encode("log entry", &e)?)))
             .collect::<Result<Vec<_>, crate::codec::CodecError>>()
             .map_err(|e| StorageIOError::write_logs(&e))?;
+        if let Some((last, _)) = encoded.last() {
+            self.remember(|s| s.last_index = s.last_index.max(*last));
+        }
         let started = std::time::Instant::now();
         self.log
             .append(
@@ -157,6 +197,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
+        self.remember(|s| s.last_index = s.last_index.min(log_id.index.saturating_sub(1)));
         self.log
             .truncate(log_id.index)
             .map_err(|e| StorageIOError::write_logs(&e).into())

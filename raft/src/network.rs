@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::codec::{decode, encode};
+use crate::lease::Lease;
 use crate::types::{Member, TypeConfig};
 
 /// Largest gRPC message a peer accepts or sends (a batch of entries or a snapshot chunk).
@@ -61,21 +62,25 @@ pub struct Peers {
     tls: Option<ClientTlsConfig>,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     fatal: mpsc::UnboundedSender<String>,
+    /// Where accepted AppendEntries are recorded for the leader's lease.
+    lease: Arc<Lease>,
 }
 
 impl Peers {
     /// Peers of cluster `cluster_name`, reached over mutual TLS with `tls` (plaintext without);
-    /// fatal transport findings go to `fatal`.
+    /// fatal transport findings go to `fatal`, and the AppendEntries peers accept to `lease`.
     pub fn new(
         cluster_name: &str,
         tls: Option<ClientTlsConfig>,
         fatal: mpsc::UnboundedSender<String>,
+        lease: Arc<Lease>,
     ) -> Self {
         Peers {
             cluster_name: cluster_name.into(),
             tls,
             channels: Arc::default(),
             fatal,
+            lease,
         }
     }
 
@@ -229,7 +234,16 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<u64>, RaftError<u64>> {
-        self.call(RpcKind::Append, &rpc, rpc.entries.len(), &option).await
+        // The send time, taken before the request can reach the follower: the follower's lease
+        // starts when it handles the request, never earlier.
+        let sent = std::time::Instant::now();
+        let reply = self.call(RpcKind::Append, &rpc, rpc.entries.len(), &option).await;
+        if let Ok(r) = &reply {
+            if !matches!(r, AppendEntriesResponse::HigherVote(_)) {
+                self.peers.lease.acknowledged(self.target, rpc.vote, sent);
+            }
+        }
+        reply
     }
 
     async fn install_snapshot(

@@ -56,12 +56,13 @@ pub struct Replica {
     pub api_addr: String,
     pub log: PathBuf,
     child: Option<Child>,
+    paused: bool,
 }
 
 impl Replica {
-    /// Whether the process is running.
+    /// Whether the process is running (and not paused).
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+        !self.paused && matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 }
 
@@ -370,6 +371,7 @@ impl Cluster {
                 api_addr: api.clone(),
                 log: dir.path().join(format!("node-{id}.log")),
                 child: None,
+                paused: false,
             });
         }
         let mut c = Cluster {
@@ -410,9 +412,32 @@ impl Cluster {
 
     /// `kill -9` of replica `i`.
     pub fn kill(&mut self, i: usize) {
+        self.replicas[i].paused = false;
         if let Some(mut c) = self.replicas[i].child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP (`resume`: SIGCONT) to replica `i`: it keeps its connections and its state
+    /// but does nothing, as a long pause of the process would. A paused replica does not
+    /// count as running.
+    pub fn pause(&mut self, i: usize) {
+        self.signal(i, libc::SIGSTOP);
+        self.replicas[i].paused = true;
+    }
+
+    /// SIGCONT to replica `i` (see [`Cluster::pause`]).
+    pub fn resume(&mut self, i: usize) {
+        self.signal(i, libc::SIGCONT);
+        self.replicas[i].paused = false;
+    }
+
+    fn signal(&self, i: usize, signal: libc::c_int) {
+        let c = self.replicas[i].child.as_ref().expect("replica is running");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(c.id() as libc::pid_t, signal);
         }
     }
 

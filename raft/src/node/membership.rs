@@ -237,6 +237,7 @@ impl RaftNode {
                 member.matched_index, list.last_log_index
             )));
         }
+        let _no_lease = self.lease.suspend();
         self.raft
             .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
             .await
@@ -279,11 +280,13 @@ impl RaftNode {
                     down.join(", ")
                 )));
             }
+            let _no_lease = self.lease.suspend();
             self.raft
                 .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
                 .await
                 .map_err(change_err)?;
         } else {
+            let _no_lease = self.lease.suspend();
             self.raft
                 .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
                 .await

@@ -9,8 +9,8 @@
 //! * `proposals`: transactions written through this replica while its earlier proposals are in
 //!   flight are batched into one log entry;
 //! * `read`: [`RaftNode::read_barrier`] gives linearizable reads on any replica (the leader
-//!   confirms its leadership with a quorum and names a log index; this replica waits until it
-//!   applied that far), and async reads of the MVCC store ([`RaftNode::range`],
+//!   names a log index, under its lease or after confirming its leadership with a quorum;
+//!   this replica waits until it applied that far), and async reads of the MVCC store ([`RaftNode::range`],
 //!   [`RaftNode::changes`], [`RaftNode::revisions`]) that run off the async workers;
 //! * `compaction`: the leader proposes compaction on a schedule so that at least the
 //!   configured history window is kept; compaction is a log command, so every replica compacts
@@ -44,6 +44,7 @@ use openraft::error::{Fatal, InitializeError, RaftError};
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::lease::Lease;
 use crate::log_store::RaftLog;
 use crate::network::Peers;
 use crate::read_index::ReadIndexBatcher;
@@ -139,6 +140,8 @@ pub struct RaftNode {
     caught_up: AtomicBool,
     /// Shares leadership confirmations among concurrent linearizable reads.
     read_batch: ReadIndexBatcher,
+    /// The leader's lease: read indexes without a confirmation round (see `lease`).
+    lease: Arc<Lease>,
     /// On a follower: shares the leader's `ReadIndex` calls among concurrent reads, one
     /// batcher per leader (its id and peer address), so that a round never asks a former one.
     remote_reads: std::sync::Mutex<Option<((u64, String), ReadIndexBatcher)>>,
@@ -182,6 +185,7 @@ impl RaftNode {
         };
         let db = Db::open(&db_dir(&config.data_dir), &identity)?;
         let log = RaftLog::new(LogStore::new(db.clone())?);
+        let lease = Arc::new(Lease::new(config.election_timeout.1, log.stored_vote().is_some()));
         let mvcc = Mvcc::new(db.clone()).with_mergers(config.mergers.clone());
         let (progress_tx, progress) = watch::channel(Progress::default());
         let events = broadcast::channel(APPLY_STREAM_CAPACITY).0;
@@ -192,7 +196,12 @@ impl RaftNode {
             events.clone(),
         )?;
         let (fatal_tx, fatal_rx) = mpsc::unbounded_channel();
-        let peers = Peers::new(&config.cluster_name, config.peer_tls.clone(), fatal_tx.clone());
+        let peers = Peers::new(
+            &config.cluster_name,
+            config.peer_tls.clone(),
+            fatal_tx.clone(),
+            lease.clone(),
+        );
         let raft_config = openraft::Config {
             cluster_name: config.cluster_name.clone(),
             heartbeat_interval: config.heartbeat.as_millis() as u64,
@@ -203,6 +212,8 @@ impl RaftNode {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_logs),
             max_in_snapshot_log_to_keep: config.logs_kept_after_snapshot,
             snapshot_max_chunk_size: 4 * 1024 * 1024,
+            // A replica restarted on old data stays out of elections for a while (see `lease`).
+            enable_elect: !lease.refuses_votes(),
             ..Default::default()
         }
         .validate()
@@ -234,6 +245,13 @@ impl RaftNode {
                 Err(e) => return Err(NodeError::Raft(e.to_string())),
             }
         }
+        if lease.refuses_votes() {
+            let (raft, quiet) = (raft.clone(), lease.quiet_period());
+            tokio::spawn(async move {
+                tokio::time::sleep(quiet).await;
+                raft.runtime_config().elect(true);
+            });
+        }
         membership::watch_removal(&raft, config.id, config.cluster_name.clone(), fatal_tx.clone());
         let leader = watch_leader(&raft);
         let mut batching = None;
@@ -253,6 +271,7 @@ impl RaftNode {
                 leader,
                 caught_up: AtomicBool::new(false),
                 read_batch: ReadIndexBatcher::default(),
+                lease,
                 remote_reads: std::sync::Mutex::new(None),
                 membership_lock: tokio::sync::Mutex::new(()),
                 transferring: AtomicBool::new(false),

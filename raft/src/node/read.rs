@@ -1,17 +1,19 @@
 //! Reads: linearizable read barriers from any replica, waiting for the apply of a log index,
 //! and async reads of the local MVCC store.
 //!
-//! A read barrier asks the leader for a read index (the leader confirms its leadership with a
-//! quorum; concurrent reads share confirmations, and a follower's concurrent reads share their
-//! calls to the leader) and waits until this replica has applied that far; a local read after
+//! A read barrier asks the leader for a read index (the leader names it under its lease, or
+//! confirms its leadership with a quorum; concurrent reads share confirmations, and a
+//! follower's concurrent reads share their calls to the leader) and waits until this replica has applied that far; a local read after
 //! it is linearizable. The store reads block on RocksDB, so they run on
 //! tokio's blocking pool; callers need no [`Mvcc`](kuberaft_storage::Mvcc) handle of their own.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use kuberaft_proto as pb;
 use kuberaft_storage::{Change, Mvcc, StorageError};
 use openraft::error::{CheckIsLeaderError, RaftError};
+use openraft::ServerState;
 
 use super::{fatal, Progress, RaftNode};
 use crate::read_index::{ReadIndexBatcher, RoundError};
@@ -24,6 +26,10 @@ impl RaftNode {
     /// those followers send) share confirmations, each from a round that started after it
     /// arrived.
     pub async fn read_index_local(&self) -> Result<Option<u64>, NodeError> {
+        if let Some(index) = self.lease_read_index() {
+            metrics::counter!("kuberaft_raft_lease_reads_total").increment(1);
+            return Ok(Some(index));
+        }
         let raft = self.raft.clone();
         let round = move || {
             let raft = raft.clone();
@@ -42,6 +48,43 @@ impl RaftNode {
             }
         };
         Ok(self.read_batch.read_index(round).await?)
+    }
+
+    /// The read index under the leader's lease (see `crate::lease`), when this replica leads,
+    /// is not handing leadership over, still has the vote it leads with saved, and a quorum of
+    /// every voter set acknowledged that vote recently: the last entry of its own log, which
+    /// holds every entry committed or applied anywhere (waiting for it to be applied also waits
+    /// for this leader's first entry of its term, as Raft's read index requires). `None`: ask
+    /// a quorum instead.
+    fn lease_read_index(&self) -> Option<u64> {
+        if self.transferring.load(Ordering::SeqCst) {
+            return None;
+        }
+        let (vote, voter_sets) = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            if m.state != ServerState::Leader || m.current_leader != Some(self.id) {
+                return None;
+            }
+            let sets = m.membership_config.membership().get_joint_config().clone();
+            (m.vote, sets)
+        };
+        let leads = vote.is_committed() && vote.leader_id().voted_for() == Some(self.id);
+        if !leads || self.log.saved_vote() != Some(vote) {
+            return None;
+        }
+        self.lease.held_since(self.id, &vote, &voter_sets)?;
+        Some(self.log.appended_index())
+    }
+
+    /// A refusal for any vote request while this replica, restarted on old data, stays out of
+    /// elections: it may have acknowledged a leader that still reads under its lease.
+    pub fn refuses_vote_while_quiet(&self) -> Option<openraft::raft::VoteResponse<u64>> {
+        self.lease.refuses_votes().then(|| openraft::raft::VoteResponse {
+            vote: self.raft.metrics().borrow().vote,
+            vote_granted: false,
+            last_log_id: None,
+        })
     }
 
     /// Waits until this replica has applied every write committed before the call: after it

@@ -5,7 +5,8 @@
 //! read; `Campaign` starts an election when the leader hands leadership to this replica. The
 //! cluster-name check
 //! happens before, in the interceptor `serve` installs; a vote from a replica this one's
-//! committed membership no longer has is refused with the reason, which stops that replica.
+//! committed membership no longer has is refused with the reason, which stops that replica,
+//! and a replica restarted on old data refuses every vote for one lease (`crate::lease`).
 
 use std::sync::Arc;
 
@@ -68,6 +69,9 @@ impl Peer for PeerService {
             .and_then(|candidate| self.node.refuses_candidate(candidate))
         {
             return Err(Status::permission_denied(why));
+        }
+        if let Some(refusal) = self.node.refuses_vote_while_quiet() {
+            return reply(&Ok::<_, openraft::error::RaftError<u64>>(refusal));
         }
         reply(&self.node.raft.vote(rpc).await)
     }

@@ -1251,23 +1251,46 @@ async fn pods_are_bound_evicted_within_their_budget_debugged_and_drained() {
         debugged["spec"]["ephemeralContainers"][0]["terminationMessagePolicy"],
         "File"
     );
-    let (ok, _, err) = k.kubectl(
-        "node-2",
-        &[
+    let patch_ephemeral = |context: &str, patch: &str| {
+        let args = [
             "patch",
             "pod",
             "web-1",
             "--subresource=ephemeralcontainers",
             "--type=json",
             "-p",
-            r#"[{"op":"remove","path":"/spec/ephemeralContainers/0"}]"#,
-        ],
+            patch,
+        ];
+        k.kubectl(context, &args)
+    };
+    let (ok, _, err) = patch_ephemeral(
+        "node-2",
+        r#"[{"op":"remove","path":"/spec/ephemeralContainers/0"}]"#,
     );
     assert!(
         !ok && err.contains(
             "spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be removed"
         ),
         "{err}"
+    );
+
+    // A new ephemeral container is checked as a container is, security context included.
+    let (ok, _, err) = patch_ephemeral(
+        "node-3",
+        r#"[{"op":"add","path":"/spec/ephemeralContainers/-","value":{"name":"dbg2","image":"busybox","securityContext":{"runAsUser":-1},"volumeMounts":[{"name":"nope","mountPath":"/x"}]}}]"#,
+    );
+    assert!(
+        !ok && err.contains("spec.ephemeralContainers[1].volumeMounts[0].name: Not found: \"nope\"")
+            && err.contains(
+                "spec.ephemeralContainers[1].securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive"
+            ),
+        "{err}"
+    );
+    assert_eq!(
+        k.json("node-1", &["get", "pod", "web-1"])["spec"]["ephemeralContainers"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
     );
 
     // kubectl drain: a server dry run changes nothing; the real one empties the node.

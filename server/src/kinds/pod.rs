@@ -4,13 +4,11 @@
 //! subresources ([`crate::kinds::eviction`], [`crate::kinds::binding`]) are the pod's, as are
 //! the streams its kubelet serves ([`crate::kinds::connect`]).
 
-use std::collections::HashSet;
-
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::kinds::strategy::Builtin;
-use crate::kinds::{apparmor, binding, connect, defaults, eviction, label_keys};
+use crate::kinds::{apparmor, binding, connect, defaults, eviction, label_keys, validation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
 use crate::machinery::qos;
@@ -142,32 +140,22 @@ impl Strategy for Pod {
     }
 }
 
-/// Fields an ephemeral container may not have, as kube's validation lists them.
-const NOT_FOR_EPHEMERAL: [&str; 6] = [
-    "ports",
-    "resources",
-    "lifecycle",
-    "livenessProbe",
-    "readinessProbe",
-    "startupProbe",
-];
-
 /// What is wrong with `new`'s ephemeral containers over `old`'s, as kube's
-/// `ValidatePodEphemeralContainersUpdate` words it: existing ones may not be removed or
-/// changed; new ones need a unique name and an image, may not have ports, resources,
-/// lifecycle or probes, and may target only a container of the pod.
+/// `ValidatePodEphemeralContainersUpdate` words it: each is checked as kube's
+/// `validateEphemeralContainers` checks them ([`validation::pod::ephemeral_containers`]), then
+/// the existing ones may not be removed or changed.
 fn ephemeral_container_causes(old: &Value, new: &Value) -> Causes {
+    let mut causes = Causes::new();
+    validation::pod::ephemeral_containers(&new["spec"], &mut causes);
     let path = "spec.ephemeralContainers";
-    let empty = Vec::new();
-    let list = |pod: &Value| {
+    let list = |pod: &'_ Value| {
         pod["spec"]["ephemeralContainers"]
             .as_array()
-            .unwrap_or(&empty)
-            .clone()
+            .cloned()
+            .unwrap_or_default()
     };
-    let (before, after) = (list(old), list(new));
-    let mut causes = Vec::new();
-    for o in &before {
+    let after = list(new);
+    for o in &list(old) {
         let name = o["name"].as_str().unwrap_or_default();
         match after.iter().find(|n| n["name"] == o["name"]) {
             None => causes.push((
@@ -181,58 +169,6 @@ fn ephemeral_container_causes(old: &Value, new: &Value) -> Causes {
             Some(_) => {}
         }
     }
-    let containers = |field: &str| {
-        new["spec"][field]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["name"].as_str())
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
-    let regular: Vec<String> = containers("containers")
-        .into_iter()
-        .chain(containers("initContainers"))
-        .collect();
-    let mut seen: HashSet<String> = regular.iter().cloned().collect();
-    for (i, c) in after.iter().enumerate() {
-        let at = format!("{path}[{i}]");
-        match c["name"].as_str().filter(|n| !n.is_empty()) {
-            None => causes.push((format!("{at}.name"), "Required value".to_string())),
-            Some(name) if !seen.insert(name.to_string()) => {
-                causes.push((format!("{at}.name"), format!("Duplicate value: {name:?}")));
-            }
-            Some(_) => {}
-        }
-        if before.iter().any(|o| o["name"] == c["name"]) {
-            continue;
-        }
-        if c["image"].as_str().is_none_or(str::is_empty) {
-            causes.push((format!("{at}.image"), "Required value".to_string()));
-        }
-        for field in NOT_FOR_EPHEMERAL {
-            let set = c.get(field).is_some_and(|v| match v {
-                Value::Null => false,
-                Value::Object(o) => !o.is_empty(),
-                Value::Array(a) => !a.is_empty(),
-                _ => true,
-            });
-            if set {
-                causes.push((
-                    format!("{at}.{field}"),
-                    "Forbidden: cannot be set for an Ephemeral Container".to_string(),
-                ));
-            }
-        }
-        if let Some(target) = c["targetContainerName"].as_str().filter(|t| !t.is_empty()) {
-            if !regular.iter().any(|r| r == target) {
-                causes.push((
-                    format!("{at}.targetContainerName"),
-                    format!("Not found: {target:?}"),
-                ));
-            }
-        }
-    }
     causes
 }
 
@@ -240,16 +176,30 @@ fn ephemeral_container_causes(old: &Value, new: &Value) -> Causes {
 mod tests {
     use super::*;
 
+    /// Ephemeral containers as the subresource's defaults leave them.
+    fn defaulted(list: Value) -> Value {
+        let mut list = list;
+        for c in list.as_array_mut().unwrap() {
+            c["terminationMessagePolicy"] = json!("File");
+            c["imagePullPolicy"] = json!("IfNotPresent");
+        }
+        list
+    }
+
     #[test]
     fn ephemeral_containers_are_added_never_changed_and_checked_as_kube_does() {
         let old = json!({"spec": {"containers": [{"name": "app"}],
-                                  "ephemeralContainers": [{"name": "dbg", "image": "busybox"}]}});
+                                  "volumes": [{"name": "v", "emptyDir": {}}],
+                                  "ephemeralContainers": defaulted(json!([{"name": "dbg", "image": "busybox"}]))}});
         let mut new = old.clone();
-        new["spec"]["ephemeralContainers"] = json!([
+        new["spec"]["ephemeralContainers"] = defaulted(json!([
             {"name": "dbg", "image": "busybox:2"},
-            {"name": "app", "image": "x", "resources": {}, "ports": [{"containerPort": 80}]},
+            {"name": "app", "image": "x", "resources": {}, "ports": [{"containerPort": 80, "protocol": "TCP"}]},
             {"name": "t", "targetContainerName": "nope"},
-        ]);
+            {"name": "sc", "image": "x", "securityContext": {"runAsUser": -1},
+             "volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "a"},
+                              {"name": "w", "mountPath": "/w"}]},
+        ]));
         let causes: Vec<String> = ephemeral_container_causes(&old, &new)
             .into_iter()
             .map(|(f, m)| format!("{f}: {m}"))
@@ -257,18 +207,30 @@ mod tests {
         assert_eq!(
             causes,
             [
-                "spec.ephemeralContainers[dbg]: Forbidden: existing ephemeral containers \"dbg\" may not be changed",
                 "spec.ephemeralContainers[1].name: Duplicate value: \"app\"",
                 "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container",
                 "spec.ephemeralContainers[2].image: Required value",
                 "spec.ephemeralContainers[2].targetContainerName: Not found: \"nope\"",
+                "spec.ephemeralContainers[3].volumeMounts[1].name: Not found: \"w\"",
+                "spec.ephemeralContainers[3].securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+                "spec.ephemeralContainers[3].volumeMounts[0].subPath: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[dbg]: Forbidden: existing ephemeral containers \"dbg\" may not be changed",
             ]
         );
         let mut added = old.clone();
         added["spec"]["ephemeralContainers"]
             .as_array_mut()
             .unwrap()
-            .push(json!({"name": "dbg2", "image": "busybox", "targetContainerName": "app"}));
+            .extend(
+                defaulted(
+                    json!([{"name": "dbg2", "image": "busybox", "targetContainerName": "app",
+                                      "securityContext": {"runAsUser": 0, "privileged": true},
+                                      "volumeMounts": [{"name": "v", "mountPath": "/v"}]}]),
+                )
+                .as_array()
+                .unwrap()
+                .clone(),
+            );
         assert!(ephemeral_container_causes(&old, &added).is_empty());
     }
 }

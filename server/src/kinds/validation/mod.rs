@@ -17,7 +17,7 @@ mod ingress;
 mod label_selector;
 mod namespace;
 mod node;
-mod pod;
+pub mod pod;
 mod pv_sources;
 mod rbac;
 mod resources;

@@ -118,6 +118,80 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     security_context::os(spec, path, causes);
 }
 
+/// Fields of a container that an ephemeral container may not set, in the order of kube's
+/// `EphemeralContainerCommon` (its allow list refuses every other field that is set).
+const NOT_FOR_EPHEMERAL: [&str; 8] = [
+    "ports",
+    "resources",
+    "resizePolicy",
+    "restartPolicy",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+];
+
+/// kube's `validateEphemeralContainers` for the pod spec `spec`: each ephemeral container is
+/// checked as a container is (name, image, mounts of the pod's volumes, security context, ...),
+/// has a name no other container has, targets a container of the pod if any, sets none of
+/// [`NOT_FOR_EPHEMERAL`] and mounts no sub-path.
+pub fn ephemeral_containers(spec: &Value, causes: &mut Causes) {
+    let list = list_of(spec, "ephemeralContainers");
+    if list.is_empty() {
+        return;
+    }
+    let volumes = volumes(list_of(spec, "volumes"), "spec.volumes", &mut Causes::new());
+    let host_users = security_context::host_users(spec);
+    let others: HashSet<&str> = list_of(spec, "containers")
+        .iter()
+        .chain(list_of(spec, "initContainers"))
+        .map(|c| str_of(c, "name"))
+        .collect();
+    let mut names = others.clone();
+    for (i, c) in list.iter().enumerate() {
+        let here = format!("spec.ephemeralContainers[{i}]");
+        container(c, &here, &volumes, host_users, false, causes);
+        let name = str_of(c, "name");
+        if !names.insert(name) {
+            causes.push((
+                format!("{here}.name"),
+                format!("Duplicate value: {}", go_quote(name)),
+            ));
+        }
+        let target = str_of(c, "targetContainerName");
+        if !target.is_empty() && !others.contains(target) {
+            causes.push((
+                format!("{here}.targetContainerName"),
+                format!("Not found: {}", go_quote(target)),
+            ));
+        }
+        for field in NOT_FOR_EPHEMERAL {
+            let set = c.get(field).is_some_and(|v| match v {
+                Value::Null => false,
+                Value::Object(o) => !o.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                _ => true,
+            });
+            if set {
+                causes.push((
+                    format!("{here}.{field}"),
+                    "Forbidden: cannot be set for an Ephemeral Container".to_string(),
+                ));
+            }
+        }
+        for (m, mount) in list_of(c, "volumeMounts").iter().enumerate() {
+            for field in ["subPath", "subPathExpr"] {
+                if !str_of(mount, field).is_empty() {
+                    causes.push((
+                        format!("{here}.volumeMounts[{m}].{field}"),
+                        "Forbidden: cannot be set for an Ephemeral Container".to_string(),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// kube's `ValidateVolumes`: each volume named by a unique RFC 1123 label, with exactly one
 /// source. Returns the names of the valid ones, for the containers' mounts.
 fn volumes<'a>(list: &'a [Value], path: &str, causes: &mut Causes) -> HashSet<&'a str> {

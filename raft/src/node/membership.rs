@@ -337,6 +337,16 @@ impl RaftNode {
             self.config.cluster_name
         ))
     }
+
+    /// A refusal for any vote request while this replica, restarted on old data, stays out of
+    /// elections: it may have acknowledged a leader that still reads under its lease.
+    pub fn refuses_vote_while_quiet(&self) -> Option<openraft::raft::VoteResponse<u64>> {
+        self.lease.refuses_votes().then(|| openraft::raft::VoteResponse {
+            vote: self.raft.metrics().borrow().vote,
+            vote_granted: false,
+            last_log_id: None,
+        })
+    }
 }
 
 /// Watches this replica's membership and reports on `fatal` when the replica, once a member,

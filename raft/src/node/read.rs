@@ -3,9 +3,10 @@
 //!
 //! A read barrier asks the leader for a read index (the leader names it under its lease, or
 //! confirms its leadership with a quorum; concurrent reads share confirmations, and a
-//! follower's concurrent reads share their calls to the leader) and waits until this replica has applied that far; a local read after
-//! it is linearizable. The store reads block on RocksDB, so they run on
-//! tokio's blocking pool; callers need no [`Mvcc`](kuberaft_storage::Mvcc) handle of their own.
+//! follower's concurrent reads share their calls to the leader) and waits until this replica
+//! has applied that far; a local read after it is linearizable. The store reads block on
+//! RocksDB, so they run on tokio's blocking pool; callers need no
+//! [`Mvcc`](kuberaft_storage::Mvcc) handle of their own.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -60,31 +61,19 @@ impl RaftNode {
         if self.transferring.load(Ordering::SeqCst) {
             return None;
         }
-        let (vote, voter_sets) = {
-            let metrics = self.raft.metrics();
-            let m = metrics.borrow();
-            if m.state != ServerState::Leader || m.current_leader != Some(self.id) {
-                return None;
-            }
-            let sets = m.membership_config.membership().get_joint_config().clone();
-            (m.vote, sets)
-        };
-        let leads = vote.is_committed() && vote.leader_id().voted_for() == Some(self.id);
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let vote = m.vote;
+        let leads = m.state == ServerState::Leader
+            && m.current_leader == Some(self.id)
+            && vote.is_committed()
+            && vote.leader_id().voted_for() == Some(self.id);
         if !leads || self.log.saved_vote() != Some(vote) {
             return None;
         }
-        self.lease.held_since(self.id, &vote, &voter_sets)?;
+        let voter_sets = m.membership_config.membership().get_joint_config();
+        self.lease.held_since(self.id, &vote, voter_sets)?;
         Some(self.log.appended_index())
-    }
-
-    /// A refusal for any vote request while this replica, restarted on old data, stays out of
-    /// elections: it may have acknowledged a leader that still reads under its lease.
-    pub fn refuses_vote_while_quiet(&self) -> Option<openraft::raft::VoteResponse<u64>> {
-        self.lease.refuses_votes().then(|| openraft::raft::VoteResponse {
-            vote: self.raft.metrics().borrow().vote,
-            vote_granted: false,
-            last_log_id: None,
-        })
     }
 
     /// Waits until this replica has applied every write committed before the call: after it

@@ -145,17 +145,16 @@ impl Strategy for Pod {
 /// `validateEphemeralContainers` checks them ([`validation::pod::ephemeral_containers`]), then
 /// the existing ones may not be removed or changed.
 fn ephemeral_container_causes(old: &Value, new: &Value) -> Causes {
+    fn list(pod: &Value) -> &[Value] {
+        pod["spec"]["ephemeralContainers"]
+            .as_array()
+            .map_or(&[], Vec::as_slice)
+    }
     let mut causes = Causes::new();
     validation::pod::ephemeral_containers(&new["spec"], &mut causes);
     let path = "spec.ephemeralContainers";
-    let list = |pod: &'_ Value| {
-        pod["spec"]["ephemeralContainers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    };
     let after = list(new);
-    for o in &list(old) {
+    for o in list(old) {
         let name = o["name"].as_str().unwrap_or_default();
         match after.iter().find(|n| n["name"] == o["name"]) {
             None => causes.push((

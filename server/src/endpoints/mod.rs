@@ -239,9 +239,12 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
         }
         Verb::Patch => {
             let media_type = content_type(&parts.headers);
+            // The body is read before anything is refused: an HTTP/1.1 connection whose request
+            // body was left unread is closed, and a client that reuses it loses its next request.
+            let read = read_body(&parts.headers, body).await;
             let kind = body::patch_type(&media_type, req.rt.custom.is_none())?;
             let opts = PatchOptions::parse(&q, kind == PatchType::Apply)?;
-            let bytes = patch_body(&media_type, read_body(&parts.headers, body).await?)?;
+            let bytes = patch_body(&media_type, read?)?;
             update::patch(store, &req, &opts, kind, &bytes).await?
         }
         Verb::Delete => {

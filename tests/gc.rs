@@ -578,3 +578,67 @@ async fn cascade_finishes_after_a_leader_change() {
     gone(&k, node, &format!("{REPLICASETS}/held-rs")).await;
     gone(&k, node, &format!("{DEPLOYMENTS}/held")).await;
 }
+
+/// The collector acts on the changes that concern it as they happen, not at its periodic pass
+/// (10 s apart at least), and writes that change nothing it decides by leave it idle: a
+/// dependent whose owner stands is kept however often it is written; when the owner is deleted
+/// (the dependent was created after the collector's last pass, so only the create told it whom
+/// it names) the dependent follows within seconds, and so does a dependent created for an
+/// owner that never existed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_collector_acts_on_the_changes_that_concern_it_at_once() {
+    let k = Kube::start().await;
+    let prompt = Duration::from_secs(5);
+    let owner = create(&k, 0, CONFIGMAPS, configmap("owner", vec![], &[])).await;
+    let dependent = format!("{CONFIGMAPS}/dependent");
+    create(
+        &k,
+        1,
+        CONFIGMAPS,
+        configmap("dependent", vec![owner_ref(&owner, false)], &[]),
+    )
+    .await;
+    for i in 0..5 {
+        let r = k
+            .http
+            .patch(k.url(i % 3, &dependent))
+            .header("content-type", "application/merge-patch+json")
+            .body(json!({"metadata": {"labels": {"round": i.to_string()}}}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert!(
+        get(&k, 2, &dependent).await.is_some(),
+        "a dependent of a live owner was collected"
+    );
+
+    let started = std::time::Instant::now();
+    let (code, body) = k
+        .send(
+            M::DELETE,
+            2,
+            &format!("{CONFIGMAPS}/owner"),
+            Some(&json!({"propagationPolicy": "Background"})),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    gone(&k, 0, &dependent).await;
+    assert!(
+        started.elapsed() < prompt,
+        "collected after {:?}",
+        started.elapsed()
+    );
+
+    let ghost = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost",
+                       "uid": "00000000-0000-0000-0000-000000000001"});
+    let started = std::time::Instant::now();
+    create(&k, 1, CONFIGMAPS, configmap("haunted", vec![ghost], &[])).await;
+    gone(&k, 1, &format!("{CONFIGMAPS}/haunted")).await;
+    assert!(
+        started.elapsed() < prompt,
+        "collected after {:?}",
+        started.elapsed()
+    );
+}

@@ -38,7 +38,7 @@ use crate::registry::delete::{
 };
 use crate::registry::ResourceRequest;
 use crate::scheme::{LiveRegistry, Registry, ResourceType};
-use crate::store::{keys, ApplyEvent, Cas, KeyValue, Store};
+use crate::store::{keys, ApplyEvent, Cas, Change, KeyValue, Store};
 
 /// At most this many writes per pass, so one pass over a large cascade stays short.
 const MAX_WRITES_PER_PASS: usize = 256;
@@ -46,8 +46,10 @@ const MAX_WRITES_PER_PASS: usize = 256;
 const MAX_PASSES_IN_A_ROW: usize = 32;
 /// The shortest time between two passes started by changes in the store.
 const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
-/// How long the collector waits for a relevant change before it looks again anyway.
+/// How long the collector waits for a relevant change before it looks again anyway (at least).
 const RESYNC: Duration = Duration::from_secs(10);
+/// The periodic pass waits at least this many times as long as the last pass took.
+const RESYNC_COST_SHARE: u32 = 50;
 
 /// One object of the snapshot.
 struct Obj<'a> {
@@ -212,21 +214,8 @@ impl<'a> Snapshot<'a> {
 
     /// The state of the owner that `dependent`'s reference `r` names.
     fn owner_state(&self, dependent: &Obj<'_>, r: &Value) -> OwnerState {
-        let api_version = r.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
-        let name = r.get("name").and_then(Value::as_str).unwrap_or("");
-        let Some(rt) = self
-            .registry
-            .all()
-            .find(|t| &*t.group == group && &*t.version == version && &*t.kind == kind)
-        else {
+        let Some(key) = owner_key(self.registry, dependent.namespace.as_deref(), r) else {
             return OwnerState::Unresolvable;
-        };
-        let key = match (rt.namespaced, &dependent.namespace) {
-            (false, _) => keys::of_object(rt, None, name),
-            (true, Some(ns)) => keys::of_object(rt, Some(ns), name),
-            (true, None) => return OwnerState::Unresolvable,
         };
         if let Some(owner) = self.by_key.get(&key).and_then(|i| self.objects.get(*i)) {
             return match (owner.uid == ref_uid(r), owner.deleting_dependents()) {
@@ -245,6 +234,24 @@ impl<'a> Snapshot<'a> {
         } else {
             OwnerState::Dangling
         }
+    }
+}
+
+/// The storage key of the owner that the reference `r` of a dependent in `namespace` (`None`:
+/// cluster-scoped) names; `None` when it names no served type, or a namespaced owner of a
+/// cluster-scoped dependent.
+fn owner_key(registry: &Registry, namespace: Option<&str>, r: &Value) -> Option<String> {
+    let api_version = r.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+    let rt = registry
+        .all()
+        .find(|t| &*t.group == group && &*t.version == version && &*t.kind == kind)?;
+    match (rt.namespaced, namespace) {
+        (false, _) => Some(keys::of_object(rt, None, name)),
+        (true, Some(ns)) => Some(keys::of_object(rt, Some(ns), name)),
+        (true, None) => None,
     }
 }
 
@@ -486,42 +493,174 @@ async fn orphan(store: &Store, snap: &Snapshot<'_>, owner: &Obj<'_>, pass: &mut 
     edit(store, owner, Edit::DropFinalizer(FINALIZER_ORPHAN)).await
 }
 
-/// Whether applied changes may give the collector work: an object that names owners or is
-/// being deleted was written or removed (or was one before the change), or an object some
-/// dependent names (as of the last pass) was deleted.
-fn relevant(event: &ApplyEvent, owners: &HashSet<String>) -> bool {
+/// What the collector decides an object's fate by.
+#[derive(PartialEq)]
+struct Decisive {
+    uid: Value,
+    namespace: Value,
+    refs: Value,
+    deletion: Value,
+    finalizers: Value,
+}
+
+impl Decisive {
+    /// The facts of a stored value (`None` when it does not decode).
+    fn of(value: &[u8]) -> Option<Decisive> {
+        let mut obj: Value = serde_json::from_slice(value).ok()?;
+        let meta = obj.get_mut("metadata")?;
+        let mut take = |field: &str| meta.get_mut(field).map(Value::take).unwrap_or(Value::Null);
+        Some(Decisive {
+            uid: take("uid"),
+            namespace: take("namespace"),
+            refs: take("ownerReferences"),
+            deletion: take("deletionTimestamp"),
+            finalizers: take("finalizers"),
+        })
+    }
+
+    /// Whether a reference of `before` names an owner this one no longer names.
+    fn dropped_a_reference(&self, before: &Decisive) -> bool {
+        let kept = |r: &Value| {
+            self.refs
+                .as_array()
+                .is_some_and(|now| now.iter().any(|n| ref_uid(n) == ref_uid(r)))
+        };
+        before.refs.as_array().into_iter().flatten().any(|r| !kept(r))
+    }
+}
+
+/// Whether every owner that `d`'s references name stands: stored with the reference's uid
+/// and not waiting for its dependents. Those owners join `owners`, so that deleting one of
+/// them later gives the collector work.
+async fn owners_stand(
+    store: &Store,
+    registry: &Registry,
+    d: &Decisive,
+    owners: &mut HashSet<String>,
+) -> bool {
+    for r in d.refs.as_array().into_iter().flatten() {
+        let Some(key) = owner_key(registry, d.namespace.as_str(), r) else {
+            // The collector leaves an unresolvable reference alone.
+            continue;
+        };
+        let Ok(Some(owner)) = store.get(&key, false).await else {
+            return false;
+        };
+        let waiting = meta_str(&owner.obj, "deletionTimestamp").is_some()
+            && finalizers_of(&owner.obj)
+                .iter()
+                .any(|f| f == FINALIZER_FOREGROUND);
+        if meta_str(&owner.obj, "uid") != Some(ref_uid(r)) || waiting {
+            return false;
+        }
+        owners.insert(ref_uid(r).to_string());
+    }
+    true
+}
+
+/// What one change means for the collector.
+enum Verdict {
+    /// It may have work.
+    Work,
+    /// It has none.
+    None,
+    /// It has work unless every owner this object names stands ([`owners_stand`]).
+    UnlessOwnersStand(Decisive),
+}
+
+/// What one change means for the collector: work when an object some dependent names (as of
+/// the last pass) was deleted, when what the collector decides by changed so that it must act
+/// (the object is being deleted, a reference was dropped and its owner may be waiting for
+/// it), and when a dependent was created, given other owners or deleted while an owner it
+/// names may not stand. A write that leaves all that as it was (a lease renewal, a status
+/// update) gives it none.
+fn classify(change: &Change, owners: &HashSet<String>) -> Verdict {
+    let prev = change.prev.as_ref().map(|p| p.value.as_slice());
+    if change.is_delete() {
+        let Some(gone) = prev.and_then(Decisive::of) else {
+            return if prev.is_some_and(is_candidate) {
+                Verdict::Work
+            } else {
+                Verdict::None
+            };
+        };
+        if gone.uid.as_str().is_some_and(|u| owners.contains(u)) {
+            return Verdict::Work;
+        }
+        return if prev.is_some_and(is_candidate) {
+            Verdict::UnlessOwnersStand(gone)
+        } else {
+            Verdict::None
+        };
+    }
+    let new = change.kv.value.as_slice();
+    if !is_candidate(new) && !prev.is_some_and(is_candidate) {
+        return Verdict::None;
+    }
+    let Some(now) = Decisive::of(new) else {
+        return Verdict::Work;
+    };
+    if let Some(before) = prev.and_then(Decisive::of) {
+        if before == now {
+            return Verdict::None;
+        }
+        if now.dropped_a_reference(&before) {
+            return Verdict::Work;
+        }
+    }
+    if now.deletion.is_null() {
+        Verdict::UnlessOwnersStand(now)
+    } else {
+        Verdict::Work
+    }
+}
+
+/// Whether applied changes may give the collector work ([`classify`]); a missed or
+/// unknown event always may.
+async fn relevant(
+    store: &Store,
+    registry: &Registry,
+    event: &ApplyEvent,
+    owners: &mut HashSet<String>,
+) -> bool {
     let ApplyEvent::Applied(applied) = event else {
         return true;
     };
-    applied
-        .revisions
-        .iter()
-        .flat_map(|(_, changes)| changes)
-        .any(|c| {
-            if !c.kv.key.starts_with(keys::ROOT.as_bytes()) {
-                return false;
+    for change in applied.revisions.iter().flat_map(|(_, changes)| changes) {
+        if !change.kv.key.starts_with(keys::ROOT.as_bytes()) {
+            continue;
+        }
+        match classify(change, owners) {
+            Verdict::Work => return true,
+            Verdict::None => {}
+            Verdict::UnlessOwnersStand(d) => {
+                if !owners_stand(store, registry, &d, owners).await {
+                    return true;
+                }
             }
-            let prev = c.prev.as_ref().map(|p| p.value.as_slice());
-            if (!c.is_delete() && is_candidate(&c.kv.value)) || prev.is_some_and(is_candidate) {
-                return true;
-            }
-            c.is_delete()
-                && prev
-                    .and_then(|p| serde_json::from_slice::<Value>(p).ok())
-                    .and_then(|o| meta_str(&o, "uid").map(|u| owners.contains(u)))
-                    .unwrap_or(false)
-        })
+        }
+    }
+    false
 }
 
-/// Waits until the store changes in a way that may give the collector work, or [`RESYNC`]
+/// Waits until the store changes in a way that may give the collector work, or `resync`
 /// passes.
-async fn wait_for_work(applied: &mut broadcast::Receiver<Arc<ApplyEvent>>, owners: &HashSet<String>) {
-    let deadline = tokio::time::Instant::now() + RESYNC;
+async fn wait_for_work(
+    store: &Store,
+    live: &LiveRegistry,
+    applied: &mut broadcast::Receiver<Arc<ApplyEvent>>,
+    owners: &mut HashSet<String>,
+    resync: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + resync;
     loop {
         match tokio::time::timeout_at(deadline, applied.recv()).await {
             Err(_) => return,
-            Ok(Ok(event)) if relevant(&event, owners) => return,
-            Ok(Ok(_)) => {}
+            Ok(Ok(event)) => {
+                if relevant(store, &live.current(), &event, owners).await {
+                    return;
+                }
+            }
             // Missed events may have mattered.
             Ok(Err(broadcast::error::RecvError::Lagged(_))) => return,
             Ok(Err(broadcast::error::RecvError::Closed)) => {
@@ -547,10 +686,15 @@ pub fn spawn(store: Store, live: Arc<LiveRegistry>) {
 async fn collect_while_leader(store: &Store, live: &LiveRegistry) {
     let mut applied = store.applied();
     let mut owners = HashSet::new();
+    let mut resync = RESYNC;
     loop {
         for _ in 0..MAX_PASSES_IN_A_ROW {
             let started = Instant::now();
-            match collect(store, &live.current()).await {
+            let result = collect(store, &live.current()).await;
+            // A pass reads the whole store: the periodic one costs at most a small share of
+            // the replica however large the store grows.
+            resync = RESYNC.max(started.elapsed() * RESYNC_COST_SHARE);
+            match result {
                 Ok(pass) => {
                     owners = pass.owners;
                     if pass.writes == 0 {
@@ -564,7 +708,7 @@ async fn collect_while_leader(store: &Store, live: &LiveRegistry) {
             }
             tokio::time::sleep(MIN_PASS_INTERVAL.saturating_sub(started.elapsed())).await;
         }
-        wait_for_work(&mut applied, &owners).await;
+        wait_for_work(store, live, &mut applied, &mut owners, resync).await;
         // Let a burst of changes settle into one pass.
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
     }
@@ -773,7 +917,7 @@ mod tests {
 
     #[test]
     fn only_changes_that_can_matter_start_a_pass() {
-        use crate::store::{Applied, Change};
+        use crate::store::Change;
         let put = |value: Value, prev: Option<Value>| Change {
             kv: KeyValue {
                 key: b"/registry/core/configmaps/ns/a".to_vec(),
@@ -787,59 +931,54 @@ mod tests {
                 ..Default::default()
             }),
         };
-        let event = |c: Change| {
-            ApplyEvent::Applied(Applied {
-                revisions: vec![(2, vec![c])],
-                revision: 2,
-                compacted: 0,
-            })
+        let deleted = |prev: Value| {
+            let mut c = put(json!(null), Some(prev));
+            c.kv.version = 0;
+            c.kv.value.clear();
+            c
         };
-        let owners: HashSet<String> = [CM_UID.to_string()].into();
+        let verdict = |c: &Change| match classify(c, &[CM_UID.to_string()].into()) {
+            Verdict::Work => "work",
+            Verdict::None => "none",
+            Verdict::UnlessOwnersStand(_) => "unless owners stand",
+        };
         let plain = object("a", "a-uid", Some("ns"), json!({}));
-        assert!(!relevant(&event(put(plain.clone(), None)), &owners));
-        let dependent = object(
-            "a",
-            "a-uid",
-            Some("ns"),
-            json!({"ownerReferences": [d_ref(true)]}),
-        );
-        assert!(relevant(&event(put(dependent.clone(), None)), &owners));
-        assert!(relevant(&event(put(plain.clone(), Some(dependent))), &owners));
-        let mut delete = put(json!(null), Some(plain));
-        delete.kv.version = 0;
-        delete.kv.value.clear();
-        assert!(!relevant(&event(delete), &owners));
-        let mut owner_gone = put(json!(null), Some(object("a", CM_UID, Some("ns"), json!({}))));
-        owner_gone.kv.version = 0;
-        owner_gone.kv.value.clear();
-        assert!(relevant(&event(owner_gone), &owners));
-    }
-
-    #[test]
-    fn delete_options_come_from_the_body_or_else_the_query() {
-        let q: crate::machinery::query::Query =
-            [("propagationPolicy".to_string(), "Foreground".to_string())].into();
-        let from_query = DeleteOptions::parse(b"", &q).expect("valid");
-        assert_eq!(from_query.propagation, Some(Propagation::Foreground));
-        let from_body = DeleteOptions::parse(br#"{"propagationPolicy":"Orphan","gracePeriodSeconds":3}"#, &q)
-            .expect("valid");
-        assert_eq!(from_body.propagation, Some(Propagation::Orphan));
-        assert_eq!(from_body.grace_period_seconds, Some(3));
-        let legacy = DeleteOptions::parse(br#"{"orphanDependents":true}"#, &q).expect("valid");
-        assert_eq!((legacy.propagation, legacy.orphan_dependents), (None, Some(true)));
-        let both = DeleteOptions::parse(br#"{"orphanDependents":true,"propagationPolicy":"Bogus"}"#, &q)
-            .expect_err("invalid");
-        assert_eq!(both.code, 422);
+        let dependent = |refs: Value, extra: Value| {
+            let mut meta = json!({"ownerReferences": refs, "labels": {"v": "1"}});
+            if let (Some(m), Some(e)) = (meta.as_object_mut(), extra.as_object()) {
+                m.extend(e.clone());
+            }
+            object("a", "a-uid", Some("ns"), meta)
+        };
+        let renewed = dependent(json!([d_ref(true)]), json!({"labels": {"v": "2"}}));
+        let owned = dependent(json!([d_ref(true)]), json!({}));
+        assert_eq!(verdict(&put(plain.clone(), None)), "none");
+        // A dependent created or given an owner: the owner is looked up.
+        assert_eq!(verdict(&put(owned.clone(), None)), "unless owners stand");
         assert_eq!(
-            both.message,
-            "DeleteOptions.meta.k8s.io \"\" is invalid: [propagationPolicy: Invalid value: \"Bogus\": orphanDependents and deletionPropagation cannot be both set, propagationPolicy: Unsupported value: \"Bogus\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"]"
+            verdict(&put(owned.clone(), Some(plain.clone()))),
+            "unless owners stand"
         );
-        let dry = DeleteOptions::parse(br#"{"dryRun":["Later"]}"#, &q).expect_err("invalid");
-        assert_eq!(dry.code, 422);
-        assert!(dry
-            .message
-            .ends_with("dryRun: Unsupported value: []string{\"Later\"}: supported values: \"All\""));
-        let malformed = DeleteOptions::parse(br#"{"propagationPolicy":3}"#, &q).expect_err("malformed");
-        assert_eq!(malformed.code, 400);
+        // A write that changes nothing the collector decides by (a lease renewed).
+        assert_eq!(verdict(&put(renewed.clone(), Some(owned.clone()))), "none");
+        // A reference dropped, the object being deleted, a finalizer changed while deleting.
+        assert_eq!(verdict(&put(plain.clone(), Some(owned.clone()))), "work");
+        let deleting = dependent(
+            json!([d_ref(true)]),
+            json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+        );
+        assert_eq!(verdict(&put(deleting.clone(), Some(owned.clone()))), "work");
+        let finalized = dependent(
+            json!([d_ref(true)]),
+            json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["orphan"]}),
+        );
+        assert_eq!(verdict(&put(finalized, Some(deleting))), "work");
+        // Deletions: of a plain object, of a dependent (its owner may wait for it), of an owner.
+        assert_eq!(verdict(&deleted(plain)), "none");
+        assert_eq!(verdict(&deleted(owned)), "unless owners stand");
+        assert_eq!(
+            verdict(&deleted(object("a", CM_UID, Some("ns"), json!({})))),
+            "work"
+        );
     }
 }

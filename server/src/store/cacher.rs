@@ -359,6 +359,7 @@ impl SharedEncodings {
     }
 }
 
+#[derive(Default)]
 struct State {
     objects: BTreeMap<String, Arc<CachedObject>>,
     /// Keys whose stored value cannot be decoded, and why.
@@ -534,6 +535,62 @@ impl State {
             .set(n);
     }
 
+    /// The objects under `prefix` from `start` on, now.
+    fn range<'a>(
+        &'a self,
+        prefix: &'a str,
+        start: Bound<String>,
+    ) -> impl Iterator<Item = (&'a String, &'a Arc<CachedObject>)> + 'a {
+        self.objects
+            .range((start, Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+    }
+
+    /// The objects under `prefix` from `start` on as they were at the older revision `at`,
+    /// rebuilt from the objects now and the window: a key changed since `at` is as its first
+    /// change after `at` found it (absent if that change created it). `None` when the window
+    /// does not reach back to `at`, or when an object in the range is or was made corrupt
+    /// since (the store's history then says what was there).
+    fn list_at(&self, prefix: &str, start: Bound<String>, at: i64) -> Option<Snapshot> {
+        if at < self.window_start || at > self.revision {
+            return None;
+        }
+        let in_range = |key: &str| {
+            key.starts_with(prefix)
+                && match &start {
+                    Bound::Included(s) => key >= s.as_str(),
+                    Bound::Excluded(s) => key > s.as_str(),
+                    Bound::Unbounded => true,
+                }
+        };
+        if !corrupt_in(&self.corrupt, prefix, start.clone()).is_empty() {
+            return None;
+        }
+        let first = self.window.partition_point(|e| e.rev <= at);
+        let mut then: BTreeMap<&str, Option<&Arc<CachedObject>>> = BTreeMap::new();
+        for e in self.window.range(first..).filter(|e| in_range(&e.key)) {
+            if matches!(e.change, Change::Corrupt(_)) {
+                return None;
+            }
+            then.entry(e.key.as_str()).or_insert(e.prev.as_ref());
+        }
+        let mut objects: Vec<(String, Arc<CachedObject>)> = self
+            .range(prefix, start)
+            .filter(|(k, _)| !then.contains_key(k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        objects.extend(
+            then.into_iter()
+                .filter_map(|(k, v)| v.map(|obj| (k.to_string(), obj.clone()))),
+        );
+        objects.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(Snapshot {
+            objects,
+            corrupt: Vec::new(),
+            revision: at,
+        })
+    }
+
     fn trim(&mut self) {
         while let Some(front) = self.window.front() {
             if self.window.len() > WINDOW_EVENTS || front.rev <= self.compacted {
@@ -555,15 +612,7 @@ impl WatchCache {
     pub fn start(node: Arc<RaftNode>, watcher_buffer: usize, encryption: Arc<Encryption>) -> WatchCache {
         let (rev_tx, revision) = watch::channel(None);
         let cache = WatchCache {
-            state: Arc::new(RwLock::new(State {
-                objects: BTreeMap::new(),
-                corrupt: BTreeMap::new(),
-                window: VecDeque::new(),
-                window_start: 0,
-                revision: 0,
-                compacted: 0,
-                counts: BTreeMap::new(),
-            })),
+            state: Arc::new(RwLock::new(State::default())),
             node,
             revision,
             publish: broadcast::channel(watcher_buffer).0,
@@ -626,28 +675,26 @@ impl WatchCache {
         }
     }
 
-    /// The objects under `prefix` with keys after `after`, if the cache is at `at` (any
-    /// revision when `at` is `None`).
+    /// The objects under `prefix` with keys after `after`, as they were at revision `at` (now
+    /// when `at` is `None`): `None` when the cache cannot say, because `at` is older than its
+    /// window of events ([`State::list_at`]).
     pub fn list(&self, prefix: &str, after: Option<&str>, at: Option<i64>) -> Option<Snapshot> {
         let s = self.read();
-        if at.is_some_and(|a| a != s.revision) {
-            return None;
-        }
         let start = match after {
             Some(k) if k >= prefix => Bound::Excluded(k.to_string()),
             _ => Bound::Included(prefix.to_string()),
         };
-        let objects = s
-            .objects
-            .range((start.clone(), Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Some(Snapshot {
-            objects,
-            corrupt: corrupt_in(&s.corrupt, prefix, start),
-            revision: s.revision,
-        })
+        match at {
+            Some(at) if at != s.revision => s.list_at(prefix, start, at),
+            _ => Some(Snapshot {
+                objects: s
+                    .range(prefix, start.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                corrupt: corrupt_in(&s.corrupt, prefix, start),
+                revision: s.revision,
+            }),
+        }
     }
 
     /// The compacted revision: the replica's (compaction alone publishes no apply event)
@@ -1084,5 +1131,81 @@ mod tests {
         );
         assert!(ratio <= 1.5, "the cache holds {ratio:.2}x the JSON size");
         drop(objects);
+    }
+
+    /// A page of a list at an older revision (a continue token's) is rebuilt from the objects
+    /// now and the window of events: at every revision it holds exactly what the store held
+    /// then, from any key on; before the window it cannot say.
+    #[test]
+    fn a_list_at_an_older_revision_is_what_the_store_held_then() {
+        let key = |n: usize| format!("/registry/core/configmaps/default/cm-{n:06}");
+        let kv = |n: usize, rev: i64, value: Vec<u8>| crate::store::KeyValue {
+            key: key(n).into_bytes(),
+            value,
+            mod_revision: rev,
+            version: i64::from(rev > 0),
+            ..Default::default()
+        };
+        // (revision, object, deleted?)
+        let steps = [
+            (1, 1, false),
+            (2, 2, false),
+            (3, 3, false),
+            (4, 2, false),
+            (5, 1, true),
+            (6, 4, false),
+            (7, 3, false),
+        ];
+        let mut s = State::default();
+        let mut truth: Vec<BTreeMap<String, i64>> = vec![BTreeMap::new()];
+        let mut last: BTreeMap<usize, i64> = BTreeMap::new();
+        for (rev, n, deleted) in steps {
+            let prev = last.get(&n).map(|r| kv(n, *r, config_map(n)));
+            let change = if deleted {
+                last.remove(&n);
+                StoredChange {
+                    kv: kv(n, 0, Vec::new()),
+                    prev,
+                }
+            } else {
+                last.insert(n, rev);
+                StoredChange {
+                    kv: kv(n, rev, config_map(n)),
+                    prev,
+                }
+            };
+            s.apply(&Encryption::none(), rev, &[change]);
+            truth.push(last.iter().map(|(n, r)| (key(*n), *r)).collect());
+        }
+        let prefix = "/registry/core/configmaps/";
+        for at in 0..=7 {
+            for start in [
+                Bound::Included(prefix.to_string()),
+                Bound::Excluded(key(1)),
+                Bound::Excluded(key(2)),
+            ] {
+                let snap = s.list_at(prefix, start.clone(), at).expect("within the window");
+                let got: BTreeMap<String, i64> =
+                    snap.objects.iter().map(|(k, o)| (k.clone(), o.rv)).collect();
+                let want: BTreeMap<String, i64> = truth[at as usize]
+                    .iter()
+                    .filter(|(k, _)| match &start {
+                        Bound::Excluded(s) => k.as_str() > s.as_str(),
+                        _ => true,
+                    })
+                    .map(|(k, r)| (k.clone(), *r))
+                    .collect();
+                assert_eq!(got, want, "at {at} from {start:?}");
+                assert_eq!(snap.revision, at);
+                assert!(snap.objects.windows(2).all(|w| w[0].0 < w[1].0), "ordered by key");
+            }
+        }
+        s.window_start = 3;
+        assert!(s
+            .list_at(prefix, Bound::Included(prefix.to_string()), 2)
+            .is_none());
+        assert!(s
+            .list_at(prefix, Bound::Included(prefix.to_string()), 3)
+            .is_some());
     }
 }

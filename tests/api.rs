@@ -912,6 +912,8 @@ async fn every_verb_against_every_subresource() {
         (1, "/log", [200, 405, 405, 405, 405]),
         (1, "/exec", [400, 405, 405, 400, 405]),
         (1, "/anything", absent),
+        // A proxy to the pod: an unscheduled pod has no address to proxy to, whatever the verb.
+        (1, "/proxy/", [400; 5]),
         (1, "/ephemeralcontainers", no_write_verbs),
         // Created only, from a Binding or an Eviction naming the pod (not `{}`).
         (1, "/binding", create_only),

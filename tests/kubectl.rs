@@ -1950,3 +1950,306 @@ spec:
         "{ops}"
     );
 }
+
+/// What the backend behind a proxy was asked: method, path, query, the headers a proxy sets,
+/// and the body.
+async fn echo(request: axum::extract::Request) -> axum::Json<Value> {
+    let (parts, body) = request.into_parts();
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    axum::Json(json!({
+        "method": parts.method.as_str(),
+        "path": parts.uri.path(),
+        "query": parts.uri.query().unwrap_or(""),
+        "host": header("host"),
+        "forwardedUri": header("x-forwarded-uri"),
+        "forwardedFor": header("x-forwarded-for"),
+        "authorization": header("authorization"),
+        "body": String::from_utf8_lossy(&body),
+    }))
+}
+
+/// A backend answering a redirect to a path of its own, with a CORS header.
+async fn redirect() -> Response {
+    Response::builder()
+        .status(302)
+        .header("location", "/echo/after?from=redirect")
+        .header("access-control-allow-origin", "*")
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+/// An address of this host other than loopback (the proxies refuse loopback addresses, as
+/// kube's do): the one its route to the outside leaves from.
+fn host_ip() -> String {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket.connect("198.51.100.1:9").expect("a route off this host");
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(!ip.is_loopback(), "{ip}");
+    ip.to_string()
+}
+
+/// `pods/NAME/proxy`, `services/NAME/proxy` and `nodes/NAME/proxy` pass any request on through
+/// every replica, as kube-apiserver's proxies do: `kubectl get --raw` and `create --raw` reach
+/// the pod at its IP (the port named, or its first container port), a Service's endpoint that
+/// is its pod (a port number turned into the port's name), a node's kubelet (with the replicas'
+/// kubelet client certificate) or another port of the node; the path after `proxy` and the
+/// query go along, the caller's credentials do not; a redirect comes back rewritten to go
+/// through the proxy; and kube's errors for an address it will not proxy to, a Service with no
+/// such port or no endpoints, and a backend that is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxies_reach_pods_services_and_nodes() {
+    let k = Kube::start().await;
+    let ip = host_ip();
+    let app = || {
+        Router::new()
+            .route("/", any(|| async { "root" }))
+            .route("/echo/{*rest}", any(echo))
+            .route("/redirect", any(redirect))
+    };
+    let (port, _backend) = spawn_server(app(), None, "0.0.0.0");
+    let ns = "/api/v1/namespaces/default";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "web", "image": "nginx", "ports": [{"containerPort": port}]}]}});
+    k.ok(
+        "node-1",
+        &["create", "-f", &k.manifest("web.json", &pod.to_string())],
+    );
+    let status = json!({"status": {"podIP": ip, "podIPs": [{"ip": ip}]}});
+    k.ok(
+        "node-2",
+        &[
+            "patch",
+            "pod",
+            "web",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+    );
+
+    // A pod, through every replica, at its first container port or the one named.
+    for (i, context) in ["node-1", "node-2", "node-3"].iter().enumerate() {
+        let path = format!("{ns}/pods/web/proxy/echo/a/b?x={i}&y=two");
+        let got: Value = serde_json::from_str(&k.ok(context, &["get", "--raw", &path])).unwrap();
+        assert_eq!(
+            (&got["method"], &got["path"], &got["query"]),
+            // kubectl adds its `--request-timeout`; the whole query goes along.
+            (
+                &json!("GET"),
+                &json!("/echo/a/b"),
+                &json!(format!("timeout=20s&x={i}&y=two"))
+            ),
+            "{got}"
+        );
+        assert_eq!(got["forwardedUri"], format!("{ns}/pods/web/proxy/echo/a/b"));
+        assert_eq!(got["host"], k.url(i, "").split("://").nth(1).unwrap());
+        assert_eq!(got["forwardedFor"], "127.0.0.1");
+        assert_eq!(got["authorization"], "");
+    }
+    for name in [format!("web:{port}"), format!("http:web:{port}")] {
+        assert_eq!(
+            k.ok("node-3", &["get", "--raw", &format!("{ns}/pods/{name}/proxy/")]),
+            "root"
+        );
+    }
+    let body = k.manifest("body.json", r#"{"hello": "proxy"}"#);
+    let posted: Value = serde_json::from_str(&k.ok(
+        "node-2",
+        &[
+            "create",
+            "--raw",
+            &format!("{ns}/pods/web/proxy/echo/posted"),
+            "-f",
+            &body,
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        (&posted["method"], &posted["body"]),
+        (&json!("POST"), &json!(r#"{"hello": "proxy"}"#))
+    );
+
+    // Redirects: the subresource itself gets its trailing slash; a backend's redirect to a
+    // path of its own goes through the proxy, without the backend's CORS header.
+    let plain = k
+        .cluster
+        .http_builder_as(ADMIN, &["system:masters"])
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = plain
+        .get(k.url(0, &format!("{ns}/pods/web/proxy?q=1")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 301);
+    assert_eq!(
+        r.headers()["location"],
+        format!("{ns}/pods/web/proxy/?q=1").as_str()
+    );
+    let r = plain
+        .get(k.url(1, &format!("{ns}/pods/web/proxy/redirect")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 302);
+    assert_eq!(
+        r.headers()["location"],
+        format!("{ns}/pods/web/proxy/echo/after?from=redirect").as_str()
+    );
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    // A Service: by port name, or by number turned into the name; only to endpoints that are
+    // their pods.
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": port}]}});
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web"},
+        "subsets": [{"addresses": [{"ip": ip, "targetRef": {"kind": "Pod", "namespace": "default", "name": "web"}}],
+                     "ports": [{"name": "http", "port": port}]}]});
+    let lonely = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lonely"},
+        "spec": {"ports": [{"port": 80}]}});
+    let impostor = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "lonely"},
+        "subsets": [{"addresses": [{"ip": "10.1.2.3", "targetRef": {"kind": "Pod", "namespace": "default", "name": "web"}}],
+                     "ports": [{"port": port}]}]});
+    for (file, object) in [
+        ("svc.json", &service),
+        ("ep.json", &endpoints),
+        ("lonely.json", &lonely),
+    ] {
+        k.ok(
+            "node-1",
+            &["create", "-f", &k.manifest(file, &object.to_string())],
+        );
+    }
+    for name in ["web:http", "web:80", "http:web:http"] {
+        let got: Value = serde_json::from_str(&k.ok(
+            "node-3",
+            &["get", "--raw", &format!("{ns}/services/{name}/proxy/echo/svc")],
+        ))
+        .unwrap();
+        assert_eq!(got["path"], "/echo/svc", "{name}: {got}");
+    }
+    k.refused(
+        "node-2",
+        &["get", "--raw", &format!("{ns}/services/web:81/proxy/")],
+        r#"Error from server (ServiceUnavailable): no service port 81 found for service "web""#,
+    );
+    k.refused(
+        "node-2",
+        &["get", "--raw", &format!("{ns}/services/lonely/proxy/")],
+        r#"Error from server (NotFound): endpoints "lonely" not found"#,
+    );
+    k.ok(
+        "node-1",
+        &[
+            "create",
+            "-f",
+            &k.manifest("impostor.json", &impostor.to_string()),
+        ],
+    );
+    k.refused(
+        "node-3",
+        &["get", "--raw", &format!("{ns}/services/lonely:80/proxy/")],
+        r#"Error from server (ServiceUnavailable): no endpoints available for service "lonely:80""#,
+    );
+
+    // A node: its kubelet (HTTPS, only for the replicas' kubelet client certificate), or
+    // another of its ports.
+    let (_, certs, key) = test_server_cert("kubelet-ca", &[&ip]);
+    let ca = std::fs::read_to_string(k.cluster.pki.ca_cert()).unwrap();
+    let (kubelet_port, _kubelet) = spawn_server(
+        app(),
+        Some(mutual_tls(&ca, certs, key, &[b"http/1.1"])),
+        "0.0.0.0",
+    );
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-7"}});
+    k.ok(
+        "node-1",
+        &["create", "-f", &k.manifest("node.json", &node.to_string())],
+    );
+    let node_status = json!({"status": {"addresses": [{"type": "InternalIP", "address": ip}],
+                                        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}}}});
+    k.ok(
+        "node-2",
+        &[
+            "patch",
+            "node",
+            "worker-7",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &node_status.to_string(),
+        ],
+    );
+    for name in [
+        "worker-7".to_string(),
+        format!("worker-7:{kubelet_port}"),
+        format!("worker-7:{port}"),
+    ] {
+        let got: Value = serde_json::from_str(&k.ok(
+            "node-3",
+            &[
+                "get",
+                "--raw",
+                &format!("/api/v1/nodes/{name}/proxy/echo/metrics"),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(got["path"], "/echo/metrics", "{name}: {got}");
+        assert_eq!(
+            got["forwardedUri"],
+            format!("/api/v1/nodes/{name}/proxy/echo/metrics")
+        );
+    }
+
+    // What kube will not proxy to, and a backend that is down.
+    let loopback = json!({"status": {"podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}});
+    k.ok("node-1", &["run", "local", "--image=nginx", "--port=80"]);
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "pod",
+            "local",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &loopback.to_string(),
+        ],
+    );
+    k.refused(
+        "node-2",
+        &["get", "--raw", &format!("{ns}/pods/local/proxy/")],
+        "Error from server (BadRequest): address not allowed",
+    );
+    k.refused(
+        "node-2",
+        &["get", "--raw", &format!("{ns}/pods/ftp:web:21/proxy/")],
+        r#"Error from server (BadRequest): invalid pod request "ftp:web:21""#,
+    );
+    k.refused(
+        "node-3",
+        &["get", "--raw", &format!("{ns}/pods/nope/proxy/")],
+        r#"Error from server (NotFound): pods "nope" not found"#,
+    );
+    let closed = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    k.refused(
+        "node-1",
+        &["get", "--raw", &format!("{ns}/pods/web:{closed_port}/proxy/")],
+        &format!(
+            "Error from server (ServiceUnavailable): error trying to reach service: \
+             dial tcp {ip}:{closed_port}: connect: connection refused"
+        ),
+    );
+}

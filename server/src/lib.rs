@@ -48,7 +48,7 @@
 //! rendering (JSON, YAML, protobuf, CBOR, Table, PartialObjectMetadata; large lists streamed
 //! by `list_body`), watch streams, discovery and OpenAPI documents, and connect subresources
 //! (`endpoints::connect`: options from the query, admitted as a `CONNECT`, the stream opened
-//! where the strategy says). *Invariant:* knows axum and the registry; never sees `RaftNode`,
+//! or the request passed on where the strategy says). *Invariant:* knows axum and the registry; never sees `RaftNode`,
 //! `kuberaft_proto` or stored bytes.
 //!
 //! **`registry`** — the generic store: one implementation of every verb (`read`, `create`,
@@ -103,6 +103,7 @@
 //! Namespaces, Jobs and ReplicationControllers — attached to the served type table by
 //! `kinds::strategy::registry`; a pod's `eviction` and `binding` subresources, which its
 //! strategy serves, and where its streams lead (`kinds::connect`: the kubelet of its node);
+//! where the proxies of pods, Services and nodes lead (`kinds::proxy`);
 //! and the validation of built-in objects (`kinds::validation`: every type's
 //! schema, kube's rules for the common types, PersistentVolume sources and updates,
 //! certificate requests and cron schedules among them).
@@ -166,7 +167,8 @@
 //! **`proxy`** — carrying a request to another HTTP server and its answer back, streamed,
 //! connection upgrades joined through (kube's upgrade-aware proxy): used by `aggregator` and by
 //! `endpoints::connect` (a pod's `exec`, `attach`, `portforward`, to its kubelet, with the
-//! kubelet client of `proxy::kubelet`). *Invariant:* knows HTTP only: no store, user or
+//! kubelet client of `proxy::kubelet`; the proxies of pods, Services and nodes, with kube's
+//! proxy transport there too). *Invariant:* knows HTTP only: no store, user or
 //! resource.
 //!
 //! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the

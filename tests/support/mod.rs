@@ -240,7 +240,17 @@ pub fn mutual_tls(
 /// blocks the test's threads): its port, and a sender whose drop stops the server, closing the
 /// listener and every open connection.
 pub fn spawn_https(app: axum::Router, tls: rustls::ServerConfig) -> (u16, tokio::sync::oneshot::Sender<()>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    spawn_server(app, Some(tls), "127.0.0.1")
+}
+
+/// Serves `app` (over HTTPS with `tls`, else plain HTTP) on a free port of `ip` (`0.0.0.0`:
+/// every address of the host), as [`spawn_https`] does.
+pub fn spawn_server(
+    app: axum::Router,
+    tls: Option<rustls::ServerConfig>,
+    ip: &str,
+) -> (u16, tokio::sync::oneshot::Sender<()>) {
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -255,7 +265,7 @@ pub fn spawn_https(app: axum::Router, tls: rustls::ServerConfig) -> (u16, tokio:
             let serve = kuberaft::server::listener::serve(
                 listener,
                 app,
-                Some(std::sync::Arc::new(tls)),
+                tls.map(std::sync::Arc::new),
                 std::future::pending(),
             );
             tokio::select! {

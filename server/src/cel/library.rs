@@ -21,6 +21,7 @@ use ipnet::IpNet;
 
 use super::value::{map, string};
 use super::{format, semver};
+use crate::machinery::net::is_global_unicast;
 use crate::machinery::qos::parse_quantity;
 
 /// The most matches `findAll` returns when no limit is given (bounded by the string anyway).
@@ -674,23 +675,7 @@ fn ip_is_unspecified(args: &[Value]) -> Result<Value, ExecutionError> {
 
 /// Go's `IsGlobalUnicast`: not unspecified, loopback, multicast, link-local or broadcast.
 fn ip_is_global_unicast(args: &[Value]) -> Result<Value, ExecutionError> {
-    let ip = ip_of("isGlobalUnicast", args)?;
-    let global = match ip {
-        IpAddr::V4(v4) => {
-            !(v4.is_unspecified()
-                || v4.is_loopback()
-                || v4.is_multicast()
-                || v4.is_link_local()
-                || v4.is_broadcast())
-        }
-        IpAddr::V6(v6) => {
-            !(v6.is_unspecified()
-                || v6.is_loopback()
-                || v6.is_multicast()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80)
-        }
-    };
-    Ok(Value::Bool(global))
+    Ok(Value::Bool(is_global_unicast(ip_of("isGlobalUnicast", args)?)))
 }
 
 fn parse_cidr(s: &str) -> Option<IpNet> {

@@ -1,4 +1,4 @@
-//! Subresources served from elsewhere: a pod's streams, from its kubelet. The options come
+//! Subresources served from elsewhere: a pod's streams, from its kubelet, and the proxies. The options come
 //! from the query (a `PodExecOptions` from `command`, `container`, `stdin`…; a
 //! `PodLogOptions` from `follow`, `tailLines`…) and the type's strategy says where the stream
 //! is. Nothing is stored.
@@ -11,12 +11,17 @@
 //! - **A streamed read** (kube's `LocationStreamer`: `log`): the kubelet's answer streams back
 //!   as `text/plain` as it comes (`follow` keeps it open); a refusal of the kubelet is kube's
 //!   error for it.
+//! - **Proxies** (`pods/NAME/proxy/PATH`, `services/...`, `nodes/...`: kube's upgrade-aware
+//!   proxy handler): admitted as a `CONNECT` of the proxy options, then any request (an
+//!   upgrade only if the client asks) passes on to where the strategy says the object is —
+//!   a pod, a Service's endpoint, a node's kubelet — at `PATH`, and the answer comes back.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
@@ -25,7 +30,8 @@ use crate::admission::{self, Operation};
 use crate::authentication::UserInfo;
 use crate::machinery::errors::{go_quote, ApiError, ApiResult};
 use crate::proxy;
-use crate::registry::{strategy, ResourceRequest};
+use crate::registry::strategy::{self, Via};
+use crate::registry::ResourceRequest;
 use crate::scheme::Subresource;
 
 /// How an option is written in the query and in the options object.
@@ -69,6 +75,9 @@ const OPTIONS: &[(&str, &[(&str, Field)])] = &[
         ],
     ),
     ("PodPortForwardOptions", &[("ports", Field::Ports)]),
+    ("PodProxyOptions", &[("path", Field::Text)]),
+    ("ServiceProxyOptions", &[("path", Field::Text)]),
+    ("NodeProxyOptions", &[("path", Field::Text)]),
     (
         "PodLogOptions",
         &[
@@ -180,8 +189,8 @@ fn options(group: &str, version: &str, kind: &str, query: &[(String, String)]) -
 /// same way.
 fn go_cause(url: &str, e: &reqwest::Error) -> String {
     let host = url
-        .strip_prefix("https://")
-        .and_then(|rest| rest.split('/').next())
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split(['/', '?']).next())
         .unwrap_or(url);
     let cause = proxy::cause(e);
     if cause.contains("Connection refused") {
@@ -201,8 +210,14 @@ pub async fn serve(
     sub: &Subresource<'_>,
     request: Request,
 ) -> ApiResult<Response> {
-    let query: Vec<(String, String)> = serde_urlencoded::from_str(request.uri().query().unwrap_or(""))
+    let mut query: Vec<(String, String)> = serde_urlencoded::from_str(request.uri().query().unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+    // A proxy's options take their `path` from the request's path, whatever the query says.
+    let split = sub.subpath.then(|| split_proxy_path(request.uri().path(), req));
+    if let Some((_, subpath)) = &split {
+        query.retain(|(k, _)| k != "path");
+        query.push(("path".into(), subpath.clone()));
+    }
     let (group, version, _) = sub.kind;
     let kind = sub.options.unwrap_or(sub.kind.2);
     if !sub.connect {
@@ -238,6 +253,9 @@ pub async fn serve(
         .ok_or_else(ApiError::no_route)?
         .await?
         .ok_or_else(|| ApiError::internal("the stream has nowhere to go"))?;
+    if let Some((prefix, subpath)) = split {
+        return pass_on(api, &location, &prefix, &subpath, request).await;
+    }
     if !proxy::is_upgrade(request.headers()) {
         return Err(ApiError::bad_request("Upgrade request required"));
     }
@@ -247,6 +265,148 @@ pub async fn serve(
             tracing::info!(url = location.url, error = %e, "cannot reach the kubelet");
             ApiError::unknown(format!("error dialing backend: {}", go_cause(&location.url, &e)))
         })
+}
+
+/// A proxy request's path split where the subresource ends
+/// (`/api/v1/namespaces/NS/pods/NAME/proxy`) and what follows it, without its leading slash
+/// (kube's request info parts after the subresource, joined).
+fn split_proxy_path(path: &str, req: &ResourceRequest) -> (String, String) {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let prefix =
+        if req.rt.group.is_empty() { 2 } else { 3 } + if req.namespace.is_some() { 2 } else { 0 } + 3;
+    let at = prefix.min(segments.len());
+    (format!("/{}", segments[..at].join("/")), segments[at..].join("/"))
+}
+
+/// The CORS headers of a backend's answer, which kube's proxy drops (the API server's own
+/// policy applies).
+const CORS_HEADERS: [&str; 4] = [
+    "access-control-allow-credentials",
+    "access-control-allow-headers",
+    "access-control-allow-methods",
+    "access-control-allow-origin",
+];
+
+/// A backend's redirect as kube's proxy transport rewrites it (`rewriteURL`): a `Location` on
+/// the backend itself (`backend`, its `host:port`) or on no host, with an absolute path, goes
+/// through the proxy path `prefix`; one on the host the client asked (`asked`) keeps that
+/// host; any other is passed on as it is.
+fn rewrite_location(location: &str, backend: &str, asked: &str, prefix: &str) -> String {
+    let (origin, rest) = match location.split_once("://") {
+        Some((scheme, after)) if !scheme.contains(['/', '?', '#']) => {
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            (Some((scheme, &after[..end])), &after[end..])
+        }
+        _ => (None, location),
+    };
+    let host = origin.map_or("", |(_, host)| host);
+    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (path, tail) = rest.split_at(path_end);
+    if (!host.is_empty() && host != backend && host != asked) || !path.starts_with('/') {
+        return location.to_string();
+    }
+    let origin = match origin {
+        Some((scheme, host)) if host == asked => format!("{scheme}://{host}"),
+        _ => String::new(),
+    };
+    if path.starts_with(&format!("{prefix}/")) {
+        return format!("{origin}{path}{tail}");
+    }
+    format!("{origin}{prefix}{path}{tail}")
+}
+
+/// Passes `request` on to `location` as kube's upgrade-aware proxy handler does for a proxy
+/// subresource: to the path after the subresource (`subpath`, a trailing slash kept) with the
+/// request's query, headers (but for its credentials and connection) and body, the client's
+/// `Host` kept and `X-Forwarded-For` and `X-Forwarded-Uri` added; the answer comes back as it
+/// is but for its CORS headers and a redirect rewritten to go through the proxy
+/// (`prefix`). A request for the subresource itself without a trailing slash is redirected
+/// to the same with one; a backend that cannot be reached is kube's `503`.
+async fn pass_on(
+    api: &Api,
+    location: &strategy::Location,
+    prefix: &str,
+    subpath: &str,
+    request: Request,
+) -> ApiResult<Response> {
+    let path = request.uri().path().to_string();
+    let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let trailing = path.ends_with('/');
+    if subpath.is_empty() && !trailing && !proxy::is_upgrade(request.headers()) {
+        return Response::builder()
+            .status(StatusCode::MOVED_PERMANENTLY)
+            .header(header::LOCATION, format!("{path}/{query}"))
+            .body(Body::empty())
+            .map_err(|e| ApiError::internal(e.to_string()));
+    }
+    let mut target = format!("/{subpath}");
+    if trailing && !target.ends_with('/') {
+        target.push('/');
+    }
+    let url = format!("{}{target}{query}", location.url);
+    let mut forwarded_uri = if subpath.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{prefix}/{subpath}")
+    };
+    if trailing {
+        forwarded_uri.push('/');
+    }
+    // The host the client asked for: its `Host` header, or an HTTP/2 request's authority.
+    let asked = request.headers().get(header::HOST).cloned().or_else(|| {
+        request
+            .uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    });
+    let client_ip = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip().to_string());
+    let prior_for: Vec<String> = request
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let client = match location.via {
+        Via::Kubelet => api.kubelet.streams(),
+        Via::Proxy => api.kubelet.proxy(),
+    };
+    let identify = |headers: &mut HeaderMap| {
+        if let Some(host) = &asked {
+            headers.insert(header::HOST, host.clone());
+        }
+        if let Some(ip) = &client_ip {
+            let mut chain = prior_for.clone();
+            chain.push(ip.clone());
+            if let Ok(v) = HeaderValue::from_str(&chain.join(", ")) {
+                headers.insert("x-forwarded-for", v);
+            }
+        }
+        if let Ok(v) = HeaderValue::from_str(&forwarded_uri) {
+            headers.insert("x-forwarded-uri", v);
+        }
+    };
+    let mut response = proxy::forward(client, &url, request, identify, "proxy")
+        .await
+        .map_err(|e| {
+            tracing::info!(url, error = %e, "cannot reach a proxied backend");
+            ApiError::service_unavailable(format!("error trying to reach service: {}", go_cause(&url, &e)))
+        })?;
+    let headers = response.headers_mut();
+    for h in CORS_HEADERS {
+        headers.remove(h);
+    }
+    let backend = location.url.split_once("://").map_or("", |(_, host)| host);
+    let asked = asked.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("");
+    if let Some(redirect) = headers.get(header::LOCATION).and_then(|v| v.to_str().ok()) {
+        let rewritten = rewrite_location(redirect, backend, asked, prefix);
+        if let Ok(v) = HeaderValue::from_str(&rewritten) {
+            headers.insert(header::LOCATION, v);
+        }
+    }
+    Ok(response)
 }
 
 /// A `200` of `text/plain`, as kube streams a location.

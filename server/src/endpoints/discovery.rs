@@ -732,8 +732,20 @@ mod tests {
                 "exec",
                 "log",
                 "portforward",
+                "proxy",
                 "status"
             ]
+        );
+        let proxy = pods["subresources"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["subresource"] == "proxy"))
+            .expect("pods/proxy");
+        assert_eq!(
+            (&proxy["responseKind"], &proxy["verbs"]),
+            (
+                &json!({"group": "", "version": "v1", "kind": "PodProxyOptions"}),
+                &json!(["create", "delete", "get", "patch", "update"])
+            )
         );
         let exec = pods["subresources"]
             .as_array()

@@ -62,6 +62,15 @@ fn served_subresource<'a>(rt: &ResourceType, sub: &'a str) -> ApiResult<&'a str>
     rt.subresource(sub).map(|_| sub).ok_or_else(ApiError::no_route)
 }
 
+/// `sub` if `rt` serves it with a path after it (a proxy: `pods/NAME/proxy/any/path`), else
+/// `404`.
+fn served_subpath<'a>(rt: &ResourceType, sub: &'a str) -> ApiResult<&'a str> {
+    rt.subresource(sub)
+        .filter(|s| s.subpath)
+        .map(|_| sub)
+        .ok_or_else(ApiError::no_route)
+}
+
 /// What a request does to its resource, named as kube-apiserver's authorizer names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
@@ -100,6 +109,14 @@ impl Verb {
 }
 
 impl ResourceRequest {
+    /// Whether the request goes through a proxy subresource (`pods/NAME/proxy/...`).
+    pub fn proxied(&self) -> bool {
+        self.subresource
+            .as_deref()
+            .and_then(|s| self.rt.subresource(s))
+            .is_some_and(|s| s.subpath)
+    }
+
     /// The verb that `method` performs on this path, or `405` when the path does not serve it
     /// (`DELETE pods/NAME/status`, `POST configmaps/NAME`, `PUT configmaps`). `watch` is the
     /// request's `watch` option; a subresource is never watched.
@@ -109,6 +126,8 @@ impl ResourceRequest {
         let verb = match (method, self.name.is_some()) {
             (&Method::GET, _) if watch => Verb::Watch,
             (&Method::GET, true) => Verb::Get,
+            // A proxy passes a HEAD on, as a `get`.
+            (&Method::HEAD, true) if self.proxied() => Verb::Get,
             (&Method::GET, false) => Verb::List,
             (&Method::POST, false) => Verb::Create,
             // A subresource that is created (a ServiceAccount's token).
@@ -169,7 +188,7 @@ pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
                 [] => (None, None),
                 [name] => (Some(*name), None),
                 [name, sub] => (Some(*name), Some(served_subresource(rt, sub)?)),
-                _ => return Err(ApiError::no_route()),
+                [name, sub, ..] => (Some(*name), Some(served_subpath(rt, sub)?)),
             };
             return Ok(Target::Resource(Box::new(ResourceRequest {
                 rt: rt.clone(),
@@ -185,6 +204,11 @@ pub fn parse_path(registry: &Registry, path: &str) -> ApiResult<Target> {
         [plural] => (lookup(plural)?, None, None),
         [plural, name] => (lookup(plural)?, Some(*name), None),
         [plural, name, sub] => (lookup(plural)?, Some(*name), Some(*sub)),
+        [plural, name, sub, ..] => {
+            let rt = lookup(plural)?;
+            served_subpath(&rt, sub)?;
+            (rt, Some(*name), Some(*sub))
+        }
         _ => return Err(ApiError::no_route()),
     };
     if rt.namespaced && name.is_some() {
@@ -299,6 +323,37 @@ mod tests {
             (
                 M::GET,
                 "/api/v1/namespaces/a/pods/p/proxy".into(),
+                false,
+                Ok(Verb::Get),
+            ),
+            (
+                M::HEAD,
+                "/api/v1/namespaces/a/pods/p:80/proxy/a/b/".into(),
+                false,
+                Ok(Verb::Get),
+            ),
+            (
+                M::POST,
+                "/api/v1/namespaces/a/services/https:s:443/proxy/x".into(),
+                false,
+                Ok(Verb::Create),
+            ),
+            (
+                M::DELETE,
+                "/api/v1/nodes/n/proxy/metrics".into(),
+                false,
+                Ok(Verb::Delete),
+            ),
+            // Only a proxy takes a path after its name.
+            (
+                M::GET,
+                "/api/v1/namespaces/a/pods/p/exec/more".into(),
+                false,
+                Err(404),
+            ),
+            (
+                M::GET,
+                "/api/v1/namespaces/a/configmaps/c/proxy".into(),
                 false,
                 Err(404),
             ),

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::Causes;
-use crate::registry::strategy::Location;
+use crate::registry::strategy::{Location, Via};
 use crate::registry::ResourceRequest;
 use crate::store::{keys, Store};
 
@@ -73,7 +73,10 @@ pub async fn location(store: &Store, req: &ResourceRequest, options: &Value) -> 
     } else {
         format!("https://{kubelet}{path}?{query}")
     };
-    Ok(Some(Location { url }))
+    Ok(Some(Location {
+        url,
+        via: Via::Kubelet,
+    }))
 }
 
 /// What kube's `ValidatePodLogOptions` refuses in a pod's log options.
@@ -144,9 +147,19 @@ fn container(pod: &Value, name: &str, wanted: &str) -> ApiResult<String> {
     }
 }
 
-/// `host:port` of the kubelet of `node` (kube's `NodeConnectionInfoGetter`): the first
-/// address of the most preferred type the Node has, and the port it publishes.
+/// `host:port` of the kubelet of `node`.
 async fn kubelet_of(store: &Store, node: &str) -> ApiResult<String> {
+    let (address, port) = kubelet_address(store, node).await?;
+    Ok(if address.contains(':') {
+        format!("[{address}]:{port}")
+    } else {
+        format!("{address}:{port}")
+    })
+}
+
+/// The host and port of the kubelet of `node` (kube's `NodeConnectionInfoGetter`): the first
+/// address of the most preferred type the Node has, and the port it publishes.
+pub async fn kubelet_address(store: &Store, node: &str) -> ApiResult<(String, i64)> {
     let obj = store
         .get(&keys::object("", "nodes", None, node), true)
         .await?
@@ -180,11 +193,7 @@ async fn kubelet_of(store: &Store, node: &str) -> ApiResult<String> {
         .as_i64()
         .filter(|p| *p > 0)
         .unwrap_or(KUBELET_PORT);
-    Ok(if address.contains(':') {
-        format!("[{address}]:{port}")
-    } else {
-        format!("{address}:{port}")
-    })
+    Ok((address.to_string(), port))
 }
 
 /// The options as the kubelet takes them (kube's `streamParams` and `LogLocation`), sorted by

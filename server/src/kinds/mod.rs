@@ -14,6 +14,7 @@ pub mod label_keys;
 pub mod namespace;
 pub mod pod;
 pub mod printers;
+pub mod proxy;
 pub mod replication_controller;
 pub mod service;
 pub mod strategy;

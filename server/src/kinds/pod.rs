@@ -2,13 +2,14 @@
 //! and not finished waits for its kubelet (graceful deletion), ephemeral containers are added
 //! through their subresource and never changed or removed, and the `eviction` and `binding`
 //! subresources ([`crate::kinds::eviction`], [`crate::kinds::binding`]) are the pod's, as are
-//! the streams its kubelet serves ([`crate::kinds::connect`]).
+//! the streams its kubelet serves ([`crate::kinds::connect`]), and where its proxy leads
+//! ([`crate::kinds::proxy`]).
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::kinds::strategy::Builtin;
-use crate::kinds::{apparmor, binding, connect, defaults, eviction, label_keys, validation};
+use crate::kinds::{apparmor, binding, connect, defaults, eviction, label_keys, proxy, validation};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::{meta_str, Causes};
 use crate::machinery::qos;
@@ -136,7 +137,10 @@ impl Strategy for Pod {
         req: &'a ResourceRequest,
         options: &'a Value,
     ) -> Option<BoxFuture<'a, ApiResult<Option<Location>>>> {
-        Some(Box::pin(connect::location(store, req, options)))
+        Some(match req.subresource.as_deref() {
+            Some("proxy") => Box::pin(proxy::pod(store, req)),
+            _ => Box::pin(connect::location(store, req, options)),
+        })
     }
 }
 

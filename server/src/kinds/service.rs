@@ -6,11 +6,12 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::config::ServiceRanges;
-use crate::kinds::allocation;
 use crate::kinds::strategy::Builtin;
+use crate::kinds::{allocation, proxy};
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::meta_str;
-use crate::registry::strategy::Strategy;
+use crate::registry::strategy::{Location, Strategy};
+use crate::registry::ResourceRequest;
 use crate::scheme::ResourceType;
 use crate::store::{Alongside, Cas, Store};
 
@@ -70,5 +71,14 @@ impl Strategy for Service {
 
     fn validate(&self, rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
         SERVICE.validate(rt, old, obj)
+    }
+
+    fn stream_location<'a>(
+        &'a self,
+        store: &'a Store,
+        req: &'a ResourceRequest,
+        _options: &'a Value,
+    ) -> Option<BoxFuture<'a, ApiResult<Option<Location>>>> {
+        Some(Box::pin(proxy::service(store, req)))
     }
 }

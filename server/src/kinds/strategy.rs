@@ -10,17 +10,21 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+
 use serde_json::{json, Value};
 
 use crate::apiextensions;
 use crate::authentication::user::UserInfo;
 use crate::config::ServiceRanges;
 use crate::kinds::defaults;
-use crate::kinds::{csr, job, namespace, pod, replication_controller, service, validation};
+use crate::kinds::{csr, job, namespace, pod, proxy, replication_controller, service, validation};
 use crate::machinery::errors::ApiResult;
 use crate::machinery::selector::selector_string;
-use crate::registry::strategy::{GcPolicy, Strategy};
+use crate::registry::strategy::{GcPolicy, Location, Strategy};
+use crate::registry::ResourceRequest;
 use crate::scheme::{self, Hooks, Registry, ResourceType};
+use crate::store::Store;
 
 /// A built-in kind: what it differs by, as data, and the few functions a kind with behaviour
 /// of its own plugs in (from its module: `pod`, `namespace`, `job`, `replication_controller`).
@@ -57,7 +61,13 @@ pub struct Builtin {
     pub conditional_update: bool,
     /// What happens to dependents when a delete names no policy.
     pub gc: GcPolicy,
+    /// Where the kind's subresource served from elsewhere leads (a node's proxy).
+    pub location: Option<LocationOf>,
 }
+
+/// Where a subresource served from elsewhere leads for the object a request names.
+pub type LocationOf =
+    for<'a> fn(&'a Store, &'a ResourceRequest) -> BoxFuture<'a, ApiResult<Option<Location>>>;
 
 impl Builtin {
     /// A kind that differs in nothing but its defaults.
@@ -78,6 +88,7 @@ impl Builtin {
             create_on_update: false,
             conditional_update: false,
             gc: GcPolicy::Delete,
+            location: None,
         }
     }
 
@@ -110,6 +121,11 @@ impl Builtin {
         self.gc = GcPolicy::Unsupported;
         self
     }
+
+    const fn located(mut self, location: LocationOf) -> Self {
+        self.location = Some(location);
+        self
+    }
 }
 
 /// A built-in kind that differs in nothing but its defaults.
@@ -125,6 +141,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin::new("", "ResourceQuota").status(|| json!({})),
     Builtin::new("", "ServiceAccount").returns_deleted(),
     Builtin::new("", "Endpoints").created_on_update(),
+    Builtin::new("", "Node").located(|store, req| Box::pin(proxy::node(store, req))),
     Builtin::new("", "Event").created_on_update().outside_gc(),
     Builtin::new("events.k8s.io", "Event").created_on_update().outside_gc(),
     Builtin::new("coordination.k8s.io", "Lease").created_on_update(),
@@ -226,6 +243,15 @@ impl Strategy for Builtin {
 
     fn gc_policy(&self) -> GcPolicy {
         self.gc
+    }
+
+    fn stream_location<'a>(
+        &'a self,
+        store: &'a Store,
+        req: &'a ResourceRequest,
+        _options: &'a Value,
+    ) -> Option<BoxFuture<'a, ApiResult<Option<Location>>>> {
+        self.location.map(|location| location(store, req))
     }
 
     fn returns_deleted_object(&self) -> bool {

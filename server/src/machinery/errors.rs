@@ -279,6 +279,12 @@ impl ApiError {
         e
     }
 
+    /// 503 ServiceUnavailable for what stands behind this server (a proxied Service with no
+    /// endpoints, a backend that cannot be reached), without a retry hint.
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// 503 ServiceUnavailable (no leader, quorum lost).
     pub fn unavailable(message: impl Into<String>) -> Self {
         let mut e = Self::new(503, "ServiceUnavailable", message);

@@ -15,6 +15,7 @@ pub mod fieldset;
 pub mod go_json;
 pub mod managed;
 pub mod meta;
+pub mod net;
 pub mod protobuf;
 pub mod qos;
 pub mod query;

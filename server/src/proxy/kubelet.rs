@@ -4,7 +4,9 @@
 //! the configured CA — or, as kube-apiserver does without `--kubelet-certificate-authority`,
 //! not verified. A pod's streams (`exec`, `attach`, `port-forward`) upgrade their connection,
 //! which needs HTTP/1.1; a log read may ask not to verify the kubelet
-//! (`insecureSkipTLSVerifyBackend`), as kube allows.
+//! (`insecureSkipTLSVerifyBackend`), as kube allows. The proxy subresources reach pods,
+//! Service endpoints and nodes' other ports with a client of their own, kube's proxy
+//! transport. Neither follows redirects: a backend's redirect is the client's to follow.
 
 use std::time::Duration;
 
@@ -19,12 +21,14 @@ pub enum KubeletError {
     Client(String),
 }
 
-/// The HTTP client for kubelets (cheap to clone).
+/// The HTTP clients for kubelets, and for what the proxy subresources reach (cheap to clone).
 #[derive(Debug, Clone)]
 pub struct Kubelet {
     streams: reqwest::Client,
     /// Only when `streams` verifies kubelets (a CA is configured); otherwise `streams` is it.
     unverified: Option<reqwest::Client>,
+    /// kube's proxy transport, for pods, Service endpoints and a node's other ports.
+    proxy: reqwest::Client,
 }
 
 impl Kubelet {
@@ -34,7 +38,16 @@ impl Kubelet {
         Ok(Kubelet {
             streams: client(identity, ca)?,
             unverified: ca.map(|_| client(identity, None)).transpose()?,
+            proxy: proxy_client()?,
         })
+    }
+
+    /// The client of the proxy subresources to pods, Service endpoints and a node's ports
+    /// other than its kubelet's, as kube's proxy transport: HTTP, or HTTPS trusting any
+    /// certificate (the addresses are IPs, which pods' certificates do not name), no client
+    /// identity, HTTP/1.1 so that a connection can be upgraded.
+    pub fn proxy(&self) -> &reqwest::Client {
+        &self.proxy
     }
 
     /// The client for streams: HTTP/1.1, so that a connection can be upgraded.
@@ -56,6 +69,7 @@ fn client(identity: Option<&str>, ca: Option<&str>) -> Result<reqwest::Client, K
         .tls_built_in_root_certs(false)
         .https_only(true)
         .http1_only()
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT);
     match ca {
         Some(ca) => {
@@ -69,4 +83,18 @@ fn client(identity: Option<&str>, ca: Option<&str>) -> Result<reqwest::Client, K
         builder = builder.identity(reqwest::Identity::from_pem(identity.as_bytes()).map_err(bad)?);
     }
     builder.build().map_err(bad)
+}
+
+/// kube's proxy transport (see [`Kubelet::proxy`]); a redirect is answered to the client,
+/// not followed.
+fn proxy_client() -> Result<reqwest::Client, KubeletError> {
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .danger_accept_invalid_certs(true)
+        .http1_only()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+        .map_err(|e| KubeletError::Client(e.to_string()))
 }

@@ -37,12 +37,26 @@ pub enum GcPolicy {
 }
 
 /// Where a subresource served from elsewhere leads (kube's `Connect` of a `rest.Connecter`,
-/// the location of a `LocationStreamer`): the URL of the stream it opens or reads, on the
-/// kubelet of the object's node.
+/// the location of a `LocationStreamer`): the URL of the stream it opens or reads on the
+/// kubelet of the object's node, or of what a proxy subresource reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
-    /// `https://<kubelet>/<path>?<options>`.
+    /// `https://<kubelet>/<path>?<options>`; for a proxy, `<scheme>://<host>[:<port>]`, the
+    /// endpoint adding the path.
     pub url: String,
+    /// The client that reaches it.
+    pub via: Via,
+}
+
+/// Which of this server's clients reaches a [`Location`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The kubelet client: this server's kubelet client certificate, kubelets verified with
+    /// the kubelet CA when one is configured.
+    Kubelet,
+    /// kube's proxy transport, for pods, Service endpoints and a node's other ports: HTTP, or
+    /// HTTPS without verifying the certificate (the addresses are IPs), no client identity.
+    Proxy,
 }
 
 /// The behaviour of one type. `rt` is always the type the strategy is attached to (custom
@@ -97,7 +111,7 @@ pub trait Strategy: Send + Sync {
         None
     }
 
-    /// Where the subresource `req` names (`exec`, `attach`, `portforward`, `log`) leads for
+    /// Where the subresource `req` names (`exec`, `attach`, `portforward`, `log`, `proxy`) leads for
     /// the object, with `options` (the options the request gave, e.g. a `PodExecOptions`),
     /// once they are checked: `Ok(None)` when there is nothing to read yet (a pod's log
     /// before it has a node). `None` for a type that serves no such subresource.

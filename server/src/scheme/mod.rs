@@ -148,6 +148,7 @@ impl ResourceType {
                 part: None,
                 options: None,
                 connect: false,
+                subpath: false,
             });
         }
         if self.has_status {
@@ -158,6 +159,7 @@ impl ResourceType {
                 part: Some(&["status"]),
                 options: None,
                 connect: false,
+                subpath: false,
             });
         }
         out.extend(
@@ -252,6 +254,9 @@ pub struct Subresource<'a> {
     /// and `create` open the connection (kube's `rest.Connecter`). Otherwise a subresource
     /// with `options` is a `get` whose answer streams from there (`log`).
     pub connect: bool,
+    /// A connect subresource whose path goes on after its name (kube's proxies: the rest of
+    /// the path is the options' `path`); its connection is upgraded only if the client asks.
+    pub subpath: bool,
 }
 
 /// What the status and scale subresources answer: reads and writes of one object, nothing else.
@@ -260,6 +265,24 @@ const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 /// What a connect subresource answers: both open the connection (kubectl's websocket streams
 /// use `get`, its SPDY ones `create`).
 const CONNECT_VERBS: &[&str] = &["create", "get"];
+
+/// What a proxy subresource answers: every verb of an HTTP request passed on (kube maps
+/// `GET` and `HEAD` to `get`, `POST` to `create`, and so on).
+const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
+/// A proxy subresource (`pods/proxy`, `services/proxy`, `nodes/proxy`) whose options are
+/// `options`.
+const fn proxy(options: &'static str) -> Subresource<'static> {
+    Subresource {
+        name: "proxy",
+        kind: ("", "v1", options),
+        verbs: PROXY_VERBS,
+        part: None,
+        options: Some(options),
+        connect: true,
+        subpath: true,
+    }
+}
 
 /// The subresources of particular types (group, plural), beyond the `status` and `scale`
 /// that the type table's flags give. What one does is up to the type's strategy: the
@@ -275,6 +298,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: None,
             connect: false,
+            subpath: false,
         },
     ),
     (
@@ -287,6 +311,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: Some(&["spec", "ephemeralContainers"]),
             options: None,
             connect: false,
+            subpath: false,
         },
     ),
     (
@@ -299,6 +324,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: None,
             connect: false,
+            subpath: false,
         },
     ),
     (
@@ -311,6 +337,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: Some("PodAttachOptions"),
             connect: true,
+            subpath: false,
         },
     ),
     (
@@ -323,6 +350,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: Some("PodExecOptions"),
             connect: true,
+            subpath: false,
         },
     ),
     (
@@ -335,6 +363,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: Some("PodLogOptions"),
             connect: false,
+            subpath: false,
         },
     ),
     (
@@ -347,8 +376,12 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: Some("PodPortForwardOptions"),
             connect: true,
+            subpath: false,
         },
     ),
+    ("", "pods", proxy("PodProxyOptions")),
+    ("", "services", proxy("ServiceProxyOptions")),
+    ("", "nodes", proxy("NodeProxyOptions")),
     (
         "certificates.k8s.io",
         "certificatesigningrequests",
@@ -359,6 +392,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: Some(&["status", "conditions"]),
             options: None,
             connect: false,
+            subpath: false,
         },
     ),
     (
@@ -371,6 +405,7 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             part: None,
             options: None,
             connect: false,
+            subpath: false,
         },
     ),
 ];

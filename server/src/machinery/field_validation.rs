@@ -307,53 +307,87 @@ fn walk(node: Node<'_>, value: &mut Value, path: &str, parent_type: &str, lenien
     }
 }
 
-/// Why apimachinery's unstructured converter could not turn `obj` (a built-in object of type
-/// `rt`, as a strategic merge patch left it) into its Go type, in its words; `None` when it
-/// can, or when the first wrong type is one it converts through JSON.
-pub fn conversion_error(rt: &ResourceType, obj: &Value) -> Option<String> {
-    let root = schemas().kind(rt)?;
+/// What walking a whole object against its type's schema found: [`inspect`] walks it once,
+/// then the caller asks what a strategic merge patch's converter would say
+/// ([`Inspection::conversion_error`]) and what the request's field validation decides
+/// ([`Inspection::verdict`]).
+pub struct Inspection {
+    findings: Findings,
+    /// Whether the type has a schema to walk (without one there is nothing to judge).
+    schema: bool,
+}
+
+/// Walks `obj` (a whole object of type `rt`) against its schema once: unknown fields are
+/// removed from it and quantities written as kube stores them; what was wrong is kept.
+pub fn inspect(rt: &ResourceType, obj: &mut Value) -> Inspection {
     let mut findings = Findings::default();
-    walk(root, &mut obj.clone(), "", "", rt.custom.is_some(), &mut findings);
-    findings.conversion
+    let root = schemas().kind(rt);
+    if let Some(root) = root {
+        walk(root, obj, "", "", rt.custom.is_some(), &mut findings);
+    }
+    Inspection {
+        findings,
+        schema: root.is_some(),
+    }
+}
+
+impl Inspection {
+    /// Why apimachinery's unstructured converter could not turn the object (as a strategic
+    /// merge patch left it) into its Go type, in its words; `None` when it can, or when the
+    /// first wrong type is one it converts through JSON.
+    pub fn conversion_error(&self) -> Option<&str> {
+        self.findings.conversion.as_deref()
+    }
+
+    /// What the request's field validation (`directive`) decides, given the duplicates found
+    /// while parsing the object: a wrong type, or any problem under `Strict`, refuses it; under
+    /// `Warn` the problems are the warnings to send. A type without a schema passes.
+    pub fn verdict(
+        self,
+        rt: &ResourceType,
+        duplicates: &[String],
+        directive: Directive,
+    ) -> ApiResult<Vec<String>> {
+        if !self.schema {
+            return Ok(Vec::new());
+        }
+        let findings = self.findings;
+        let cannot_handle = |detail: String| {
+            ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {detail}",
+                kind = rt.kind,
+                version = rt.version
+            ))
+        };
+        if let Some(wrong) = findings.wrong_type {
+            return Err(cannot_handle(wrong));
+        }
+        let mut problems: Vec<String> = duplicates
+            .iter()
+            .map(|d| format!("duplicate field \"{d}\""))
+            .collect();
+        problems.extend(findings.unknown.iter().map(|u| format!("unknown field \"{u}\"")));
+        match directive {
+            Directive::Strict if !problems.is_empty() => Err(cannot_handle(format!(
+                "strict decoding error: {}",
+                problems.join(", ")
+            ))),
+            Directive::Warn => Ok(problems),
+            _ => Ok(Vec::new()),
+        }
+    }
 }
 
 /// Checks `obj` (a whole object of type `rt`) against its schema under `directive`, given the
-/// duplicates found while parsing it. Unknown fields are removed from `obj` unless the request
-/// is refused. Returns the warnings to send (`Warn` only).
+/// duplicates found while parsing it ([`inspect`], then [`Inspection::verdict`]). Returns the
+/// warnings to send (`Warn` only).
 pub fn check(
     rt: &ResourceType,
     obj: &mut Value,
     duplicates: &[String],
     directive: Directive,
 ) -> ApiResult<Vec<String>> {
-    let Some(root) = schemas().kind(rt) else {
-        return Ok(Vec::new());
-    };
-    let mut findings = Findings::default();
-    walk(root, obj, "", "", rt.custom.is_some(), &mut findings);
-    let cannot_handle = |detail: String| {
-        ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {detail}",
-            kind = rt.kind,
-            version = rt.version
-        ))
-    };
-    if let Some(wrong) = findings.wrong_type {
-        return Err(cannot_handle(wrong));
-    }
-    let mut problems: Vec<String> = duplicates
-        .iter()
-        .map(|d| format!("duplicate field \"{d}\""))
-        .collect();
-    problems.extend(findings.unknown.iter().map(|u| format!("unknown field \"{u}\"")));
-    match directive {
-        Directive::Strict if !problems.is_empty() => Err(cannot_handle(format!(
-            "strict decoding error: {}",
-            problems.join(", ")
-        ))),
-        Directive::Warn => Ok(problems),
-        _ => Ok(Vec::new()),
-    }
+    inspect(rt, obj).verdict(rt, duplicates, directive)
 }
 
 #[cfg(test)]

@@ -487,14 +487,13 @@ pub async fn patch(
         let cur = current.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &n))?;
         let mut next = cur.obj.clone();
         patch.apply(&mut next, schema)?;
-        if let Patch::Strategic(doc) = &patch {
+        let inspection = field_validation::inspect(&rt, &mut next);
+        if let (Patch::Strategic(doc), Some(why)) = (&patch, inspection.conversion_error()) {
             // kube-apiserver converts a strategic merge patch's result from a map to the Go
             // type, and answers that converter's refusals as an invalid patch.
-            if let Some(why) = field_validation::conversion_error(&rt, &next) {
-                return Err(ApiError::invalid_patch(doc, &why));
-            }
+            return Err(ApiError::invalid_patch(doc, why));
         }
-        *found = field_validation::check(&rt, &mut next, &[], directive)?;
+        *found = inspection.verdict(&rt, &[], directive)?;
         if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }

@@ -517,6 +517,43 @@ mod tests {
         );
     }
 
+    /// A backend's redirect as kube's proxy transport rewrites it: on the backend or on no
+    /// host it goes through the proxy; on the host the client asked it keeps that host; a
+    /// path already under the proxy, a relative path and another host are left alone.
+    #[test]
+    fn redirects_are_rewritten_to_go_through_the_proxy() {
+        let prefix = "/api/v1/namespaces/ns/pods/web/proxy";
+        let backend = "10.0.0.5:8080";
+        let asked = "kuberaft:6443";
+        let cases = [
+            (
+                "/login?next=%2F",
+                "/api/v1/namespaces/ns/pods/web/proxy/login?next=%2F",
+            ),
+            (
+                "http://10.0.0.5:8080/a/b/#top",
+                "/api/v1/namespaces/ns/pods/web/proxy/a/b/#top",
+            ),
+            (
+                "https://kuberaft:6443/x",
+                "https://kuberaft:6443/api/v1/namespaces/ns/pods/web/proxy/x",
+            ),
+            (
+                "/api/v1/namespaces/ns/pods/web/proxy/y",
+                "/api/v1/namespaces/ns/pods/web/proxy/y",
+            ),
+            ("login", "login"),
+            ("https://example.com/z", "https://example.com/z"),
+        ];
+        for (location, want) in cases {
+            assert_eq!(
+                rewrite_location(location, backend, asked, prefix),
+                want,
+                "{location}"
+            );
+        }
+    }
+
     #[test]
     fn a_value_kube_cannot_convert_is_its_bad_request() {
         let e = options("", "v1", "PodPortForwardOptions", &pairs("ports=http")).unwrap_err();

@@ -146,6 +146,7 @@
 //! and managed fields (server-side apply), strategic merge, the OpenAPI definitions of the
 //! built-in types, schemas and field validation, selectors, the protobuf and CBOR codecs,
 //! resource quantities and a pod's QoS class (`qos`), Kubernetes' version order (`version`),
+//! Go's and kube's address rules (`net`: global unicast, `[scheme:]name[:port]`),
 //! body decoding, and `ApiError` (the `Status` error type). *Invariant:* no I/O and no state;
 //! imports only `scheme`.
 //!

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::machinery::meta::Causes;
+use crate::machinery::net::join_host_port;
 use crate::registry::strategy::{Location, Via};
 use crate::registry::ResourceRequest;
 use crate::store::{keys, Store};
@@ -150,11 +151,7 @@ fn container(pod: &Value, name: &str, wanted: &str) -> ApiResult<String> {
 /// `host:port` of the kubelet of `node`.
 async fn kubelet_of(store: &Store, node: &str) -> ApiResult<String> {
     let (address, port) = kubelet_address(store, node).await?;
-    Ok(if address.contains(':') {
-        format!("[{address}]:{port}")
-    } else {
-        format!("{address}:{port}")
-    })
+    Ok(join_host_port(&address, &port.to_string()))
 }
 
 /// The host and port of the kubelet of `node` (kube's `NodeConnectionInfoGetter`): the first

@@ -2253,3 +2253,141 @@ async fn proxies_reach_pods_services_and_nodes() {
         ),
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_resized_in_place_through_their_subresource() {
+    let k = Kube::start().await;
+    k.ok("node-1", &["create", "namespace", "rz"]);
+    k.wait_namespace_populated("rz").await;
+    let limits = "apiVersion: v1\nkind: LimitRange\nmetadata: {name: cap, namespace: rz}\n\
+                  spec:\n  limits:\n  - type: Container\n    max: {cpu: \"1\"}\n";
+    k.ok("node-1", &["create", "-f", &k.manifest("cap.yaml", limits)]);
+    let pod = r#"apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: rz}
+spec:
+  containers:
+  - name: c
+    image: nginx
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+      limits: {cpu: 200m, memory: 128Mi}
+"#;
+    k.ok("node-2", &["create", "-f", &k.manifest("app.yaml", pod)]);
+    let resize = |context: &str, patch: &str| {
+        k.kubectl(
+            context,
+            &[
+                "patch",
+                "pod",
+                "app",
+                "-n",
+                "rz",
+                "--subresource=resize",
+                "-p",
+                patch,
+            ],
+        )
+    };
+
+    // The containers' cpu and memory change in place: the pod moves to its next generation, and
+    // the change is the resizing manager's, recorded for the subresource.
+    let (ok, out, err) = resize(
+        "node-3",
+        r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m","memory":"256Mi"}}}]}}"#,
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "pod/app patched");
+    let resized = k.json(
+        "node-1",
+        &["get", "pod", "app", "-n", "rz", "--show-managed-fields"],
+    );
+    assert_eq!(
+        resized["spec"]["containers"][0]["resources"],
+        json!({"requests": {"cpu": "150m", "memory": "64Mi"}, "limits": {"cpu": "300m", "memory": "256Mi"}})
+    );
+    assert_eq!(resized["metadata"]["generation"], 2);
+    assert_eq!(resized["status"]["qosClass"], "Burstable");
+    let entries = resized["metadata"]["managedFields"].as_array().unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["manager"] == "kubectl-patch" && e["subresource"] == "resize"),
+        "{entries:?}"
+    );
+    // The subresource reads as the pod.
+    let (ok, raw, err) = k.kubectl(
+        "node-2",
+        &["get", "--raw", "/api/v1/namespaces/rz/pods/app/resize"],
+    );
+    assert!(ok, "{err}");
+    let read: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(
+        (&read["kind"], &read["metadata"]["generation"]),
+        (&json!("Pod"), &json!(2))
+    );
+
+    // Anything but resources written through it is left as it was: nothing to store.
+    let (ok, out, err) = resize(
+        "node-2",
+        r#"{"metadata":{"labels":{"x":"y"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#,
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "pod/app patched (no change)");
+    let same = k.json("node-3", &["get", "pod", "app", "-n", "rz"]);
+    assert_eq!(same["spec"]["containers"][0]["image"], "nginx");
+    assert_eq!(
+        same["metadata"]["resourceVersion"],
+        resized["metadata"]["resourceVersion"]
+    );
+
+    // A plain update may not resize; what a resize may not do is refused as kube refuses it.
+    k.refused(
+        "node-1",
+        &[
+            "patch",
+            "pod",
+            "app",
+            "-n",
+            "rz",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"120m"}}}]}}"#,
+        ],
+        "pod updates may not change fields other than",
+    );
+    let refusals = [
+        (
+            r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"ephemeral-storage":"1Gi"}}}]}}"#,
+            "The Pod \"app\" is invalid: spec: Forbidden: only cpu and memory resources are mutable",
+        ),
+        (
+            r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":null}}}]}}"#,
+            "spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed",
+        ),
+        (
+            r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"300m","memory":"256Mi"}}}]}}"#,
+            "spec: Invalid value: \"Burstable\": Pod QOS Class may not change as a result of resizing",
+        ),
+        (
+            r#"{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"400m"}}}]}}"#,
+            "spec.containers[0].resources.requests: Invalid value: \"400m\": must be less than or equal to cpu limit of 300m",
+        ),
+        (
+            r#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"2"}}}]}}"#,
+            "pods \"app\" is forbidden: maximum cpu usage per Container is 1, but limit is 2",
+        ),
+        (
+            r#"{"spec":{"containers":[{"name":"c","resizePolicy":[{"resourceName":"gpu","restartPolicy":"NotRequired"}]}]}}"#,
+            "spec.containers[0].resizePolicy: Unsupported value: \"gpu\": supported values: \"cpu\", \"memory\"",
+        ),
+    ];
+    for (i, (patch, message)) in refusals.iter().enumerate() {
+        let (ok, _, err) = resize(["node-1", "node-2", "node-3"][i % 3], patch);
+        assert!(!ok && err.contains(message), "{patch}: {err}");
+    }
+    let after = k.json("node-2", &["get", "pod", "app", "-n", "rz"]);
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        resized["metadata"]["resourceVersion"]
+    );
+}

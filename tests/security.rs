@@ -72,6 +72,23 @@ async fn kubectl_whoami_and_can_i_tell_the_truth_for_every_kind_of_user() {
         (&ed, &["create", "configmaps", "-n", "default"], false),
         (&ed, &["create", "rolebindings", "-n", "shop"], false),
         (&ed, &["list", "nodes"], false),
+        (&ed, &["create", "pods", "--subresource=exec", "-n", "shop"], true),
+        (
+            &ed,
+            &["get", "services", "--subresource=proxy", "-n", "shop"],
+            true,
+        ),
+        (
+            &ed,
+            &["create", "pods", "--subresource=portforward", "-n", "shop"],
+            true,
+        ),
+        (&vi, &["get", "pods", "--subresource=log", "-n", "shop"], true),
+        (
+            &vi,
+            &["create", "pods", "--subresource=exec", "-n", "shop"],
+            false,
+        ),
         (&vi, &["list", "configmaps", "-n", "shop"], true),
         (&vi, &["watch", "pods", "-n", "shop"], true),
         (&vi, &["create", "configmaps", "-n", "shop"], false),

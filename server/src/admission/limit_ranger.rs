@@ -89,14 +89,21 @@ impl Validating for LimitRanger {
     }
 }
 
-/// Creates of pods, and creates and updates of claims (a pod's containers cannot change).
+/// Creates of pods, resizes of their containers (`pods/resize`), and creates and updates of
+/// claims (nothing else changes a pod's containers).
 fn applies(attrs: &Attributes<'_>) -> bool {
-    if !attrs.group.is_empty() || attrs.subresource.is_some() {
+    if !attrs.group.is_empty() {
         return false;
     }
     matches!(
-        (attrs.resource, attrs.operation),
-        ("pods", Operation::Create) | ("persistentvolumeclaims", Operation::Create | Operation::Update)
+        (attrs.resource, attrs.subresource, attrs.operation),
+        ("pods", None, Operation::Create)
+            | ("pods", Some("resize"), Operation::Update)
+            | (
+                "persistentvolumeclaims",
+                None,
+                Operation::Create | Operation::Update
+            )
     )
 }
 

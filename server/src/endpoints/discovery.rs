@@ -733,6 +733,7 @@ mod tests {
                 "log",
                 "portforward",
                 "proxy",
+                "resize",
                 "status"
             ]
         );

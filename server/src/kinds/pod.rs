@@ -84,6 +84,19 @@ impl Strategy for Pod {
         POD.validate(rt, old, obj)
     }
 
+    fn validate_update(
+        &self,
+        rt: &ResourceType,
+        subresource: Option<&str>,
+        old: &Value,
+        obj: &Value,
+    ) -> ApiResult<()> {
+        match subresource {
+            Some("resize") => validation::validate_pod_resize(rt, old, obj),
+            _ => POD.validate(rt, Some(old), obj),
+        }
+    }
+
     fn gc_policy(&self) -> GcPolicy {
         POD.gc_policy()
     }
@@ -92,7 +105,9 @@ impl Strategy for Pod {
         POD.returns_deleted_object
     }
 
-    /// `ephemeralcontainers`: the new ones defaulted and checked, the existing ones unchanged.
+    /// `ephemeralcontainers`: the new ones defaulted and checked, the existing ones unchanged;
+    /// `resize`: only the containers' resources and resize policies taken (checked with the
+    /// pod, see [`Strategy::validate_update`]).
     fn update_subresource(
         &self,
         rt: &ResourceType,
@@ -100,6 +115,11 @@ impl Strategy for Pod {
         old: &Value,
         new: &mut Value,
     ) -> ApiResult<()> {
+        if subresource == "resize" {
+            defaults::apply(rt, new);
+            keep_only_resize(old, new);
+            return Ok(());
+        }
         if subresource != "ephemeralcontainers" {
             return Ok(());
         }
@@ -141,6 +161,49 @@ impl Strategy for Pod {
             Some("proxy") => Box::pin(proxy::pod(store, req)),
             _ => Box::pin(connect::location(store, req, options)),
         })
+    }
+}
+
+/// A resize of `old` into `new` (whose spec is the one the client wrote) as kube's resize
+/// strategy prepares it: `old`'s spec with only its containers' and init containers' resources
+/// and resize policies taken from `new` — unless a container was added, removed, renamed or
+/// reordered, which leaves `new`'s spec whole for the resize rules to refuse. A spec that
+/// changes moves the pod to its next generation.
+fn keep_only_resize(old: &Value, new: &mut Value) {
+    const TAKEN: [&str; 2] = ["resources", "resizePolicy"];
+    let same_containers = ["containers", "initContainers"].iter().all(|list| {
+        let (before, after) = (&old["spec"][*list], &new["spec"][*list]);
+        let names = |v: &Value| {
+            v.as_array()
+                .map(|items| items.iter().map(|c| c["name"].clone()).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        names(before) == names(after)
+    });
+    if same_containers {
+        let mut spec = old["spec"].clone();
+        for list in ["containers", "initContainers"] {
+            let written = new["spec"][list].as_array().cloned().unwrap_or_default();
+            let Some(items) = spec.get_mut(list).and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for (item, w) in items.iter_mut().zip(written) {
+                let Some(item) = item.as_object_mut() else {
+                    continue;
+                };
+                for field in TAKEN {
+                    match w.get(field) {
+                        Some(v) => item.insert(field.to_string(), v.clone()),
+                        None => item.remove(field),
+                    };
+                }
+            }
+        }
+        new["spec"] = spec;
+    }
+    if new["spec"] != old["spec"] {
+        let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
+        new["metadata"]["generation"] = json!(generation + 1);
     }
 }
 

@@ -130,6 +130,19 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// Checks an update of `old` into `obj` through `subresource` (`None`: the main resource).
+    /// A subresource with rules of its own (a pod's `resize`) checks them in place of an
+    /// update's; any other is checked as an update.
+    fn validate_update(
+        &self,
+        rt: &ResourceType,
+        _subresource: Option<&str>,
+        old: &Value,
+        obj: &Value,
+    ) -> ApiResult<()> {
+        self.validate(rt, Some(old), obj)
+    }
+
     /// Converts `objects` (whole objects of this type, none of them in `api_version`) to
     /// `api_version` when the type converts between its versions through a webhook; `None`
     /// when it does not (the scheme's own conversion applies). `list`: they are a list's items.

@@ -54,7 +54,7 @@ pub(super) async fn guaranteed_update(
                 admission::chain().admit(store, &attrs, &mut next).await?;
                 // An object on its way out may only lose finalizers; anything else is checked.
                 if meta_str(&next, "deletionTimestamp").is_none() {
-                    strategy::of(rt).validate(rt, Some(&cur.obj), &next)?;
+                    strategy::of(rt).validate_update(rt, req.subresource.as_deref(), &cur.obj, &next)?;
                 }
                 admission::chain().validate(store, &attrs, &next).await?;
                 check_grant(req, &next, Some(&cur.obj))?;

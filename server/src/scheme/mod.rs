@@ -379,6 +379,21 @@ const OTHER_SUBRESOURCES: &[(&str, &str, Subresource<'static>)] = &[
             subpath: false,
         },
     ),
+    (
+        "",
+        "pods",
+        Subresource {
+            name: "resize",
+            kind: ("", "v1", "Pod"),
+            verbs: SUBRESOURCE_VERBS,
+            // The spec is taken whole; the pod's strategy keeps only its containers'
+            // resources and resize policies from it.
+            part: Some(&["spec"]),
+            options: None,
+            connect: false,
+            subpath: false,
+        },
+    ),
     ("", "pods", proxy("PodProxyOptions")),
     ("", "services", proxy("ServiceProxyOptions")),
     ("", "nodes", proxy("NodeProxyOptions")),

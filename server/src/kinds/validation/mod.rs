@@ -18,6 +18,7 @@ mod label_selector;
 mod namespace;
 mod node;
 pub mod pod;
+mod pod_resize;
 mod pv_sources;
 mod rbac;
 mod resources;
@@ -255,7 +256,21 @@ const RULES: &[Rules] = &[
 /// Checks a write of the built-in object `obj` (over `old`, for an update): `422` naming every
 /// problem.
 pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
-    let causes = causes(rt, old, obj);
+    refuse_for(rt, obj, causes(rt, old, obj))
+}
+
+/// A resize of a pod's containers through `pods/resize` (`old` into `new`): the pod checked as
+/// a pod, then [`pod_resize`]'s rules in place of an update's.
+pub fn validate_pod_resize(rt: &ResourceType, old: &Value, new: &Value) -> ApiResult<()> {
+    let causes = match pod_resize::refused_outright(old) {
+        Some(cause) => vec![cause],
+        None => causes_with(rt, new, |causes| pod_resize::resize(old, new, causes)),
+    };
+    refuse_for(rt, new, causes)
+}
+
+/// `Ok` without causes, else kube's `422` naming `obj`.
+fn refuse_for(rt: &ResourceType, obj: &Value, causes: Causes) -> ApiResult<()> {
     if causes.is_empty() {
         return Ok(());
     }
@@ -263,22 +278,40 @@ pub fn validate(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> ApiResul
     Err(ApiError::invalid(&rt.group, &rt.kind, name, &causes))
 }
 
-/// Every problem with `obj`: the kind's rules first, then what its schema requires where the
-/// rules said nothing of that field (they word it as kube does for the kind), nor of that
-/// duplicate.
+/// Every problem with `obj` (on an update, against the stored `old`).
 fn causes(rt: &ResourceType, old: Option<&Value>, obj: &Value) -> Causes {
+    let rules = RULES
+        .iter()
+        .find(|r| r.group == &*rt.group && r.kind == &*rt.kind);
+    causes_with(rt, obj, |causes| match (rules, old) {
+        (
+            Some(Rules {
+                update: Some(update), ..
+            }),
+            Some(old),
+        ) => update(old, obj, causes),
+        (
+            Some(Rules {
+                create: Some(create), ..
+            }),
+            None,
+        ) => create(obj, causes),
+        _ => {}
+    })
+}
+
+/// Every problem with `obj`: the kind's rules of every write first, then `write`'s (the rules
+/// of this kind of write), then what its schema requires where the rules said nothing of that
+/// field (they word it as kube does for the kind), nor of that duplicate.
+fn causes_with(rt: &ResourceType, obj: &Value, write: impl FnOnce(&mut Causes)) -> Causes {
     let mut causes = Causes::new();
     if let Some(rules) = RULES
         .iter()
         .find(|r| r.group == &*rt.group && r.kind == &*rt.kind)
     {
         (rules.object)(obj, &mut causes);
-        match (old, rules.update, rules.create) {
-            (Some(old), Some(update), _) => update(old, obj, &mut causes),
-            (None, _, Some(create)) => create(obj, &mut causes),
-            _ => {}
-        }
     }
+    write(&mut causes);
     if let Some(root) = schemas().builtin(&rt.group, &rt.version, &rt.kind) {
         for (field, message) in schema::check(root, obj) {
             let named = renamed(rt, &field);

@@ -62,6 +62,7 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Causes) {
     for (i, c) in containers.iter().enumerate() {
         let here = format!("{at}[{i}]");
         container(c, &here, &volumes, host_users, true, causes);
+        resize_policy(c, &here, str_of(spec, "restartPolicy"), causes);
         let name = str_of(c, "name");
         if !names.insert(name) {
             causes.push((
@@ -315,6 +316,44 @@ fn container(
     for (field, once) in PROBES.iter().filter(|_| probed) {
         if let Some(p) = c.get(*field).filter(|p| p.is_object()) {
             probe(p, &format!("{path}.{field}"), *once, causes);
+        }
+    }
+}
+
+/// kube's `validateResizePolicy` for a container at `path` of a pod restarted by
+/// `restart_policy`: one policy per resource, each for cpu or memory, and none restarting a
+/// container of a pod that is never restarted.
+fn resize_policy(c: &Value, path: &str, restart_policy: &str, causes: &mut Causes) {
+    let at = format!("{path}.resizePolicy");
+    let mut seen = HashSet::new();
+    for (i, p) in list_of(c, "resizePolicy").iter().enumerate() {
+        let (resource, policy) = (str_of(p, "resourceName"), str_of(p, "restartPolicy"));
+        if !seen.insert(resource) {
+            causes.push((
+                format!("{at}[{i}]"),
+                format!("Duplicate value: {}", go_quote(resource)),
+            ));
+        }
+        match resource {
+            "" => causes.push((at.clone(), "Required value".to_string())),
+            "cpu" | "memory" => {}
+            other => causes.push((at.clone(), super::not_supported(other, &["cpu", "memory"]))),
+        }
+        match policy {
+            "" => causes.push((at.clone(), "Required value".to_string())),
+            "NotRequired" => {}
+            "RestartContainer" if restart_policy == "Never" => causes.push((
+                at.clone(),
+                format!(
+                    "Invalid value: {}: must be 'NotRequired' when `restartPolicy` is 'Never'",
+                    go_quote(policy)
+                ),
+            )),
+            "RestartContainer" => {}
+            other => causes.push((
+                at.clone(),
+                super::not_supported(other, &["NotRequired", "RestartContainer"]),
+            )),
         }
     }
 }

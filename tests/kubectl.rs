@@ -1986,6 +1986,16 @@ async fn redirect() -> Response {
         .unwrap()
 }
 
+/// A backend's HTML page, with links to its own paths, a relative one and another host's.
+async fn page() -> Response {
+    Response::builder()
+        .header("content-type", "text/html; charset=utf-8")
+        .body(axum::body::Body::from(
+            r#"<html><head><script src="/app.js"></script></head><body><a href="/echo/next">next</a> <a href="rel">rel</a> <a href="http://example.com/x">away</a><p>/echo/text</p></body></html>"#,
+        ))
+        .unwrap()
+}
+
 /// An address of this host other than loopback (the proxies refuse loopback addresses, as
 /// kube's do): the one its route to the outside leaves from.
 fn host_ip() -> String {
@@ -2001,8 +2011,8 @@ fn host_ip() -> String {
 /// the pod at its IP (the port named, or its first container port), a Service's endpoint that
 /// is its pod (a port number turned into the port's name), a node's kubelet (with the replicas'
 /// kubelet client certificate) or another port of the node; the path after `proxy` and the
-/// query go along, the caller's credentials do not; a redirect comes back rewritten to go
-/// through the proxy; and kube's errors for an address it will not proxy to, a Service with no
+/// query go along, the caller's credentials do not; a redirect and an HTML page's links come
+/// back rewritten to go through the proxy; and kube's errors for an address it will not proxy to, a Service with no
 /// such port or no endpoints, and a backend that is down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxies_reach_pods_services_and_nodes() {
@@ -2013,6 +2023,7 @@ async fn proxies_reach_pods_services_and_nodes() {
             .route("/", any(|| async { "root" }))
             .route("/echo/{*rest}", any(echo))
             .route("/redirect", any(redirect))
+            .route("/page", any(page))
     };
     let (port, _backend) = spawn_server(app(), None, "0.0.0.0");
     let ns = "/api/v1/namespaces/default";
@@ -2107,6 +2118,30 @@ async fn proxies_reach_pods_services_and_nodes() {
         format!("{ns}/pods/web/proxy/echo/after?from=redirect").as_str()
     );
     assert!(r.headers().get("access-control-allow-origin").is_none());
+    // An OPTIONS request is passed on as any other.
+    let r = plain
+        .request(
+            reqwest::Method::OPTIONS,
+            k.url(2, &format!("{ns}/pods/web/proxy/echo/opt")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let got: Value = r.json().await.unwrap();
+    assert_eq!(
+        (&got["method"], &got["path"]),
+        (&json!("OPTIONS"), &json!("/echo/opt"))
+    );
+    // An HTML page's links to the backend's own paths go through the proxy as well.
+    let html = k.ok("node-3", &["get", "--raw", &format!("{ns}/pods/web/proxy/page")]);
+    let p = format!("{ns}/pods/web/proxy");
+    assert_eq!(
+        html,
+        format!(
+            r#"<html><head><script src="{p}/app.js"></script></head><body><a href="{p}/echo/next">next</a> <a href="rel">rel</a> <a href="http://example.com/x">away</a><p>/echo/text</p></body></html>"#
+        )
+    );
 
     // A Service: by port name, or by number turned into the name; only to endpoints that are
     // their pods.

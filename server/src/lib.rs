@@ -169,7 +169,8 @@
 //! connection upgrades joined through (kube's upgrade-aware proxy): used by `aggregator` and by
 //! `endpoints::connect` (a pod's `exec`, `attach`, `portforward`, to its kubelet, with the
 //! kubelet client of `proxy::kubelet`; the proxies of pods, Services and nodes, with kube's
-//! proxy transport there too). *Invariant:* knows HTTP only: no store, user or
+//! proxy transport there too, and `proxy::html` rewriting the links of the HTML pages they
+//! pass back). *Invariant:* knows HTTP only: no store, user or
 //! resource.
 //!
 //! **`config`** — the replica's config file (`ServeConfig`), used by `server`, `cli` and by the

@@ -319,8 +319,8 @@ fn rewrite_location(location: &str, backend: &str, asked: &str, prefix: &str) ->
 /// subresource: to the path after the subresource (`subpath`, a trailing slash kept) with the
 /// request's query, headers (but for its credentials and connection) and body, the client's
 /// `Host` kept and `X-Forwarded-For` and `X-Forwarded-Uri` added; the answer comes back as it
-/// is but for its CORS headers and a redirect rewritten to go through the proxy
-/// (`prefix`). A request for the subresource itself without a trailing slash is redirected
+/// is but for its CORS headers, and a redirect or the links of an HTML page rewritten to go
+/// through the proxy (`prefix`). A request for the subresource itself without a trailing slash is redirected
 /// to the same with one; a backend that cannot be reached is kube's `503`.
 async fn pass_on(
     api: &Api,
@@ -405,8 +405,11 @@ async fn pass_on(
         if let Ok(v) = HeaderValue::from_str(&rewritten) {
             headers.insert(header::LOCATION, v);
         }
+        return Ok(response);
     }
-    Ok(response)
+    let (backend, asked, prefix) = (backend.to_string(), asked.to_string(), prefix.to_string());
+    let links = Arc::new(move |link: &str| rewrite_location(link, &backend, &asked, &prefix));
+    Ok(proxy::html::rewrite_links(response, links))
 }
 
 /// A `200` of `text/plain`, as kube streams a location.

@@ -259,6 +259,8 @@ async fn serve(api: &Api, request: Request) -> ApiResult<Response> {
                 delete::delete(store, &req, &opts).await?
             }
         }
+        // Only a proxy passes a method kube has no verb for, and proxies were served above.
+        Verb::Unnamed => return Err(ApiError::method_not_allowed()),
         Verb::DeleteCollection => {
             let bytes = read_body(&parts.headers, body).await?;
             let bytes = json_body(&content_type(&parts.headers), bytes)?;

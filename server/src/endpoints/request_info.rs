@@ -90,6 +90,9 @@ pub enum Verb {
     Delete,
     /// DELETE of a collection.
     DeleteCollection,
+    /// A method kube has no verb for (an `OPTIONS` passed on through a proxy): authorized as
+    /// the empty verb, which only a rule for every verb (`*`) grants.
+    Unnamed,
 }
 
 impl Verb {
@@ -104,6 +107,7 @@ impl Verb {
             Verb::Patch => "patch",
             Verb::Delete => "delete",
             Verb::DeleteCollection => "deletecollection",
+            Verb::Unnamed => "",
         }
     }
 }
@@ -126,8 +130,9 @@ impl ResourceRequest {
         let verb = match (method, self.name.is_some()) {
             (&Method::GET, _) if watch => Verb::Watch,
             (&Method::GET, true) => Verb::Get,
-            // A proxy passes a HEAD on, as a `get`.
+            // A proxy passes a HEAD on, as a `get`, and an OPTIONS, as no verb at all.
             (&Method::HEAD, true) if self.proxied() => Verb::Get,
+            (&Method::OPTIONS, true) if self.proxied() => return Ok(Verb::Unnamed),
             (&Method::GET, false) => Verb::List,
             (&Method::POST, false) => Verb::Create,
             // A subresource that is created (a ServiceAccount's token).
@@ -338,6 +343,13 @@ mod tests {
                 false,
                 Ok(Verb::Create),
             ),
+            (
+                M::OPTIONS,
+                "/api/v1/nodes/n/proxy/metrics".into(),
+                false,
+                Ok(Verb::Unnamed),
+            ),
+            (M::OPTIONS, format!("{cm}/x"), false, Err(405)),
             (
                 M::DELETE,
                 "/api/v1/nodes/n/proxy/metrics".into(),

@@ -8,6 +8,7 @@
 //!
 //! *Invariant:* knows HTTP only: no store, no user, no resource.
 
+pub mod html;
 pub mod kubelet;
 
 use std::pin::Pin;

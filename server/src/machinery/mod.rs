@@ -8,6 +8,7 @@ pub mod age;
 pub mod cbor;
 pub mod decode;
 pub mod definitions;
+pub mod duration;
 pub mod errors;
 pub mod field_path;
 pub mod field_validation;

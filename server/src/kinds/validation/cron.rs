@@ -12,6 +12,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::str_of;
+use crate::machinery::duration::parse_duration;
 use crate::machinery::errors::go_quote;
 use crate::machinery::meta::Causes;
 
@@ -178,22 +179,11 @@ fn descriptor(spec: &str) -> Result<(), String> {
         return Ok(());
     }
     match spec.strip_prefix("@every ") {
-        Some(duration) if go_duration(duration) => Ok(()),
-        Some(duration) => Err(format!(
-            "failed to parse duration {spec}: time: invalid duration {}",
-            go_quote(duration)
-        )),
+        Some(every) => parse_duration(every)
+            .map(|_| ())
+            .map_err(|e| format!("failed to parse duration {spec}: {e}")),
         None => Err(format!("unrecognized descriptor: {spec}")),
     }
-}
-
-/// Whether Go's `time.ParseDuration` reads `s`: numbers (decimals allowed) each with a unit,
-/// optionally signed, or `0`.
-fn go_duration(s: &str) -> bool {
-    static DURATION: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$").expect("valid pattern")
-    });
-    s == "0" || DURATION.is_match(s)
 }
 
 /// robfig/cron's `getRange` of one comma-separated part of a field.

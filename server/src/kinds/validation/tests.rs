@@ -1374,7 +1374,15 @@ fn cron_schedules_and_time_zones_follow_kube() {
         ("@fortnightly", "unrecognized descriptor: @fortnightly"),
         (
             "@every 5x",
-            "failed to parse duration @every 5x: time: invalid duration \"5x\"",
+            "failed to parse duration @every 5x: time: unknown unit \"x\" in duration \"5x\"",
+        ),
+        (
+            "@every 5",
+            "failed to parse duration @every 5: time: missing unit in duration \"5\"",
+        ),
+        (
+            "@every 1h.",
+            "failed to parse duration @every 1h.: time: invalid duration \"1h.\"",
         ),
     ];
     for (schedule, why) in cases {

@@ -12,7 +12,6 @@
 //! 400 naming where in the object it happened.
 
 mod special;
-mod timefmt;
 pub mod transcode;
 pub mod wire;
 

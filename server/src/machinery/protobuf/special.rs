@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use super::timefmt;
 use super::transcode::{decode_message, encode_nested, integer, shape, utf8, MAX_DEPTH};
 use super::wire::{ProtoError, Reader, Reason, Result, Write, LEN, VARINT};
+use crate::machinery::duration;
 use crate::machinery::timestamp;
 
 const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.";
@@ -204,7 +204,7 @@ fn time(fields: &[(u32, Raw<'_>)], micro: bool) -> Result<Value> {
 
 #[inline(never)]
 fn duration(fields: &[(u32, Raw<'_>)]) -> Result<Value> {
-    Ok(Value::String(timefmt::format_duration(
+    Ok(Value::String(duration::format_duration(
         last_varint(fields, 1)? as i64
     )))
 }
@@ -277,7 +277,7 @@ pub fn encode(name: &str, v: &Value, depth: usize, out: &mut Vec<u8>) -> Result<
         Special::Time | Special::MicroTime => encode_time(v, out)?,
         Special::Duration => {
             let text = v.as_str().ok_or_else(|| shape("a duration string", v))?;
-            out.varint_field(1, timefmt::parse_duration(text).map_err(invalid)?);
+            out.varint_field(1, duration::parse_duration(text).map_err(invalid)?);
         }
         Special::IntOrString => encode_int_or_string(v, out)?,
         Special::Quantity => encode_quantity(v, out)?,

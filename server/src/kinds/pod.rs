@@ -261,7 +261,8 @@ mod tests {
         new["spec"]["ephemeralContainers"] = defaulted(json!([
             {"name": "dbg", "image": "busybox:2"},
             {"name": "app", "image": "x", "resources": {}, "ports": [{"containerPort": 80, "protocol": "TCP"}]},
-            {"name": "t", "targetContainerName": "nope"},
+            {"name": "t", "targetContainerName": "nope", "ports": [], "lifecycle": {},
+             "resources": {"limits": null}},
             {"name": "sc", "image": "x", "securityContext": {"runAsUser": -1},
              "volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "a"},
                               {"name": "w", "mountPath": "/w"}]},
@@ -277,6 +278,8 @@ mod tests {
                 "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container",
                 "spec.ephemeralContainers[2].image: Required value",
                 "spec.ephemeralContainers[2].targetContainerName: Not found: \"nope\"",
+                "spec.ephemeralContainers[2].ports: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[2].lifecycle: Forbidden: cannot be set for an Ephemeral Container",
                 "spec.ephemeralContainers[3].volumeMounts[1].name: Not found: \"w\"",
                 "spec.ephemeralContainers[3].securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
                 "spec.ephemeralContainers[3].volumeMounts[0].subPath: Forbidden: cannot be set for an Ephemeral Container",

@@ -167,12 +167,14 @@ pub fn ephemeral_containers(spec: &Value, causes: &mut Causes) {
             ));
         }
         for field in NOT_FOR_EPHEMERAL {
-            let set = c.get(field).is_some_and(|v| match v {
-                Value::Null => false,
-                Value::Object(o) => !o.is_empty(),
-                Value::Array(a) => !a.is_empty(),
+            // kube compares each field with its Go zero value: a list or a pointer (a probe,
+            // a hook) is set once present, even empty; `resources` (a struct) once one of
+            // its fields is.
+            let set = match (field, c.get(field)) {
+                (_, None | Some(Value::Null)) => false,
+                ("resources", Some(Value::Object(r))) => r.values().any(|v| !v.is_null()),
                 _ => true,
-            });
+            };
             if set {
                 causes.push((
                     format!("{here}.{field}"),

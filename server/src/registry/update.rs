@@ -138,20 +138,57 @@ pub(super) async fn guaranteed_update(
 /// either, and neither is when a manager last applied fields it already owned (kube stamps a
 /// managedFields entry's time only when its operation changes the object).
 fn unchanged(current: &Value, next: &Value) -> bool {
-    fn comparable(obj: &Value) -> Value {
-        let mut obj = obj.clone();
-        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-            if let Some(Value::Array(entries)) = meta.get_mut("managedFields") {
-                for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
-                    entry.remove("time");
-                }
-                entries.sort_by_cached_key(Value::to_string);
-            }
-        }
-        obj
+    members_equal(current, next, &[], |key, a, b| match key {
+        "metadata" => members_equal(a, b, &["resourceVersion"], |key, a, b| match key {
+            "managedFields" => same_managed_fields(a, b),
+            _ => a == b,
+        }),
+        _ => a == b,
+    })
+}
+
+/// Whether `a` and `b` have the same members but for those named in `aside`, each pair
+/// compared by `compare(name, a's, b's)`; values that are not both objects compare as they
+/// are. Nothing is cloned (this runs on every update of every object).
+fn members_equal(
+    a: &Value,
+    b: &Value,
+    aside: &[&str],
+    compare: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let kept = |m: &'_ serde_json::Map<String, Value>| {
+        m.iter().filter(|(k, _)| !aside.contains(&k.as_str())).count()
+    };
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !aside.contains(&k.as_str()))
+            .all(|(k, x)| b.get(k).is_some_and(|y| compare(k, x, y)))
+}
+
+/// Whether two `managedFields` lists hold the same entries in any order, each entry's `time`
+/// aside.
+fn same_managed_fields(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else {
+        return a == b;
+    };
+    let same_entry = |x: &Value, y: &Value| members_equal(x, y, &["time"], |_, x, y| x == y);
+    if a.len() != b.len() {
+        return false;
     }
-    comparable(current) == comparable(next)
+    if a.iter().zip(b).all(|(x, y)| same_entry(x, y)) {
+        return true;
+    }
+    let mut taken = vec![false; b.len()];
+    a.iter().all(|x| {
+        let found = (0..b.len()).find(|&i| !taken[i] && same_entry(x, &b[i]));
+        if let Some(i) = found {
+            taken[i] = true;
+        }
+        found.is_some()
+    })
 }
 
 /// Which part of the object a PUT or PATCH through `req` writes: the main resource, or the
@@ -510,6 +547,41 @@ pub async fn patch(
 #[cfg(test)]
 mod patch_tests {
     use super::*;
+
+    #[test]
+    fn an_update_is_unchanged_but_for_its_resource_version_and_managed_times() {
+        let entry =
+            |manager: &str, time: &str| json!({"manager": manager, "operation": "Update", "time": time});
+        let obj = json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "5",
+                          "labels": {"a": "1"},
+                          "managedFields": [entry("x", "t1"), entry("y", "t1")]},
+                          "spec": {"n": 1}});
+        let mut same = obj.clone();
+        same["metadata"]["resourceVersion"] = json!("6");
+        same["metadata"]["managedFields"] = json!([entry("y", "t2"), entry("x", "t3")]);
+        assert!(unchanged(&obj, &same));
+        if let Some(m) = same["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+        }
+        assert!(unchanged(&obj, &same));
+        for (path, value) in [
+            ("/spec/n", json!(2)),
+            ("/metadata/labels/a", json!("2")),
+            ("/metadata/managedFields/0/manager", json!("z")),
+            (
+                "/metadata/managedFields",
+                json!([entry("x", "t1"), entry("x", "t1")]),
+            ),
+            ("/metadata/managedFields", json!([entry("x", "t1")])),
+        ] {
+            let mut changed = obj.clone();
+            *changed.pointer_mut(path).unwrap() = value;
+            assert!(!unchanged(&obj, &changed), "{path}");
+        }
+        let mut extra = obj.clone();
+        extra["status"] = json!({});
+        assert!(!unchanged(&obj, &extra) && !unchanged(&extra, &obj));
+    }
 
     fn run(kind: PatchType, target: Value, patch: Value) -> ApiResult<Value> {
         let mut doc = target;

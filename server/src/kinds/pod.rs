@@ -183,7 +183,7 @@ fn keep_only_resize(old: &Value, new: &mut Value) {
     if same_containers {
         let mut spec = old["spec"].clone();
         for list in ["containers", "initContainers"] {
-            let written = new["spec"][list].as_array().cloned().unwrap_or_default();
+            let written = new["spec"][list].as_array().map_or(&[][..], Vec::as_slice);
             let Some(items) = spec.get_mut(list).and_then(Value::as_array_mut) else {
                 continue;
             };

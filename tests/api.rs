@@ -1548,32 +1548,19 @@ async fn stalled_create(
     tls
 }
 
-/// kube-apiserver's in-flight limits: beyond `maxMutatingRequestsInflight` executing writes a
-/// replica answers `429` with `Retry-After` at once; reads, lease writes, `system:masters`
-/// and the other replicas keep being served, and the refusals are counted in kube's series.
+/// kube-apiserver's in-flight limits (priority and fairness turned off): beyond
+/// `maxMutatingRequestsInflight` executing writes a replica answers `429` with `Retry-After`
+/// at once; reads, lease writes, `system:masters` and the other replicas keep being served,
+/// and the refusals are counted in kube's series.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_beyond_the_in_flight_limit_are_refused_with_429() {
     let k = Kube::start_with(Options {
         inflight: (8, 2),
+        priority_and_fairness: false,
         ..Options::default()
     })
     .await;
-    k.ok(
-        "node-1",
-        &[
-            "create",
-            "clusterrolebinding",
-            "alice-admin",
-            "--clusterrole=cluster-admin",
-            "--user=alice",
-        ],
-    );
-    let alice = k
-        .cluster
-        .http_builder_as("alice", &[])
-        .http1_only()
-        .build()
-        .unwrap();
+    let alice = k.cluster_admin("alice")();
     let configmap = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
     let create = |node: usize, name: &str| {
         let req = alice
@@ -1656,4 +1643,369 @@ async fn writes_beyond_the_in_flight_limit_are_refused_with_429() {
         }
     })
     .await;
+}
+
+/// The FlowSchema and priority level uids a response names.
+fn pf_headers(r: &reqwest::Response) -> (String, String) {
+    let h = |name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    (
+        h("X-Kubernetes-PF-FlowSchema-UID"),
+        h("X-Kubernetes-PF-PriorityLevel-UID"),
+    )
+}
+
+/// API Priority and Fairness, as kube-apiserver has it by default: kube's FlowSchemas and
+/// priority levels exist (a deleted suggested one comes back, a changed mandatory one is
+/// restored), each FlowSchema says whether its level exists, every response names the
+/// FlowSchema and level that took it, and a level's overflow waits in its queue, is refused
+/// with `429` once the queue is full (or at once by a level that does not queue), and runs
+/// when a seat frees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_and_fairness_classifies_queues_and_refuses() {
+    // Two seats per replica: a level with one share of 246 gets one.
+    let k = Kube::start_with(Options {
+        inflight: (1, 1),
+        ..Options::default()
+    })
+    .await;
+    let names = |kind: &str| -> Vec<String> {
+        let out = k.ok(
+            "node-1",
+            &["get", kind, "-o", "jsonpath={.items[*].metadata.name}"],
+        );
+        let mut names: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+        names.sort();
+        names
+    };
+    let want_schemas = [
+        "catch-all",
+        "exempt",
+        "global-default",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-system-service-accounts",
+        "probes",
+        "service-accounts",
+        "system-leader-election",
+        "system-node-high",
+        "system-nodes",
+    ];
+    let want_levels = [
+        "catch-all",
+        "exempt",
+        "global-default",
+        "leader-election",
+        "node-high",
+        "system",
+        "workload-high",
+        "workload-low",
+    ];
+    eventually(Duration::from_secs(30), || async {
+        let (schemas, levels) = (names("flowschemas"), names("prioritylevelconfigurations"));
+        if schemas == want_schemas && levels == want_levels {
+            Ok(())
+        } else {
+            Err(format!("{schemas:?} {levels:?}"))
+        }
+    })
+    .await;
+    // Every FlowSchema's level exists, and kubectl's MISSINGPL column says so.
+    eventually(Duration::from_secs(30), || async {
+        let table = k.ok("node-1", &["get", "flowschemas", "--no-headers"]);
+        let missing: Vec<&str> = table
+            .lines()
+            .filter(|l| l.split_whitespace().last() != Some("False"))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{missing:?}"))
+        }
+    })
+    .await;
+    let exempt: Value = serde_json::from_str(&k.ok(
+        "node-1",
+        &[
+            "get",
+            "flowschema",
+            "exempt",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        exempt["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
+        "true"
+    );
+    assert_eq!(
+        exempt["status"]["conditions"][0]["message"],
+        "This FlowSchema references the PriorityLevelConfiguration object named \"exempt\" and it exists"
+    );
+    let managers: Vec<&str> = exempt["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(
+        managers,
+        [
+            "api-priority-and-fairness-config-producer-v1",
+            "api-priority-and-fairness-config-consumer-v1"
+        ]
+    );
+
+    // The mandatory objects are fixed; the producer brings a deleted suggested object back and
+    // reverts a change to one whose annotation says it keeps it current.
+    let (ok, _, err) = k.kubectl(
+        "node-1",
+        &[
+            "patch",
+            "prioritylevelconfiguration",
+            "catch-all",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"limited":{"nominalConcurrencyShares":77}}}"#,
+        ],
+    );
+    assert!(
+        !ok && err.contains("spec of 'catch-all' must equal the fixed value"),
+        "{err}"
+    );
+    k.ok("node-1", &["delete", "flowschema", "service-accounts"]);
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "prioritylevelconfiguration",
+            "global-default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"limited":{"nominalConcurrencyShares":77}}}"#,
+        ],
+    );
+    eventually(Duration::from_secs(40), || async {
+        let (ok, _, _) = k.kubectl("node-1", &["get", "flowschema", "service-accounts"]);
+        let shares = k.ok(
+            "node-1",
+            &[
+                "get",
+                "prioritylevelconfiguration",
+                "global-default",
+                "-o",
+                "jsonpath={.spec.limited.nominalConcurrencyShares}",
+            ],
+        );
+        if ok && shares == "20" {
+            Ok(())
+        } else {
+            Err(format!(
+                "service-accounts back: {ok}; global-default shares {shares}"
+            ))
+        }
+    })
+    .await;
+
+    let uid = |kind: &str, name: &str| k.ok("node-1", &["get", kind, name, "-o", "jsonpath={.metadata.uid}"]);
+    let alice = k.cluster_admin("alice")();
+    let admin = k
+        .cluster
+        .http_builder_as("admin", &["system:masters"])
+        .build()
+        .unwrap();
+    let anonymous = k.cluster.http_builder().build().unwrap();
+    let list = |client: &reqwest::Client, node: usize| {
+        let req = client.get(k.url(node, "/api/v1/namespaces/default/configmaps"));
+        async move { req.send().await.unwrap() }
+    };
+    let r = list(&alice, 0).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        pf_headers(&r),
+        (
+            uid("flowschema", "global-default"),
+            uid("prioritylevelconfiguration", "global-default")
+        )
+    );
+    let r = list(&admin, 1).await;
+    assert_eq!(
+        pf_headers(&r),
+        (
+            uid("flowschema", "exempt"),
+            uid("prioritylevelconfiguration", "exempt")
+        )
+    );
+    let r = anonymous.get(k.url(2, "/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        pf_headers(&r),
+        (
+            uid("flowschema", "probes"),
+            uid("prioritylevelconfiguration", "exempt")
+        )
+    );
+
+    // Alice's own level: one seat, one queue of one.
+    let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "tiny"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1,
+            "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 1}}}}});
+    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": "tiny"},
+        "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                    "clusterScope": true, "namespaces": ["*"]}]}]}});
+    for (path, body) in [
+        (
+            "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+            &level,
+        ),
+        ("/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", &schema),
+    ] {
+        let (code, body) = k.send(reqwest::Method::POST, 0, path, Some(body)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let tiny = (
+        uid("flowschema", "tiny"),
+        uid("prioritylevelconfiguration", "tiny"),
+    );
+    eventually(Duration::from_secs(10), || async {
+        let r = list(&alice, 0).await;
+        if pf_headers(&r) == tiny {
+            Ok(())
+        } else {
+            Err(format!("{:?}", pf_headers(&r)))
+        }
+    })
+    .await;
+
+    // A stalled write holds the seat; the next request waits in the queue, the one after it
+    // finds the queue full.
+    let stalled = stalled_create(&k.cluster, 0, "alice").await;
+    let waiting = tokio::spawn(list(&alice, 0));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "the second request waits for the seat");
+    let full = list(&alice, 0).await;
+    assert_eq!(full.status(), 429);
+    assert_eq!(full.headers()["retry-after"], "1");
+    assert_eq!(pf_headers(&full), tiny);
+    assert_eq!(
+        full.text().await.unwrap(),
+        "Too many requests, please try again later.\n"
+    );
+    // Other users, and the same user on another replica, are not held back.
+    assert_eq!(list(&alice, 1).await.status(), 200);
+    assert_eq!(list(&admin, 0).await.status(), 200);
+    drop(stalled);
+    let served = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the queued request runs once the seat frees")
+        .unwrap();
+    assert_eq!(served.status(), 200);
+
+    // A level that does not queue refuses at once.
+    k.ok(
+        "node-1",
+        &[
+            "patch",
+            "prioritylevelconfiguration",
+            "tiny",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"limited":{"limitResponse":{"type":"Reject","queuing":null}}}}"#,
+        ],
+    );
+    let stalled = eventually(Duration::from_secs(10), || async {
+        let stalled = stalled_create(&k.cluster, 0, "alice").await;
+        let started = std::time::Instant::now();
+        let r = list(&alice, 0).await;
+        if r.status() == 429 && started.elapsed() < Duration::from_secs(2) {
+            Ok(stalled)
+        } else {
+            Err(format!("{} after {:?}", r.status(), started.elapsed()))
+        }
+    })
+    .await;
+    drop(stalled);
+
+    // kube's validation of the configuration objects.
+    let (code, body) = k
+        .send(
+            reqwest::Method::POST,
+            0,
+            "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+            Some(
+                &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+                "metadata": {"name": "bad"},
+                "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 10001,
+                    "rules": [{"subjects": [{"kind": "User", "user": {"name": "bob"}}],
+                        "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/a/*/b"]}]}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "FlowSchema.flowcontrol.apiserver.k8s.io \"bad\" is invalid: [spec.matchingPrecedence: Invalid value: 10001: \
+         must not be greater than 10000, spec.rules[0].nonResourceRules[0].nonResourceURLs[0]: Invalid value: \"/a/*/b\": \
+         wildcard can only do suffix matching]"
+    );
+    let (code, body) = k
+        .send(
+            reqwest::Method::POST,
+            0,
+            "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+            Some(
+                &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+                "metadata": {"name": "wide"},
+                "spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Queue",
+                    "queuing": {"queues": 512, "handSize": 8}}}}}),
+            ),
+        )
+        .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io \"wide\" is invalid: \
+         spec.limited.limitResponse.queuing.handSize: Invalid value: 8: required entropy bits of deckSize 512 and \
+         handSize 8 should not be greater than 60"
+    );
+    // kube's defaults fill in what a level leaves out.
+    let shares = k.ok(
+        "node-1",
+        &[
+            "get",
+            "prioritylevelconfiguration",
+            "tiny",
+            "-o",
+            "jsonpath={.spec.limited.lendablePercent}",
+        ],
+    );
+    assert_eq!(shares, "0");
+
+    let metrics = k.text(&k.url(0, "/metrics")).await;
+    for reason in ["queue-full", "concurrency-limit"] {
+        assert!(
+            metrics.lines().any(
+                |l| l.starts_with("apiserver_flowcontrol_rejected_requests_total{")
+                    && l.contains("flow_schema=\"tiny\"")
+                    && l.contains(&format!("reason=\"{reason}\""))
+            ),
+            "no {reason} rejection recorded"
+        );
+    }
+    assert!(metrics.lines().any(
+        |l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{")
+            && l.contains("flow_schema=\"global-default\"")
+    ));
+    assert!(metrics.contains("apiserver_flowcontrol_nominal_limit_seats{priority_level=\"tiny\"} 1"));
 }

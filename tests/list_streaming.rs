@@ -35,8 +35,11 @@ const READ_SEATS: usize = 4;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_lists_are_streamed_to_many_slow_clients() {
+    // The seat checks are of the in-flight limits (priority and fairness off), whose read-only
+    // seats are the replica's own.
     let k = Kube::start_with(Options {
         inflight: (READ_SEATS, 200),
+        priority_and_fairness: false,
         ..Options::default()
     })
     .await;
@@ -276,23 +279,7 @@ async fn every_client_reads_the_streamed_list(k: &Kube, list: &Value, json_bytes
 /// lists the next read is refused with kube's `429`, and once the bodies are dropped reads
 /// are served again.
 async fn unread_lists_hold_their_seats(k: &Kube) {
-    k.ok(
-        "node-1",
-        &[
-            "create",
-            "clusterrolebinding",
-            "alice-admin",
-            "--clusterrole=cluster-admin",
-            "--user=alice",
-        ],
-    );
-    let alice = || {
-        k.cluster
-            .http_builder_as("alice", &[])
-            .http1_only()
-            .build()
-            .unwrap()
-    };
+    let alice = k.cluster_admin("alice");
     let url = k.url(0, &format!("/api/v1/namespaces/{NS}/configmaps"));
     let small = k.url(0, "/api/v1/namespaces/default/configmaps");
     // A small list answers once a seat is free (and once the binding has reached the cache).

@@ -243,6 +243,7 @@ impl ChaosCluster {
                 service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
                 max_requests_inflight: ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
                 max_mutating_requests_inflight: ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+                enable_priority_and_fairness: true,
             }
             .to_yaml()
             .map_err(|e| HarnessError::Config(e.to_string()))?;

@@ -416,16 +416,27 @@ pub struct ServeConfig {
     /// `30000+2767`; kube-apiserver's `--service-node-port-range`). The same on every replica.
     #[serde(default = "default_node_port_range")]
     pub service_node_port_range: String,
-    /// The most read-only requests (`get`, `list`) a replica executes at once; more are
-    /// refused with `429` (kube-apiserver's `--max-requests-inflight`; 0: no limit). Watches
-    /// and `system:masters` are not counted.
+    /// With priority and fairness (the default), the seats of a replica are this plus
+    /// `maxMutatingRequestsInflight`, shared among the priority levels. Without it, the most
+    /// read-only requests (`get`, `list`) a replica executes at once; more are refused with
+    /// `429` (kube-apiserver's `--max-requests-inflight`; 0: no limit). Watches and
+    /// `system:masters` are not counted.
     #[serde(default = "default_max_requests_inflight")]
     pub max_requests_inflight: usize,
-    /// The most mutating requests a replica executes at once (kube-apiserver's
-    /// `--max-mutating-requests-inflight`; 0: no limit). Lease writes have as many seats again
-    /// of their own.
+    /// See `maxRequestsInflight`. Without priority and fairness, the most mutating requests a
+    /// replica executes at once (kube-apiserver's `--max-mutating-requests-inflight`; 0: no
+    /// limit); lease writes have as many seats again of their own.
     #[serde(default = "default_max_mutating_requests_inflight")]
     pub max_mutating_requests_inflight: usize,
+    /// API Priority and Fairness (kube-apiserver's `--enable-priority-and-fairness`, on by
+    /// default): requests are classified by FlowSchemas into priority levels that share the
+    /// replica's seats and queue fairly; `false` falls back to the two in-flight limits alone.
+    #[serde(default = "default_enable_priority_and_fairness")]
+    pub enable_priority_and_fairness: bool,
+}
+
+fn default_enable_priority_and_fairness() -> bool {
+    true
 }
 
 fn default_max_requests_inflight() -> usize {

@@ -36,9 +36,10 @@
 //! configured; the filters inside it record into its per-request record), authentication
 //! (`401`), impersonation, request info (the path parsed once into a `RequestInfo`; what
 //! nothing serves is kept as `Unserved`, answered `404`/`405` by the endpoint once authorized),
-//! in-flight limits (`max_in_flight`: a seat per executing request, held until its response
-//! body is sent, else kube's `429`; `read_vs_write` keeps kube's timing ratio histogram of
-//! their use), authorization (`403`), the aggregation proxy (`aggregator`, for APIServices with
+//! API Priority and Fairness (`priority_and_fairness`: the request classified by
+//! `flowcontrol`, a seat from its priority level, held until its response body is sent, else
+//! kube's `429`) or, with it turned off, the in-flight limits (`max_in_flight`;
+//! `read_vs_write` keeps kube's timing ratio histogram of either's seats), authorization (`403`), the aggregation proxy (`aggregator`, for APIServices with
 //! a Service; connection upgrades are tunnelled to the backend).
 //! *Invariant:* a filter decides on the request info and headers; it never reads the body or
 //! calls a verb.
@@ -132,6 +133,13 @@
 //! namespaces and the `default/kubernetes` Service with its endpoints) that act through the
 //! registry's verbs.
 //!
+//! **`flowcontrol`** — API Priority and Fairness as a mechanism: FlowSchema matching, the
+//! priority levels' seats and fair queues (`queueset`), kube's default configuration as data
+//! (`defaults`), kept equal to the stored FlowSchemas and PriorityLevelConfigurations through
+//! the watch cache on every replica. *Invariant:* reads the watch cache, never writes (the
+//! leader's `controllers::flowcontrol_configuration` writes the defaults and the
+//! FlowSchemas' status); knows no HTTP, user type, registry or endpoint.
+//!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
 //! cache (`cacher`) and its watchers indexed by a field's value (`dispatch`), the decision to
 //! serve a read from the cache or the store by its resourceVersion (`delegator`), the typed
@@ -191,6 +199,7 @@ pub mod config;
 pub mod controllers;
 pub mod endpoints;
 pub mod filters;
+pub mod flowcontrol;
 pub mod kinds;
 pub mod machinery;
 pub mod pki;

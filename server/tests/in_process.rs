@@ -47,6 +47,7 @@ async fn replica(dir: &Path) -> Replica {
         service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
         max_requests_inflight: ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
         max_mutating_requests_inflight: ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+        enable_priority_and_fairness: true,
     };
     let metrics = PrometheusBuilder::new().build_recorder().handle();
     let replica = Replica::start(&config, metrics, &Security::insecure(), None)

@@ -176,6 +176,31 @@ impl Kube {
         err
     }
 
+    /// Binds `user` to `cluster-admin` (as `<user>-admin`) and returns a way to make HTTP/1.1
+    /// clients authenticated as them by a client certificate.
+    pub fn cluster_admin(&self, user: &str) -> impl Fn() -> reqwest::Client + '_ {
+        let binding = format!("{user}-admin");
+        let subject = format!("--user={user}");
+        self.ok(
+            "node-1",
+            &[
+                "create",
+                "clusterrolebinding",
+                &binding,
+                "--clusterrole=cluster-admin",
+                &subject,
+            ],
+        );
+        let user = user.to_string();
+        move || {
+            self.cluster
+                .http_builder_as(&user, &[])
+                .http1_only()
+                .build()
+                .unwrap()
+        }
+    }
+
     /// Runs kubectl with `-o json` and parses the output.
     pub fn json(&self, context: &str, args: &[&str]) -> Value {
         let mut all = args.to_vec();

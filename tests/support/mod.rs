@@ -94,6 +94,8 @@ pub struct Options {
     pub service_ranges: (String, String),
     /// Every replica's `maxRequestsInflight` and `maxMutatingRequestsInflight`.
     pub inflight: (usize, usize),
+    /// API Priority and Fairness (`false`: the in-flight limits alone).
+    pub priority_and_fairness: bool,
     /// Every replica re-reads the encryption config when it changes.
     pub encryption_reload: bool,
     /// Environment variables every replica is started with (beyond the test's own).
@@ -124,6 +126,7 @@ impl Default for Options {
                 kuberaft::config::ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
                 kuberaft::config::ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
             ),
+            priority_and_fairness: true,
             encryption_reload: false,
             env: Vec::new(),
         }
@@ -348,6 +351,7 @@ pub fn config_yaml(
         service_node_port_range: o.service_ranges.1.clone(),
         max_requests_inflight: o.inflight.0,
         max_mutating_requests_inflight: o.inflight.1,
+        enable_priority_and_fairness: o.priority_and_fairness,
     };
     config.to_yaml().expect("a config renders as YAML")
 }

@@ -179,6 +179,7 @@ pub fn prepare(args: &UpArgs) -> anyhow::Result<Vec<(PathBuf, ServeConfig)>> {
             service_node_port_range: ServiceRanges::DEFAULT_NODE_PORT_RANGE.into(),
             max_requests_inflight: ServeConfig::DEFAULT_MAX_REQUESTS_INFLIGHT,
             max_mutating_requests_inflight: ServeConfig::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+            enable_priority_and_fairness: true,
         };
         let path = dir.join(format!("node-{}.yaml", m.id));
         std::fs::write(&path, config.to_yaml()?)?;

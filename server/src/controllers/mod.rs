@@ -9,7 +9,8 @@
 //! (`kubernetes_service`), the local APIServices of the served group-versions
 //! (`local_apiservices`), the availability of aggregated ones (`apiservice_availability`) and
 //! the `extension-apiserver-authentication` ConfigMap aggregated servers trust callers by
-//! (`extension_auth`).
+//! (`extension_auth`), and the default priority and fairness configuration with its
+//! FlowSchemas' `Dangling` conditions (`flowcontrol_configuration`).
 //!
 //! Each runs through [`run_while_leader`], written once: its work starts when this replica
 //! becomes the leader (told by the Raft node's leader changes, not by polling) and is dropped
@@ -20,6 +21,7 @@ pub mod apiservice_availability;
 pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
 pub mod extension_auth;
+pub mod flowcontrol_configuration;
 pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod local_apiservices;

@@ -13,5 +13,6 @@ pub mod impersonation;
 pub mod max_in_flight;
 pub mod metrics;
 pub mod observed_body;
+pub mod priority_and_fairness;
 pub mod read_vs_write;
 pub mod request_info;

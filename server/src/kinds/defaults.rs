@@ -791,6 +791,28 @@ const HORIZONTAL_POD_AUTOSCALER: &[Rule] = &[
     at("spec.behavior", Adjust(hpa_behavior)),
 ];
 
+const FLOW_SCHEMA: &[Rule] = &[at("spec", SetNonZero("matchingPrecedence", Int(1000)))];
+
+/// A limited level's shares default only when absent: an explicit 0 is kept (v1).
+const PRIORITY_LEVEL_CONFIGURATION: &[Rule] = &[
+    at("spec.limited", Set("nominalConcurrencyShares", Int(30))),
+    at("spec.limited", Set("lendablePercent", Int(0))),
+    at(
+        "spec.limited.limitResponse.queuing",
+        SetNonZero("handSize", Int(8)),
+    ),
+    at(
+        "spec.limited.limitResponse.queuing",
+        SetNonZero("queues", Int(64)),
+    ),
+    at(
+        "spec.limited.limitResponse.queuing",
+        SetNonZero("queueLengthLimit", Int(50)),
+    ),
+    at("spec.exempt", Set("nominalConcurrencyShares", Int(0))),
+    at("spec.exempt", Set("lendablePercent", Int(0))),
+];
+
 /// The defaults of each built-in type, keyed by API group and kind.
 const TYPES: &[(&str, &str, &[Rule])] = &[
     ("", "Pod", POD),
@@ -817,6 +839,12 @@ const TYPES: &[(&str, &str, &[Rule])] = &[
     ("storage.k8s.io", "StorageClass", STORAGE_CLASS),
     ("scheduling.k8s.io", "PriorityClass", PRIORITY_CLASS),
     ("apiregistration.k8s.io", "APIService", API_SERVICE),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema", FLOW_SCHEMA),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "PriorityLevelConfiguration",
+        PRIORITY_LEVEL_CONFIGURATION,
+    ),
     (
         "autoscaling",
         "HorizontalPodAutoscaler",

@@ -22,12 +22,13 @@ use crate::authentication::{Authenticator, Authenticators, ServiceAccountTokens,
 use crate::authorization::Authorizer;
 use crate::config::ServeConfig;
 use crate::endpoints::Api;
+use crate::flowcontrol::PriorityAndFairness;
 use crate::pki::credentials::Credentials;
 use crate::pki::issue::PEER_GROUP;
 use crate::proxy::kubelet::Kubelet;
 use crate::scheme::LiveRegistry;
 use crate::server::observability::{install_metrics, spawn_gauges};
-use crate::server::router::{router, HttpState};
+use crate::server::router::{router, HttpState, Overload};
 use crate::store::cacher::WatchCache;
 use crate::store::encryption::Encryption;
 use crate::store::Store;
@@ -344,6 +345,24 @@ impl Replica {
                 credentials.ca_pem.clone(),
             );
         }
+        let overload = if config.enable_priority_and_fairness {
+            crate::filters::read_vs_write::set_limits(
+                config.max_requests_inflight,
+                config.max_mutating_requests_inflight,
+            );
+            let pf = PriorityAndFairness::new(
+                config.max_requests_inflight + config.max_mutating_requests_inflight,
+            );
+            pf.follow(api.store.cache().clone());
+            crate::controllers::flowcontrol_configuration::spawn(api.store.clone(), api.registry.clone());
+            Overload::PriorityAndFairness(pf)
+        } else {
+            Overload::MaxInFlight(crate::filters::max_in_flight::Limits::new(
+                config.max_requests_inflight,
+                config.max_mutating_requests_inflight,
+                config.max_mutating_requests_inflight,
+            ))
+        };
         let router = router(
             HttpState {
                 node: node.clone(),
@@ -353,11 +372,7 @@ impl Replica {
             },
             api,
             auditor,
-            crate::filters::max_in_flight::Limits::new(
-                config.max_requests_inflight,
-                config.max_mutating_requests_inflight,
-                config.max_mutating_requests_inflight,
-            ),
+            overload,
         );
         Ok(Replica { node, router, fatal })
     }

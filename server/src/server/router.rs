@@ -19,8 +19,18 @@ use crate::authorization::Authorizer;
 use crate::endpoints::{self, discovery, openapi, Api};
 use crate::filters::{
     aggregator, audit, audit_id, authentication, authorization, compression, impersonation, max_in_flight,
-    metrics as request_metrics, request_info,
+    metrics as request_metrics, priority_and_fairness, request_info,
 };
+use crate::flowcontrol::PriorityAndFairness;
+
+/// How a replica protects itself from overload.
+#[derive(Debug, Clone)]
+pub enum Overload {
+    /// API Priority and Fairness.
+    PriorityAndFairness(Arc<PriorityAndFairness>),
+    /// kube's in-flight limits alone (priority and fairness turned off).
+    MaxInFlight(Arc<max_in_flight::Limits>),
+}
 use crate::machinery::errors::ApiError;
 use crate::machinery::go_json;
 use crate::store::cacher::WatchCache;
@@ -40,13 +50,9 @@ pub struct HttpState {
 }
 
 /// The HTTP routes of a replica (health, metrics, `/version`, OpenAPI and the Kubernetes API)
-/// behind the filter chain; `auditor` when audit logging is on; `limits` the in-flight seats.
-pub fn router(
-    state: HttpState,
-    api: Api,
-    auditor: Option<Auditor>,
-    limits: Arc<max_in_flight::Limits>,
-) -> Router {
+/// behind the filter chain; `auditor` when audit logging is on; `overload` the replica's
+/// protection from overload.
+pub fn router(state: HttpState, api: Api, auditor: Option<Auditor>, overload: Overload) -> Router {
     let openid = Router::new()
         .route("/.well-known/openid-configuration", get(openid_configuration))
         .route("/openid/v1/jwks", get(jwks))
@@ -71,17 +77,16 @@ pub fn router(
         .merge(openapi)
         .merge(openid)
         .fallback_service(kube);
-    with_filters(routes, api, auditor, limits)
+    with_filters(routes, api, auditor, overload)
 }
 
 /// The filter chain, in the order a request passes it (outermost first). Adding a filter is
 /// adding one line here, at its place in this order.
-fn with_filters(
-    routes: Router,
-    api: Api,
-    auditor: Option<Auditor>,
-    limits: Arc<max_in_flight::Limits>,
-) -> Router {
+fn with_filters(routes: Router, api: Api, auditor: Option<Auditor>, overload: Overload) -> Router {
+    let (fairness, limits) = match overload {
+        Overload::PriorityAndFairness(pf) => (Some(pf), None),
+        Overload::MaxInFlight(limits) => (None, Some(limits)),
+    };
     let chain = ServiceBuilder::new()
         // 1. Every response carries the request's `Audit-Id` (the client's, or a new UUID), as
         //    kube-apiserver's; a panic in anything below answers 500 instead of dropping the
@@ -114,9 +119,11 @@ fn with_filters(
         // 6. Request info: the path parsed once into group, version, resource, namespace,
         //    name, subresource and verb; `404`/`405` for what no endpoint serves.
         .layer(middleware::from_fn_with_state(api.clone(), request_info::filter))
-        // 7. In-flight limits: a seat per executing request of its kind, or `429`; reads the
-        //    user (4, 5) and the request info (6).
-        .layer(middleware::from_fn_with_state(limits, max_in_flight::filter))
+        // 7. Priority and fairness: the request classified into a priority level, a seat from
+        //    it (perhaps after a fair queue's wait) or `429`; or, with it off, the in-flight
+        //    limits. Both read the user (4, 5) and the request info (6).
+        .option_layer(fairness.map(|pf| middleware::from_fn_with_state(pf, priority_and_fairness::filter)))
+        .option_layer(limits.map(|l| middleware::from_fn_with_state(l, max_in_flight::filter)))
         // 8. Authorization: RBAC from the watch cache; `403` with kube's message.
         .layer(middleware::from_fn_with_state(
             api.authorizer.clone(),

@@ -13,6 +13,7 @@ mod apiregistration;
 pub mod certificates;
 mod config;
 mod cron;
+mod flowcontrol;
 mod ingress;
 mod label_selector;
 mod namespace;
@@ -215,6 +216,20 @@ const RULES: &[Rules] = &[
         object: storage::persistent_volume_claim,
         create: None,
         update: Some(storage_updates::persistent_volume_claim_update),
+    },
+    Rules {
+        group: "flowcontrol.apiserver.k8s.io",
+        kind: "FlowSchema",
+        object: flowcontrol::flow_schema,
+        create: None,
+        update: None,
+    },
+    Rules {
+        group: "flowcontrol.apiserver.k8s.io",
+        kind: "PriorityLevelConfiguration",
+        object: flowcontrol::priority_level,
+        create: None,
+        update: None,
     },
     Rules {
         group: "coordination.k8s.io",

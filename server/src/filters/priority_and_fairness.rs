@@ -10,7 +10,6 @@
 //! dropped), so slow readers of large lists count against their level.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
@@ -100,14 +99,10 @@ pub async fn filter(State(pf): State<Arc<PriorityAndFairness>>, request: Request
         request.uri().path(),
         watch,
     ));
-    let labels = [
-        ("priority_level", class.level.name.clone()),
-        ("flow_schema", class.flow_schema.clone()),
-    ];
     let seat = match pf.admit(&class).await {
         Admitted::Exempt => None,
         Admitted::Seated { seat, waited } => {
-            record_wait(&labels, waited, true);
+            class.series.waited.record(waited.as_secs_f64());
             Some(seat)
         }
         Admitted::Refused {
@@ -115,10 +110,21 @@ pub async fn filter(State(pf): State<Arc<PriorityAndFairness>>, request: Request
             retry_after,
             waited,
         } => {
-            if let Some(waited) = waited {
-                record_wait(&labels, waited, true);
-            } else {
-                record_wait(&labels, Duration::ZERO, false);
+            let labels = [
+                ("priority_level", class.level.name.clone()),
+                ("flow_schema", class.flow_schema.to_string()),
+            ];
+            match waited {
+                Some(waited) => class.series.waited.record(waited.as_secs_f64()),
+                None => {
+                    let mut not_executed = labels.to_vec();
+                    not_executed.push(("execute", "false".to_string()));
+                    ::metrics::histogram!(
+                        "apiserver_flowcontrol_request_wait_duration_seconds",
+                        &not_executed
+                    )
+                    .record(0.0);
+                }
             }
             let mut with_reason = labels.to_vec();
             with_reason.push(("reason", refusal.reason().to_string()));
@@ -127,8 +133,8 @@ pub async fn filter(State(pf): State<Arc<PriorityAndFairness>>, request: Request
             return refused(&class, retry_after);
         }
     };
-    ::metrics::counter!("apiserver_flowcontrol_dispatched_requests_total", &labels).increment(1);
-    let executing = Executing::start(&labels);
+    class.series.dispatched.increment(1);
+    let executing = Executing::start(class.series.executing.clone());
     let mut response = next.run(request).await;
     with_headers(&mut response, &class);
     if watch {
@@ -167,23 +173,13 @@ fn refused(class: &Classification, retry_after: u64) -> Response {
 fn with_headers(response: &mut Response, class: &Classification) {
     let headers = response.headers_mut();
     for (name, uid) in [
-        (FLOW_SCHEMA_UID, &class.flow_schema_uid),
-        (PRIORITY_LEVEL_UID, &class.level.uid),
+        (FLOW_SCHEMA_UID, &*class.flow_schema_uid),
+        (PRIORITY_LEVEL_UID, class.level.uid.as_str()),
     ] {
         if let Ok(v) = HeaderValue::from_str(uid) {
             headers.insert(name, v);
         }
     }
-}
-
-fn record_wait(labels: &[(&'static str, String); 2], waited: Duration, executed: bool) {
-    let mut with_execute = labels.to_vec();
-    with_execute.push(("execute", executed.to_string()));
-    ::metrics::histogram!(
-        "apiserver_flowcontrol_request_wait_duration_seconds",
-        &with_execute
-    )
-    .record(waited.as_secs_f64());
 }
 
 /// `apiserver_flowcontrol_current_executing_requests` for one request, lowered when dropped.
@@ -192,8 +188,7 @@ struct Executing {
 }
 
 impl Executing {
-    fn start(labels: &[(&'static str, String); 2]) -> Executing {
-        let gauge = ::metrics::gauge!("apiserver_flowcontrol_current_executing_requests", labels);
+    fn start(gauge: ::metrics::Gauge) -> Executing {
         gauge.increment(1.0);
         Executing { gauge }
     }

@@ -73,11 +73,43 @@ enum Distinguisher {
 
 #[derive(Debug)]
 struct Schema {
-    name: String,
-    uid: String,
+    name: Arc<str>,
+    uid: Arc<str>,
     distinguisher: Option<Distinguisher>,
     rules: Vec<PolicyRulesWithSubjects>,
     level: Arc<Level>,
+    series: Arc<Series>,
+}
+
+/// The series of one FlowSchema and its level, registered once per configuration so that a
+/// request only counts (kube's `priority_level` and `flow_schema` labels).
+#[derive(Debug)]
+pub struct Series {
+    /// `apiserver_flowcontrol_dispatched_requests_total`.
+    pub dispatched: metrics::Counter,
+    /// `apiserver_flowcontrol_current_executing_requests`.
+    pub executing: metrics::Gauge,
+    /// `apiserver_flowcontrol_current_inqueue_requests`.
+    in_queue: metrics::Gauge,
+    /// `apiserver_flowcontrol_request_wait_duration_seconds` of requests that executed.
+    pub waited: metrics::Histogram,
+}
+
+impl Series {
+    fn new(level: &str, schema: &str) -> Series {
+        let labels = [
+            ("priority_level", level.to_string()),
+            ("flow_schema", schema.to_string()),
+        ];
+        let mut executed = labels.to_vec();
+        executed.push(("execute", "true".to_string()));
+        Series {
+            dispatched: metrics::counter!("apiserver_flowcontrol_dispatched_requests_total", &labels),
+            executing: metrics::gauge!("apiserver_flowcontrol_current_executing_requests", &labels),
+            in_queue: metrics::gauge!("apiserver_flowcontrol_current_inqueue_requests", &labels),
+            waited: metrics::histogram!("apiserver_flowcontrol_request_wait_duration_seconds", &executed),
+        }
+    }
 }
 
 /// The configuration in force: the FlowSchemas in matching order, each with its level.
@@ -91,11 +123,13 @@ struct Config {
 #[derive(Debug, Clone)]
 pub struct Classification {
     /// The FlowSchema's name.
-    pub flow_schema: String,
+    pub flow_schema: Arc<str>,
     /// Its uid (empty for an imagined mandatory FlowSchema).
-    pub flow_schema_uid: String,
+    pub flow_schema_uid: Arc<str>,
     /// The priority level.
     pub level: Arc<Level>,
+    /// The series the request counts in.
+    pub series: Arc<Series>,
     /// The flow's hash, which deals its queues.
     flow: u64,
 }
@@ -235,9 +269,11 @@ impl PriorityAndFairness {
                     Some("ByNamespace") => Some(Distinguisher::ByNamespace),
                     _ => None,
                 };
+                let name = fs.metadata.name.unwrap_or_default();
                 let schema = Schema {
-                    name: fs.metadata.name.unwrap_or_default(),
-                    uid: fs.metadata.uid.unwrap_or_default(),
+                    series: Arc::new(Series::new(&level.name, &name)),
+                    name: name.into(),
+                    uid: fs.metadata.uid.unwrap_or_default().into(),
                     distinguisher,
                     rules: spec.rules.unwrap_or_default(),
                     level,
@@ -262,17 +298,18 @@ impl PriorityAndFairness {
             .schemas
             .iter()
             .find(|s| matching::any_rule_matches(&s.rules, d))
-            .or_else(|| config.schemas.iter().find(|s| s.name == defaults::CATCH_ALL));
+            .or_else(|| config.schemas.iter().find(|s| &*s.name == defaults::CATCH_ALL));
         let Some(schema) = schema else {
             // Unreachable while the imagined catch-all is digested; exempt rather than refuse.
             return Classification {
                 flow_schema: defaults::CATCH_ALL.into(),
-                flow_schema_uid: String::new(),
+                flow_schema_uid: "".into(),
                 level: Arc::new(Level {
                     name: defaults::EXEMPT.into(),
                     uid: String::new(),
                     limited: None,
                 }),
+                series: Arc::new(Series::new(defaults::EXEMPT, defaults::CATCH_ALL)),
                 flow: 0,
             };
         };
@@ -290,6 +327,7 @@ impl PriorityAndFairness {
             flow_schema: schema.name.clone(),
             flow_schema_uid: schema.uid.clone(),
             level: schema.level.clone(),
+            series: schema.series.clone(),
             flow: flow_hash(&schema.name, distinguisher),
         }
     }
@@ -301,8 +339,7 @@ impl PriorityAndFairness {
         };
         let started = std::time::Instant::now();
         let in_queue = || {
-            let gauge = metrics::gauge!("apiserver_flowcontrol_current_inqueue_requests",
-                "priority_level" => c.level.name.clone(), "flow_schema" => c.flow_schema.clone());
+            let gauge = c.series.in_queue.clone();
             gauge.increment(1.0);
             InQueue(gauge)
         };
@@ -512,7 +549,11 @@ mod tests {
         };
         let class = |d: Descriptor| {
             let c = pf.classify(&d);
-            (c.flow_schema, c.level.name.clone(), c.flow_schema_uid)
+            (
+                c.flow_schema.to_string(),
+                c.level.name.clone(),
+                c.flow_schema_uid.to_string(),
+            )
         };
         assert_eq!(
             class(user("admin", &masters, get_pods)),
@@ -580,10 +621,7 @@ mod tests {
                 namespace: None,
             },
         ));
-        assert_eq!(
-            (c.flow_schema.as_str(), c.flow_schema_uid.as_str()),
-            ("catch-all", "")
-        );
+        assert_eq!((&*c.flow_schema, &*c.flow_schema_uid), ("catch-all", ""));
         // All ten seats go to catch-all: exempt has no shares.
         assert_eq!(c.level.limited.as_ref().map(|l| l.set.limit()), Some(10));
     }

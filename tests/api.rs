@@ -1855,7 +1855,7 @@ async fn priority_and_fairness_classifies_queues_and_refuses() {
     // Alice's own level: one seat, one queue of one.
     let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
         "metadata": {"name": "tiny"},
-        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1,
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "borrowingLimitPercent": 0,
             "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 1}}}}});
     let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
         "metadata": {"name": "tiny"},
@@ -1912,18 +1912,21 @@ async fn priority_and_fairness_classifies_queues_and_refuses() {
         .unwrap();
     assert_eq!(served.status(), 200);
 
+    let patch_tiny = |patch: &str| {
+        k.ok(
+            "node-1",
+            &[
+                "patch",
+                "prioritylevelconfiguration",
+                "tiny",
+                "--type=merge",
+                "-p",
+                patch,
+            ],
+        );
+    };
     // A level that does not queue refuses at once.
-    k.ok(
-        "node-1",
-        &[
-            "patch",
-            "prioritylevelconfiguration",
-            "tiny",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"limited":{"limitResponse":{"type":"Reject","queuing":null}}}}"#,
-        ],
-    );
+    patch_tiny(r#"{"spec":{"limited":{"limitResponse":{"type":"Reject","queuing":null}}}}"#);
     let stalled = eventually(Duration::from_secs(10), || async {
         let stalled = stalled_create(&k.cluster, 0, "alice").await;
         let started = std::time::Instant::now();
@@ -1936,6 +1939,29 @@ async fn priority_and_fairness_classifies_queues_and_refuses() {
     })
     .await;
     drop(stalled);
+
+    // Allowed to borrow one seat (100 % of its one), the level runs a second request on the
+    // seats the other levels lend while they are idle.
+    patch_tiny(r#"{"spec":{"limited":{"borrowingLimitPercent":100}}}"#);
+    let stalled = eventually(Duration::from_secs(10), || async {
+        let stalled = stalled_create(&k.cluster, 0, "alice").await;
+        let r = list(&alice, 0).await;
+        if r.status() == 200 {
+            Ok(stalled)
+        } else {
+            Err(format!("{}", r.status()))
+        }
+    })
+    .await;
+    // With its own seat and the borrowed one both held, a third request is refused.
+    let borrowed = stalled_create(&k.cluster, 0, "alice").await;
+    let third = list(&alice, 0).await;
+    assert_eq!(
+        third.status(),
+        429,
+        "one own seat and one borrowed: a third is refused"
+    );
+    drop((stalled, borrowed));
 
     // kube's validation of the configuration objects.
     let (code, body) = k

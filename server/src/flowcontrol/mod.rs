@@ -7,9 +7,11 @@
 //! the store, followed through the watch cache on every replica ([`PriorityAndFairness::follow`]);
 //! the mandatory `exempt` and `catch-all` objects are imagined while they are missing.
 //!
-//! Differences from kube-apiserver, by design of this first version: every request takes one
-//! seat (kube's work estimator gives large lists up to ten), and each level keeps its nominal
-//! share (kube lends and borrows seats between levels every ten seconds).
+//! Seats are lent and borrowed between levels as each request starts (`queueset`): a level
+//! always has its nominal seats, and borrows the lendable seats others leave idle, up to its
+//! borrowing limit. kube instead recomputes every level's limit from its demand every ten
+//! seconds; and kube's work estimator gives a large list up to ten seats, where every request
+//! here takes one.
 
 pub mod defaults;
 pub mod matching;
@@ -31,7 +33,7 @@ use crate::store::keys;
 pub use matching::{Descriptor, Target};
 pub use queueset::{Refusal, Seat};
 
-use queueset::{Overflow, QueueSet};
+use queueset::{Limits, Overflow, QueueSet, Seats};
 use retry_after::RetryAfter;
 
 /// The API group of the configuration objects.
@@ -48,7 +50,7 @@ const DEFAULT_QUEUE_LENGTH_LIMIT: i32 = 50;
 /// A limited level's seats and queues, kept across reconfigurations while the level exists.
 #[derive(Debug)]
 struct Limited {
-    set: Arc<QueueSet>,
+    set: QueueSet,
     retry_after: Mutex<RetryAfter>,
     /// Whether requests are told apart by flow (a queueing level with more than one queue).
     by_flow: AtomicBool,
@@ -175,6 +177,7 @@ pub struct LevelLoad {
 pub struct PriorityAndFairness {
     server_limit: usize,
     config: RwLock<Arc<Config>>,
+    seats: Arc<Seats>,
     limited: Mutex<HashMap<String, Arc<Limited>>>,
 }
 
@@ -185,6 +188,7 @@ impl PriorityAndFairness {
         let pf = Arc::new(PriorityAndFairness {
             server_limit,
             config: RwLock::default(),
+            seats: Seats::new(),
             limited: Mutex::default(),
         });
         pf.reconfigure(Vec::new(), Vec::new());
@@ -216,16 +220,25 @@ impl PriorityAndFairness {
                 let nominal = nominal_limit(self.server_limit, shares(plc), share_sum);
                 metrics::gauge!("apiserver_flowcontrol_nominal_limit_seats", "priority_level" => name.clone())
                     .set(nominal as f64);
+                // kube's lendable and borrowing limits: percentages of the nominal seats,
+                // rounded half away from zero; no borrowing limit is the server's seats.
+                let percent_of =
+                    |p: i32| (nominal as f64 * f64::from(p.clamp(0, i32::MAX)) / 100.0).round() as usize;
+                let limits = Limits {
+                    nominal,
+                    lendable: percent_of(l.lendable_percent.unwrap_or(0).min(100)),
+                    borrowing: l.borrowing_limit_percent.map_or(self.server_limit, percent_of),
+                };
                 let overflow = overflow(l.limit_response.as_ref());
                 let by_flow = matches!(overflow, Overflow::Queue { queues, .. } if queues > 1);
                 let state = match limited.remove(&name) {
                     Some(old) => {
-                        old.set.reconfigure(nominal, overflow);
+                        old.set.reconfigure(limits, overflow);
                         old.by_flow.store(by_flow, Ordering::Relaxed);
                         old
                     }
                     None => Arc::new(Limited {
-                        set: QueueSet::new(nominal, overflow),
+                        set: self.seats.level(limits, overflow),
                         retry_after: Mutex::default(),
                         by_flow: AtomicBool::new(by_flow),
                     }),
@@ -245,6 +258,16 @@ impl PriorityAndFairness {
                     limited: state,
                 }),
             );
+        }
+        // A level no longer configured keeps no seats: what it runs finishes, what it
+        // queues times out.
+        let no_seats = Limits {
+            nominal: 0,
+            lendable: 0,
+            borrowing: 0,
+        };
+        for gone in limited.values() {
+            gone.set.reconfigure(no_seats, Overflow::Reject);
         }
         *limited = kept;
         drop(limited);

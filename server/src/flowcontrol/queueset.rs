@@ -1,9 +1,15 @@
-//! The seats of one limited priority level and its fair queues: a request takes a seat at once
-//! when one is free and nobody waits; otherwise it joins the shortest of the queues its flow is
-//! dealt (shuffle sharding), or is refused when that queue is full, the level does not queue,
-//! or it waited past its time. A freed seat goes to the head of the queue that has received
-//! the least service so far (fair queuing by virtual time, every request counted as one unit
-//! of work), so a flow that floods its queues cannot starve the others.
+//! The seats of the limited priority levels and their fair queues. A level always has its
+//! nominal seats; the part of them it may lend (`lendablePercent`) goes to a pool the other
+//! levels borrow from, up to their borrowing limits, while the lender does not use it. A
+//! request takes a seat at once when one is free and nobody of its level waits; otherwise it
+//! joins the shortest of the queues its flow is dealt (shuffle sharding), or is refused when
+//! that queue is full, the level does not queue, or it waited past its time. A freed seat goes
+//! to the head of the queue that has received the least service so far (fair queuing by
+//! virtual time, every request counted as one unit of work), first within its own level and
+//! then in the levels that may borrow it, so a flow that floods its queues cannot starve the
+//! others and an idle level's seats do not sit unused.
+//!
+//! All levels share one lock: a seat freed in one level may go to a request of another.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +31,17 @@ pub enum Overflow {
         /// Requests a queue holds at most.
         queue_length_limit: usize,
     },
+}
+
+/// A level's seats: its nominal ones, how many of them it lends, how many it may borrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Seats the level always has.
+    pub nominal: usize,
+    /// Of them, the seats others may borrow while the level does not use them.
+    pub lendable: usize,
+    /// Seats the level may borrow beyond its own.
+    pub borrowing: usize,
 }
 
 /// Why a request got no seat (kube's `reason` label of
@@ -65,33 +82,111 @@ struct Queue {
 }
 
 #[derive(Debug)]
-struct State {
-    limit: usize,
+struct Level {
+    limits: Limits,
     overflow: Overflow,
     executing: usize,
     queues: Vec<Queue>,
     /// The virtual clock: the service of the queue dispatched from last.
     clock: u64,
+}
+
+impl Level {
+    fn waiting(&self) -> bool {
+        self.queues.iter().any(|q| !q.waiting.is_empty())
+    }
+
+    /// Seats in use beyond what the level never lends.
+    fn beyond_guarantee(&self) -> usize {
+        self.executing
+            .saturating_sub(self.limits.nominal - self.limits.lendable.min(self.limits.nominal))
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    levels: Vec<Level>,
     next_id: u64,
 }
 
-/// The seats and queues of one limited priority level.
-#[derive(Debug)]
-pub struct QueueSet {
+impl State {
+    /// Whether level `i` may start one more request: within its nominal seats always; beyond
+    /// them while it may still borrow and the lent seats in use (its own lent part included)
+    /// are fewer than all levels lend.
+    fn may_start(&self, i: usize) -> bool {
+        let l = &self.levels[i];
+        if l.executing < l.limits.nominal {
+            return true;
+        }
+        if l.executing >= l.limits.nominal + l.limits.borrowing {
+            return false;
+        }
+        let lent: usize = self.levels.iter().map(|l| l.limits.lendable).sum();
+        let in_use: usize = self.levels.iter().map(Level::beyond_guarantee).sum();
+        in_use < lent
+    }
+
+    /// Gives free seats to queued requests: in level `first`, then in every other level that
+    /// may now borrow one, each to the head of its non-empty queue with the least service.
+    fn dispatch(&mut self, first: usize) {
+        let order = std::iter::once(first).chain((0..self.levels.len()).filter(|i| *i != first));
+        for i in order.collect::<Vec<_>>() {
+            while self.levels[i].waiting() && self.may_start(i) {
+                let l = &mut self.levels[i];
+                let Some(q) = l
+                    .queues
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, q)| !q.waiting.is_empty())
+                    .min_by_key(|(i, q)| (q.virtual_start, *i))
+                    .map(|(i, _)| i)
+                else {
+                    break;
+                };
+                let clock = l.clock;
+                let queue = &mut l.queues[q];
+                let Some(waiter) = queue.waiting.pop_front() else {
+                    break;
+                };
+                let start = queue.virtual_start.max(clock);
+                queue.virtual_start = start + 1;
+                l.clock = start;
+                // A waiter that already left (timed out, or its client went away) takes no seat.
+                if waiter.seat.send(()).is_ok() {
+                    l.executing += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The seats and queues of every limited level of a replica.
+#[derive(Debug, Default)]
+pub struct Seats {
     state: Mutex<State>,
+}
+
+/// One limited level's handle on the shared seats.
+#[derive(Debug, Clone)]
+pub struct QueueSet {
+    seats: Arc<Seats>,
+    index: usize,
 }
 
 /// A seat, given back when dropped.
 #[derive(Debug)]
 pub struct Seat {
-    set: Arc<QueueSet>,
+    set: QueueSet,
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        let mut s = self.set.lock();
-        s.executing = s.executing.saturating_sub(1);
-        dispatch(&mut s);
+        let mut s = self.set.seats.lock();
+        let index = self.set.index;
+        if let Some(l) = s.levels.get_mut(index) {
+            l.executing = l.executing.saturating_sub(1);
+        }
+        s.dispatch(index);
     }
 }
 
@@ -108,9 +203,11 @@ impl Pending<'_> {
     /// Leaves the queue; returns whether a seat was given first (it is then the caller's).
     fn leave(&mut self) -> bool {
         self.settled = true;
-        let mut s = self.set.lock();
-        for q in &mut s.queues {
-            q.waiting.retain(|w| w.id != self.id);
+        let mut s = self.set.seats.lock();
+        if let Some(l) = s.levels.get_mut(self.set.index) {
+            for q in &mut l.queues {
+                q.waiting.retain(|w| w.id != self.id);
+            }
         }
         // The dispatcher sends under the same lock, so a seat given is here now.
         self.seated.try_recv().is_ok()
@@ -120,9 +217,9 @@ impl Pending<'_> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if !self.settled && self.leave() {
-            let mut s = self.set.lock();
-            s.executing = s.executing.saturating_sub(1);
-            dispatch(&mut s);
+            drop(Seat {
+                set: self.set.clone(),
+            });
         }
     }
 }
@@ -136,76 +233,97 @@ pub struct Admission {
     pub queued: bool,
 }
 
-impl QueueSet {
-    /// A level of `limit` seats.
-    pub fn new(limit: usize, overflow: Overflow) -> Arc<QueueSet> {
-        let queues = queue_count(&overflow);
-        Arc::new(QueueSet {
-            state: Mutex::new(State {
-                limit,
-                overflow,
-                executing: 0,
-                queues: (0..queues).map(|_| Queue::default()).collect(),
-                clock: 0,
-                next_id: 0,
-            }),
-        })
+impl Seats {
+    /// No levels yet.
+    pub fn new() -> Arc<Seats> {
+        Arc::default()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies a changed configuration: requests already queued keep their order, dealt anew
-    /// over the new number of queues when it changed.
-    pub fn reconfigure(&self, limit: usize, overflow: Overflow) {
+    /// A new level.
+    pub fn level(self: &Arc<Self>, limits: Limits, overflow: Overflow) -> QueueSet {
         let mut s = self.lock();
-        s.limit = limit;
+        let queues = queue_count(&overflow);
+        s.levels.push(Level {
+            limits,
+            overflow,
+            executing: 0,
+            queues: (0..queues).map(|_| Queue::default()).collect(),
+            clock: 0,
+        });
+        QueueSet {
+            seats: self.clone(),
+            index: s.levels.len() - 1,
+        }
+    }
+}
+
+impl QueueSet {
+    /// Applies a changed configuration: requests already queued keep their order, dealt anew
+    /// over the new number of queues when it changed. A level no longer configured is given
+    /// no seats: what it runs finishes, what it queues times out.
+    pub fn reconfigure(&self, limits: Limits, overflow: Overflow) {
+        let mut s = self.seats.lock();
+        let Some(l) = s.levels.get_mut(self.index) else {
+            return;
+        };
+        l.limits = limits;
         let count = queue_count(&overflow);
-        if count != s.queues.len() {
-            let waiting: Vec<Waiter> = s.queues.drain(..).flat_map(|q| q.waiting).collect();
-            s.queues = (0..count).map(|_| Queue::default()).collect();
-            let clock = s.clock;
+        if count != l.queues.len() {
+            let waiting: Vec<Waiter> = l.queues.drain(..).flat_map(|q| q.waiting).collect();
+            l.queues = (0..count).map(|_| Queue::default()).collect();
+            let clock = l.clock;
             for (i, w) in waiting.into_iter().enumerate() {
-                if let Some(q) = s.queues.get_mut(i % count.max(1)) {
+                if let Some(q) = l.queues.get_mut(i % count.max(1)) {
                     q.virtual_start = clock;
                     q.waiting.push_back(w);
                 }
             }
         }
-        s.overflow = overflow;
-        dispatch(&mut s);
+        l.overflow = overflow;
+        s.dispatch(self.index);
     }
 
-    /// The seats the level has.
+    /// The level's nominal seats.
     pub fn limit(&self) -> usize {
-        self.lock().limit
+        self.seats
+            .lock()
+            .levels
+            .get(self.index)
+            .map_or(0, |l| l.limits.nominal)
     }
 
     /// Requests executing and waiting now.
     pub fn load(&self) -> (usize, usize) {
-        let s = self.lock();
-        (s.executing, s.queues.iter().map(|q| q.waiting.len()).sum())
+        let s = self.seats.lock();
+        s.levels.get(self.index).map_or((0, 0), |l| {
+            (l.executing, l.queues.iter().map(|q| q.waiting.len()).sum())
+        })
     }
 
     /// A seat for a request of `flow`, waiting at most `wait` in a queue. `on_queue` is called
     /// when the request joins a queue; what it returns is dropped when the request leaves it.
-    pub async fn admit<G>(
-        self: &Arc<Self>,
-        flow: u64,
-        wait: Duration,
-        on_queue: impl FnOnce() -> G,
-    ) -> Admission {
+    pub async fn admit<G>(&self, flow: u64, wait: Duration, on_queue: impl FnOnce() -> G) -> Admission {
+        let refused = |refusal| Admission {
+            outcome: Err(refusal),
+            queued: false,
+        };
         let (id, seated) = {
-            let mut s = self.lock();
-            let nobody_waits = s.queues.iter().all(|q| q.waiting.is_empty());
-            if s.executing < s.limit && nobody_waits {
-                s.executing += 1;
+            let mut s = self.seats.lock();
+            let Some(level) = s.levels.get(self.index) else {
+                return refused(Refusal::ConcurrencyLimit);
+            };
+            if !level.waiting() && s.may_start(self.index) {
+                let l = &mut s.levels[self.index];
+                l.executing += 1;
                 // Immediate service counts as service: the flow's queue moves ahead in
                 // virtual time like any other's.
-                if let Some(q) = pick_queue(&s, flow) {
-                    let clock = s.clock;
-                    let queue = &mut s.queues[q];
+                if let Some(q) = pick_queue(l, flow) {
+                    let clock = l.clock;
+                    let queue = &mut l.queues[q];
                     queue.virtual_start = queue.virtual_start.max(clock) + 1;
                 }
                 return Admission {
@@ -215,30 +333,22 @@ impl QueueSet {
             }
             let Overflow::Queue {
                 queue_length_limit, ..
-            } = s.overflow
+            } = level.overflow
             else {
-                return Admission {
-                    outcome: Err(Refusal::ConcurrencyLimit),
-                    queued: false,
-                };
+                return refused(Refusal::ConcurrencyLimit);
             };
-            let Some(q) = pick_queue(&s, flow) else {
-                return Admission {
-                    outcome: Err(Refusal::ConcurrencyLimit),
-                    queued: false,
-                };
+            let Some(q) = pick_queue(level, flow) else {
+                return refused(Refusal::ConcurrencyLimit);
             };
-            if s.queues[q].waiting.len() >= queue_length_limit {
-                return Admission {
-                    outcome: Err(Refusal::QueueFull),
-                    queued: false,
-                };
+            if level.queues[q].waiting.len() >= queue_length_limit {
+                return refused(Refusal::QueueFull);
             }
             let id = s.next_id;
             s.next_id += 1;
             let (tx, rx) = oneshot::channel();
-            let clock = s.clock;
-            let queue = &mut s.queues[q];
+            let l = &mut s.levels[self.index];
+            let clock = l.clock;
+            let queue = &mut l.queues[q];
             if queue.waiting.is_empty() {
                 queue.virtual_start = queue.virtual_start.max(clock);
             }
@@ -270,7 +380,7 @@ impl QueueSet {
         }
     }
 
-    fn seat(self: &Arc<Self>) -> Seat {
+    fn seat(&self) -> Seat {
         Seat { set: self.clone() }
     }
 }
@@ -285,12 +395,12 @@ fn queue_count(overflow: &Overflow) -> usize {
 /// Shuffle sharding: the flow's hand of distinct queues, dealt with the flow's hash as the
 /// source of randomness, and of them the one with the fewest requests waiting (the first such
 /// in the hand).
-fn pick_queue(s: &State, flow: u64) -> Option<usize> {
-    let deck = s.queues.len();
+fn pick_queue(l: &Level, flow: u64) -> Option<usize> {
+    let deck = l.queues.len();
     if deck == 0 {
         return None;
     }
-    let hand_size = match s.overflow {
+    let hand_size = match l.overflow {
         Overflow::Queue { hand_size, .. } => hand_size.clamp(1, deck),
         Overflow::Reject => 1,
     };
@@ -303,40 +413,11 @@ fn pick_queue(s: &State, flow: u64) -> Option<usize> {
         seed /= remaining;
         cards.swap(dealt, pick);
         let card = cards[dealt];
-        if best.is_none_or(|b| s.queues[card].waiting.len() < s.queues[b].waiting.len()) {
+        if best.is_none_or(|b| l.queues[card].waiting.len() < l.queues[b].waiting.len()) {
             best = Some(card);
         }
     }
     best
-}
-
-/// Gives free seats to queued requests: each to the head of the non-empty queue with the
-/// least service so far.
-fn dispatch(s: &mut State) {
-    while s.executing < s.limit {
-        let Some(q) = s
-            .queues
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| !q.waiting.is_empty())
-            .min_by_key(|(i, q)| (q.virtual_start, *i))
-            .map(|(i, _)| i)
-        else {
-            return;
-        };
-        let clock = s.clock;
-        let queue = &mut s.queues[q];
-        let Some(waiter) = queue.waiting.pop_front() else {
-            return;
-        };
-        let start = queue.virtual_start.max(clock);
-        queue.virtual_start = start + 1;
-        s.clock = start;
-        // A waiter that already left (timed out, or its client went away) takes no seat.
-        if waiter.seat.send(()).is_ok() {
-            s.executing += 1;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -344,6 +425,14 @@ mod tests {
     use super::*;
 
     const WAIT: Duration = Duration::from_secs(5);
+
+    fn own(nominal: usize) -> Limits {
+        Limits {
+            nominal,
+            lendable: 0,
+            borrowing: 0,
+        }
+    }
 
     fn queued(queues: usize, hand_size: usize, queue_length_limit: usize) -> Overflow {
         Overflow::Queue {
@@ -355,7 +444,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_rejecting_level_refuses_beyond_its_seats() {
-        let set = QueueSet::new(2, Overflow::Reject);
+        let set = Seats::new().level(own(2), Overflow::Reject);
         let a = set.admit(1, WAIT, || ()).await.outcome.expect("a seat");
         let _b = set.admit(1, WAIT, || ()).await.outcome.expect("a seat");
         let refused = set.admit(2, WAIT, || ()).await;
@@ -366,7 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_refuses_and_a_long_wait_times_out() {
-        let set = QueueSet::new(1, queued(1, 1, 1));
+        let set = Seats::new().level(own(1), queued(1, 1, 1));
         let _held = set.admit(1, WAIT, || ()).await.outcome.expect("a seat");
         let waiting = {
             let set = set.clone();
@@ -385,11 +474,11 @@ mod tests {
     #[tokio::test]
     async fn a_freed_seat_goes_to_the_flow_served_least() {
         // Two flows, each on a queue of its own (one queue dealt per flow out of many).
-        let set = QueueSet::new(1, queued(64, 1, 50));
+        let set = Seats::new().level(own(1), queued(64, 1, 50));
         let (a, b) = (7u64, 8u64);
         {
-            let s = set.lock();
-            assert_ne!(pick_queue(&s, a), pick_queue(&s, b));
+            let s = set.seats.lock();
+            assert_ne!(pick_queue(&s.levels[0], a), pick_queue(&s.levels[0], b));
         }
         let held = set.admit(a, WAIT, || ()).await.outcome.expect("a seat");
         let order = Arc::new(Mutex::new(Vec::new()));
@@ -413,5 +502,60 @@ mod tests {
         }
         let order = order.lock().expect("order").clone();
         assert_eq!(order, vec![b, a, a, a]);
+    }
+
+    #[tokio::test]
+    async fn idle_lendable_seats_are_borrowed_and_the_lender_keeps_its_own() {
+        let seats = Seats::new();
+        // The lender lends both its seats; the borrower has one and may borrow without limit.
+        let lender = seats.level(
+            Limits {
+                nominal: 2,
+                lendable: 2,
+                borrowing: 0,
+            },
+            Overflow::Reject,
+        );
+        let borrower = seats.level(
+            Limits {
+                nominal: 1,
+                lendable: 0,
+                borrowing: 10,
+            },
+            queued(1, 1, 10),
+        );
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(
+                borrower
+                    .admit(1, WAIT, || ())
+                    .await
+                    .outcome
+                    .expect("own, then borrowed"),
+            );
+        }
+        assert_eq!(borrower.load(), (3, 0));
+        // Nothing left to borrow: the next one waits.
+        let waiting = {
+            let borrower = borrower.clone();
+            tokio::spawn(async move { borrower.admit(1, WAIT, || ()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(borrower.load(), (3, 1));
+        // The lender's own seats are its own even while lent out.
+        let mine = lender
+            .admit(9, WAIT, || ())
+            .await
+            .outcome
+            .expect("the lender's own seat");
+        assert_eq!(lender.load(), (1, 0));
+        // A borrowed seat given back is not lent again while the lender uses its share...
+        held.pop();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(borrower.load(), (2, 1));
+        // ...and once the lender is done, it is.
+        drop(mine);
+        let seated = waiting.await.expect("joined");
+        assert!(seated.queued && seated.outcome.is_ok());
     }
 }

@@ -2018,6 +2018,43 @@ async fn priority_and_fairness_classifies_queues_and_refuses() {
     );
     assert_eq!(shares, "0");
 
+    // kube's dump of the levels: tiny refused and dispatched requests on replica 0.
+    let dump = k
+        .text(&k.url(0, "/debug/api_priority_and_fairness/dump_priority_levels"))
+        .await;
+    let mut lines = dump.lines();
+    assert_eq!(
+        lines
+            .next()
+            .map(|l| l.split(',').map(str::trim).collect::<Vec<_>>()),
+        Some(vec![
+            "PriorityLevelName",
+            "ActiveQueues",
+            "IsIdle",
+            "IsQuiescing",
+            "WaitingRequests",
+            "ExecutingRequests",
+            "DispatchedRequests",
+            "RejectedRequests",
+            "TimedoutRequests",
+            "CancelledRequests",
+        ]),
+        "{dump}"
+    );
+    let tiny: Vec<u64> = lines
+        .find(|l| l.starts_with("tiny,"))
+        .map(|l| {
+            l.split(',')
+                .skip(4)
+                .filter_map(|c| c.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        tiny.len() == 6 && tiny[2] >= 3 && tiny[3] >= 2,
+        "tiny's waiting, executing, dispatched, rejected, timed out, cancelled: {tiny:?}\n{dump}"
+    );
+
     let metrics = k.text(&k.url(0, "/metrics")).await;
     for reason in ["queue-full", "concurrency-limit"] {
         assert!(

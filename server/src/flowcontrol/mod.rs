@@ -177,6 +177,8 @@ pub struct LevelLoad {
 pub struct PriorityAndFairness {
     server_limit: usize,
     config: RwLock<Arc<Config>>,
+    /// Requests the exempt level ran.
+    exempt_dispatched: std::sync::atomic::AtomicU64,
     seats: Arc<Seats>,
     limited: Mutex<HashMap<String, Arc<Limited>>>,
 }
@@ -188,6 +190,7 @@ impl PriorityAndFairness {
         let pf = Arc::new(PriorityAndFairness {
             server_limit,
             config: RwLock::default(),
+            exempt_dispatched: Default::default(),
             seats: Seats::new(),
             limited: Mutex::default(),
         });
@@ -358,6 +361,7 @@ impl PriorityAndFairness {
     /// A seat for a classified request, after a wait in its level's queue if need be.
     pub async fn admit(&self, c: &Classification) -> Admitted {
         let Some(limited) = &c.level.limited else {
+            self.exempt_dispatched.fetch_add(1, Ordering::Relaxed);
             return Admitted::Exempt;
         };
         let started = std::time::Instant::now();
@@ -402,6 +406,53 @@ impl PriorityAndFairness {
             .collect()
     }
 
+    /// kube's `/debug/api_priority_and_fairness/dump_priority_levels`: a row per level, by
+    /// name, its cells joined by `,` and aligned as Go's `tabwriter` aligns them.
+    pub fn dump_priority_levels(&self) -> String {
+        let mut rows = vec![[
+            "PriorityLevelName",
+            "ActiveQueues",
+            "IsIdle",
+            "IsQuiescing",
+            "WaitingRequests",
+            "ExecutingRequests",
+            "DispatchedRequests",
+            "RejectedRequests",
+            "TimedoutRequests",
+            "CancelledRequests",
+        ]
+        .map(str::to_string)
+        .to_vec()];
+        for level in &self.current().levels {
+            let dump = match &level.limited {
+                Some(l) => l.set.dump(),
+                None => queueset::Dump {
+                    active_queues: 0,
+                    waiting: 0,
+                    executing: 0,
+                    counts: queueset::Counts {
+                        dispatched: self.exempt_dispatched.load(Ordering::Relaxed),
+                        ..Default::default()
+                    },
+                },
+            };
+            let idle = dump.executing == 0 && dump.waiting == 0;
+            rows.push(vec![
+                level.name.clone(),
+                dump.active_queues.to_string(),
+                idle.to_string(),
+                false.to_string(),
+                dump.waiting.to_string(),
+                dump.executing.to_string(),
+                dump.counts.dispatched.to_string(),
+                dump.counts.rejected.to_string(),
+                dump.counts.timed_out.to_string(),
+                dump.counts.cancelled.to_string(),
+            ]);
+        }
+        tabulated(&rows)
+    }
+
     /// Keeps the configuration equal to the FlowSchemas and priority levels in `cache`: read
     /// at once and again after every change to either (or after the cache was reloaded).
     pub fn follow(self: &Arc<Self>, cache: WatchCache) {
@@ -428,6 +479,32 @@ impl PriorityAndFairness {
             }
         });
     }
+}
+
+/// Rows of cells joined by `,\t` as kube writes them through Go's `tabwriter` (minimum width
+/// 8, padding 1, spaces): every cell but a line's last padded to its column's widest plus one.
+fn tabulated(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width = |c: usize| {
+        rows.iter()
+            .filter_map(|r| r.get(c))
+            .map(|cell| cell.chars().count() + 2)
+            .max()
+            .unwrap_or(0)
+            .max(8)
+    };
+    let widths: Vec<usize> = (0..columns.saturating_sub(1)).map(width).collect();
+    let mut out = String::new();
+    for row in rows {
+        for (c, cell) in row.iter().enumerate() {
+            match widths.get(c).filter(|_| c + 1 < row.len()) {
+                Some(w) => out.push_str(&format!("{:<w$}", format!("{cell},"), w = *w)),
+                None => out.push_str(cell),
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// A request counted in `apiserver_flowcontrol_current_inqueue_requests` while it waits.
@@ -619,6 +696,30 @@ mod tests {
         assert_eq!(limit("global-default"), Some(49));
         assert_eq!(limit("workload-low"), Some(245));
         assert_eq!(limit("exempt"), None);
+    }
+
+    #[test]
+    fn dumps_are_aligned_as_gos_tabwriter_aligns_them() {
+        let rows = vec![
+            vec![
+                "PriorityLevelName".to_string(),
+                "ActiveQueues".into(),
+                "IsIdle".into(),
+            ],
+            vec!["exempt".to_string(), "0".into(), "true".into()],
+        ];
+        assert_eq!(
+            tabulated(&rows),
+            "PriorityLevelName, ActiveQueues, IsIdle\nexempt,            0,            true\n"
+        );
+        let pf = PriorityAndFairness::new(10);
+        let dump = pf.dump_priority_levels();
+        let lines: Vec<&str> = dump.lines().collect();
+        assert_eq!(lines.len(), 3, "{dump}");
+        assert!(
+            lines[1].starts_with("catch-all,") && lines[2].starts_with("exempt,"),
+            "{dump}"
+        );
     }
 
     #[test]

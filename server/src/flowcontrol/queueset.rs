@@ -89,6 +89,33 @@ struct Level {
     queues: Vec<Queue>,
     /// The virtual clock: the service of the queue dispatched from last.
     clock: u64,
+    counts: Counts,
+}
+
+/// What a level did with its requests since it was configured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Given a seat.
+    pub dispatched: u64,
+    /// Refused at once (queue full, or a level that does not queue).
+    pub rejected: u64,
+    /// Refused after waiting as long as they may.
+    pub timed_out: u64,
+    /// Gone while they waited (their client went away).
+    pub cancelled: u64,
+}
+
+/// A level's state, as kube's `dump_priority_levels` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dump {
+    /// Queues holding a request.
+    pub active_queues: usize,
+    /// Requests waiting.
+    pub waiting: usize,
+    /// Requests executing.
+    pub executing: usize,
+    /// What it did so far.
+    pub counts: Counts,
 }
 
 impl Level {
@@ -154,6 +181,7 @@ impl State {
                 // A waiter that already left (timed out, or its client went away) takes no seat.
                 if waiter.seat.send(()).is_ok() {
                     l.executing += 1;
+                    l.counts.dispatched += 1;
                 }
             }
         }
@@ -216,11 +244,15 @@ impl Pending<'_> {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if !self.settled && self.leave() {
+        if self.settled {
+            return;
+        }
+        if self.leave() {
             drop(Seat {
                 set: self.set.clone(),
             });
         }
+        self.set.count(|c| c.cancelled += 1);
     }
 }
 
@@ -253,6 +285,7 @@ impl Seats {
             executing: 0,
             queues: (0..queues).map(|_| Queue::default()).collect(),
             clock: 0,
+            counts: Counts::default(),
         });
         QueueSet {
             seats: self.clone(),
@@ -296,6 +329,31 @@ impl QueueSet {
             .map_or(0, |l| l.limits.nominal)
     }
 
+    fn count(&self, update: impl FnOnce(&mut Counts)) {
+        if let Some(l) = self.seats.lock().levels.get_mut(self.index) {
+            update(&mut l.counts);
+        }
+    }
+
+    /// The level's queues, requests and counts now.
+    pub fn dump(&self) -> Dump {
+        let s = self.seats.lock();
+        s.levels.get(self.index).map_or(
+            Dump {
+                active_queues: 0,
+                waiting: 0,
+                executing: 0,
+                counts: Counts::default(),
+            },
+            |l| Dump {
+                active_queues: l.queues.iter().filter(|q| !q.waiting.is_empty()).count(),
+                waiting: l.queues.iter().map(|q| q.waiting.len()).sum(),
+                executing: l.executing,
+                counts: l.counts,
+            },
+        )
+    }
+
     /// Requests executing and waiting now.
     pub fn load(&self) -> (usize, usize) {
         let s = self.seats.lock();
@@ -311,6 +369,10 @@ impl QueueSet {
             outcome: Err(refusal),
             queued: false,
         };
+        let rejected = |s: &mut State, refusal| {
+            s.levels[self.index].counts.rejected += 1;
+            refused(refusal)
+        };
         let (id, seated) = {
             let mut s = self.seats.lock();
             let Some(level) = s.levels.get(self.index) else {
@@ -319,6 +381,7 @@ impl QueueSet {
             if !level.waiting() && s.may_start(self.index) {
                 let l = &mut s.levels[self.index];
                 l.executing += 1;
+                l.counts.dispatched += 1;
                 // Immediate service counts as service: the flow's queue moves ahead in
                 // virtual time like any other's.
                 if let Some(q) = pick_queue(l, flow) {
@@ -335,13 +398,13 @@ impl QueueSet {
                 queue_length_limit, ..
             } = level.overflow
             else {
-                return refused(Refusal::ConcurrencyLimit);
+                return rejected(&mut s, Refusal::ConcurrencyLimit);
             };
             let Some(q) = pick_queue(level, flow) else {
-                return refused(Refusal::ConcurrencyLimit);
+                return rejected(&mut s, Refusal::ConcurrencyLimit);
             };
             if level.queues[q].waiting.len() >= queue_length_limit {
-                return refused(Refusal::QueueFull);
+                return rejected(&mut s, Refusal::QueueFull);
             }
             let id = s.next_id;
             s.next_id += 1;
@@ -370,7 +433,10 @@ impl QueueSet {
             // Waited too long, unless a seat came in the meantime.
             Ok(Err(_)) | Err(_) => match pending.leave() {
                 true => Ok(self.seat()),
-                false => Err(Refusal::TimeOut),
+                false => {
+                    self.count(|c| c.timed_out += 1);
+                    Err(Refusal::TimeOut)
+                }
             },
         };
         drop(in_queue);
@@ -469,6 +535,15 @@ mod tests {
         assert!(timed_out.queued);
         assert_eq!(timed_out.outcome.err(), Some(Refusal::TimeOut));
         assert_eq!(set.load(), (1, 0), "the timed-out request left its queue");
+        assert_eq!(
+            set.dump().counts,
+            Counts {
+                dispatched: 1,
+                rejected: 1,
+                timed_out: 1,
+                cancelled: 0
+            }
+        );
     }
 
     #[tokio::test]

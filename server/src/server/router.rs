@@ -77,7 +77,27 @@ pub fn router(state: HttpState, api: Api, auditor: Option<Auditor>, overload: Ov
         .merge(openapi)
         .merge(openid)
         .fallback_service(kube);
+    let routes = match &overload {
+        Overload::PriorityAndFairness(pf) => routes.merge(
+            Router::new()
+                .route(
+                    "/debug/api_priority_and_fairness/dump_priority_levels",
+                    get(dump_priority_levels),
+                )
+                .with_state(pf.clone()),
+        ),
+        Overload::MaxInFlight(_) => routes,
+    };
     with_filters(routes, api, auditor, overload)
+}
+
+/// kube's dump of the priority levels' state, as plain text.
+async fn dump_priority_levels(State(pf): State<Arc<PriorityAndFairness>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        pf.dump_priority_levels(),
+    )
+        .into_response()
 }
 
 /// The filter chain, in the order a request passes it (outermost first). Adding a filter is

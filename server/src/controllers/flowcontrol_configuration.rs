@@ -41,27 +41,6 @@ fn plural_of(kind: &str) -> &'static str {
     }
 }
 
-/// Objects 404 or 409 lost a race to a change that brings another pass.
-fn settled(outcome: ApiResult<()>) -> ApiResult<()> {
-    match outcome {
-        Err(e) if matches!(e.code, 404 | 409) => Ok(()),
-        other => other,
-    }
-}
-
-/// The stored objects of one type, by name.
-fn stored(store: &Store, plural: &str) -> ApiResult<BTreeMap<String, Value>> {
-    Ok(store
-        .cache()
-        .list(&keys::type_prefix(GROUP, plural), None, None)
-        .ok_or_else(|| ApiError::internal("the watch cache moved on".to_string()))?
-        .objects
-        .into_iter()
-        .map(|(_, o)| o.value())
-        .filter_map(|o| Some((o["metadata"]["name"].as_str()?.to_string(), o)))
-        .collect())
-}
-
 /// The annotation's value as Go's `strconv.ParseBool` reads it.
 fn annotation(object: &Value) -> Option<bool> {
     object["metadata"]["annotations"][AUTOUPDATE_ANNOTATION]
@@ -151,7 +130,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
     let bootstrap = defaults::objects().map_err(|e| ApiError::internal(e.to_string()))?;
     let mut current = BTreeMap::new();
     for plural in [FLOW_SCHEMAS, PRIORITY_LEVELS] {
-        current.insert(plural, stored(store, plural)?);
+        current.insert(plural, super::stored_by_name(store, GROUP, plural)?);
     }
     for object in &bootstrap {
         let plural = plural_of(object["kind"].as_str().unwrap_or_default());
@@ -178,7 +157,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
                 }
             },
         };
-        settled(outcome)?;
+        super::settled(outcome)?;
     }
     // What the producer wrote once and kube no longer ships.
     for plural in [FLOW_SCHEMAS, PRIORITY_LEVELS] {
@@ -188,7 +167,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
             });
             if !default && annotation(object) == Some(true) {
                 let req = super::request(registry, (GROUP, plural), None, Some(name))?;
-                settled(
+                super::settled(
                     delete::delete(store, &req, &DeleteOptions::default())
                         .await
                         .map(drop),
@@ -197,8 +176,8 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
         }
     }
     // The consumer's `Dangling` conditions, against the levels as they are now.
-    let levels = stored(store, PRIORITY_LEVELS)?;
-    for (name, schema) in stored(store, FLOW_SCHEMAS)? {
+    let levels = super::stored_by_name(store, GROUP, PRIORITY_LEVELS)?;
+    for (name, schema) in super::stored_by_name(store, GROUP, FLOW_SCHEMAS)? {
         let level = schema["spec"]["priorityLevelConfiguration"]["name"]
             .as_str()
             .unwrap_or_default();
@@ -224,7 +203,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
             force: true,
         };
         let bytes = serde_json::to_vec(&body).map_err(|e| ApiError::internal(e.to_string()))?;
-        settled(
+        super::settled(
             update::patch(store, &req, &patch, PatchType::Apply, &bytes)
                 .await
                 .map(drop),

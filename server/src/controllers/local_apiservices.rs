@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::aggregator::priorities;
-use crate::machinery::errors::{ApiError, ApiResult};
+use crate::machinery::errors::ApiResult;
 use crate::machinery::field_validation::Decoded;
 use crate::machinery::timestamp::now_rfc3339;
 use crate::registry::delete::{self, DeleteOptions};
@@ -87,29 +87,11 @@ fn request(registry: &Registry, name: Option<&str>, subresource: Option<&str>) -
     Ok(req)
 }
 
-/// A write that lost a race (or met an object deleted meanwhile) is no failure: the change
-/// that won brings another pass.
-fn settled(outcome: ApiResult<()>) -> ApiResult<()> {
-    match outcome {
-        Err(e) if matches!(e.code, 404 | 409) => Ok(()),
-        other => other,
-    }
-}
-
 /// One pass: creates the missing local APIServices, marks them available, deletes those of
 /// group-versions no longer served.
 async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
     let opts = WriteOptions::by(FIELD_MANAGER);
-    let prefix = keys::type_prefix(GROUP, PLURAL);
-    let current: BTreeMap<String, Value> = store
-        .cache()
-        .list(&prefix, None, None)
-        .ok_or_else(|| ApiError::internal("the watch cache moved on".to_string()))?
-        .objects
-        .into_iter()
-        .map(|(_, o)| o.value())
-        .filter_map(|o| Some((o["metadata"]["name"].as_str()?.to_string(), o)))
-        .collect();
+    let current: BTreeMap<String, Value> = super::stored_by_name(store, GROUP, PLURAL)?;
     let desired = desired(registry);
     for (name, object) in &desired {
         let mut existing = current.get(name).cloned();
@@ -135,14 +117,14 @@ async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
             duplicates: Vec::new(),
         };
         let req = request(registry, Some(name), Some("status"))?;
-        settled(update::update(store, &req, &opts, body).await.map(drop))?;
+        super::settled(update::update(store, &req, &opts, body).await.map(drop))?;
     }
     for (name, object) in &current {
         let automanaged = object["metadata"]["labels"][AUTOMANAGED].as_str().is_some();
         let local = !object["spec"]["service"].is_object();
         if automanaged && local && !desired.contains_key(name) {
             let req = request(registry, Some(name), None)?;
-            settled(
+            super::settled(
                 delete::delete(store, &req, &DeleteOptions::default())
                     .await
                     .map(drop),

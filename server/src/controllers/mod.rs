@@ -162,6 +162,32 @@ pub async fn ensure(
     }
 }
 
+/// A write that lost a race (or met an object deleted meanwhile) is no failure: the change
+/// that won brings another pass.
+pub fn settled(outcome: ApiResult<()>) -> ApiResult<()> {
+    match outcome {
+        Err(e) if matches!(e.code, 404 | 409) => Ok(()),
+        other => other,
+    }
+}
+
+/// The objects of `group`'s cluster-scoped `plural` in the watch cache, by name.
+pub fn stored_by_name(
+    store: &Store,
+    group: &str,
+    plural: &str,
+) -> ApiResult<std::collections::BTreeMap<String, Value>> {
+    Ok(store
+        .cache()
+        .list(&keys::type_prefix(group, plural), None, None)
+        .ok_or_else(|| ApiError::internal("the watch cache moved on".to_string()))?
+        .objects
+        .into_iter()
+        .map(|(_, o)| o.value())
+        .filter_map(|o| Some((o["metadata"]["name"].as_str()?.to_string(), o)))
+        .collect())
+}
+
 /// The loop of a level-triggered controller: runs `pass` at once, then after every batch of
 /// the watch cache's changes that touches a key `relevant` picks (or after the cache was
 /// reloaded, or the loop fell behind), and every [`RESYNC`] in any case. A failed pass is

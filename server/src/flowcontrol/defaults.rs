@@ -5,6 +5,8 @@
 //! `apf.kubernetes.io/autoupdate-spec` annotation lets it.
 
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+use std::sync::OnceLock;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -21,20 +23,26 @@ pub const EXEMPT: &str = "exempt";
 pub const CATCH_ALL: &str = "catch-all";
 
 /// The embedded configuration does not parse (a defect of the build, reported, not panicked on).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("the default priority and fairness configuration does not parse: {0}")]
 pub struct DefaultsError(String);
 
 /// The default objects, each with the autoupdate annotation set to `"true"`, in kube's order
 /// (mandatory priority levels and FlowSchemas, then the suggested ones).
+/// Parsed once, on first use.
 pub fn objects() -> Result<Vec<Value>, DefaultsError> {
-    yaml_serde::Deserializer::from_str(DEFAULTS)
-        .map(|doc| {
-            let mut v = Value::deserialize(doc).map_err(|e| DefaultsError(e.to_string()))?;
-            v["metadata"]["annotations"] = serde_json::json!({AUTOUPDATE_ANNOTATION: "true"});
-            Ok(v)
+    static PARSED: OnceLock<Result<Vec<Value>, DefaultsError>> = OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            yaml_serde::Deserializer::from_str(DEFAULTS)
+                .map(|doc| {
+                    let mut v = Value::deserialize(doc).map_err(|e| DefaultsError(e.to_string()))?;
+                    v["metadata"]["annotations"] = serde_json::json!({AUTOUPDATE_ANNOTATION: "true"});
+                    Ok(v)
+                })
+                .collect()
         })
-        .collect()
+        .clone()
 }
 
 /// Whether `name` is one of the mandatory objects.

@@ -354,7 +354,11 @@ impl PriorityAndFairness {
             flow_schema_uid: schema.uid.clone(),
             level: schema.level.clone(),
             series: schema.series.clone(),
-            flow: flow_hash(&schema.name, distinguisher),
+            // Only a limited level deals queues by flow.
+            flow: match schema.level.limited {
+                Some(_) => flow_hash(&schema.name, distinguisher),
+                None => 0,
+            },
         }
     }
 

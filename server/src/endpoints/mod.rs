@@ -49,9 +49,28 @@ use negotiation::{negotiate_encoded, Format, Offer};
 use request_info::{RequestInfo, Target, Verb};
 use response::{error_format, error_response, render_document, respond, warning_header};
 
-/// What the API handlers share.
+/// What the API handlers share. Every request clones it (each filter and the handler take it
+/// as their state), so it is one reference count, not one per part.
 #[derive(Clone)]
-pub struct Api {
+pub struct Api(Arc<ApiParts>);
+
+impl Api {
+    /// The handlers' state made of `parts`.
+    pub fn new(parts: ApiParts) -> Api {
+        Api(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for Api {
+    type Target = ApiParts;
+
+    fn deref(&self) -> &ApiParts {
+        &self.0
+    }
+}
+
+/// The parts of [`Api`].
+pub struct ApiParts {
     /// The resource types served (built-in and custom).
     pub registry: Arc<LiveRegistry>,
     /// The generic store over this replica.

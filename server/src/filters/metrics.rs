@@ -22,7 +22,9 @@
 //! `/apis`, the health checks are recorded as kube's health handlers record them (the path as
 //! `subresource`, empty component); the others are not, as in kube-apiserver.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -30,7 +32,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::Response;
-use metrics::Label;
+use metrics::{Counter, Histogram, Label};
 
 use crate::audit::request::{RequestInfo as KubeRequestInfo, LONG_RUNNING_SUBRESOURCES};
 use crate::endpoints::request_info::{RequestInfo, Verb};
@@ -106,7 +108,7 @@ impl Drop for LongRunning {
 }
 
 /// What one request is recorded as.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Labels {
     verb: &'static str,
     dry_run: String,
@@ -258,6 +260,65 @@ impl Labels {
     }
 }
 
+/// The series one label set records in, each registered with the recorder when first used and
+/// found again by the labels: building kube's nine labels and looking them up in the
+/// recorder for every request cost more CPU than serving a GET from the cache.
+struct Series {
+    duration: OnceLock<Histogram>,
+    size: OnceLock<Histogram>,
+    /// `apiserver_request_total` by response code.
+    totals: RwLock<Vec<(u16, Counter)>>,
+}
+
+/// Every label set recorded so far (bounded as the labels are: by the registered types).
+static SERIES: LazyLock<RwLock<HashMap<Labels, Arc<Series>>>> = LazyLock::new(RwLock::default);
+
+impl Series {
+    fn of(labels: &Labels) -> Arc<Series> {
+        if let Some(series) = SERIES.read().unwrap_or_else(PoisonError::into_inner).get(labels) {
+            return series.clone();
+        }
+        SERIES
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(labels.clone())
+            .or_insert_with(|| {
+                Arc::new(Series {
+                    duration: OnceLock::new(),
+                    size: OnceLock::new(),
+                    totals: RwLock::default(),
+                })
+            })
+            .clone()
+    }
+
+    fn total(&self, labels: &Labels, code: u16) -> Counter {
+        let known =
+            |totals: &[(u16, Counter)]| totals.iter().find(|(c, _)| *c == code).map(|(_, t)| t.clone());
+        if let Some(total) = known(&self.totals.read().unwrap_or_else(PoisonError::into_inner)) {
+            return total;
+        }
+        let mut totals = self.totals.write().unwrap_or_else(PoisonError::into_inner);
+        known(&totals).unwrap_or_else(|| {
+            let mut with_code = labels.request();
+            with_code.push(Labels::label("code", &code.to_string()));
+            let total = metrics::counter!("apiserver_request_total", with_code);
+            totals.push((code, total.clone()));
+            total
+        })
+    }
+
+    fn duration(&self, labels: &Labels) -> &Histogram {
+        self.duration
+            .get_or_init(|| metrics::histogram!("apiserver_request_duration_seconds", labels.request()))
+    }
+
+    fn size(&self, labels: &Labels) -> &Histogram {
+        self.size
+            .get_or_init(|| metrics::histogram!("apiserver_response_sizes", labels.of_component()))
+    }
+}
+
 /// kube's `CleanScope`: an object (or a create) is `resource`, a collection in a namespace
 /// `namespace`, any other resource request `cluster`, anything else empty.
 fn clean_scope(named: bool, create: bool, namespaced: bool, resource_request: bool) -> &'static str {
@@ -355,12 +416,9 @@ pub fn record_refused(request: &Request, code: axum::http::StatusCode) {
                 "apiserver",
             )
         });
-    let code = code.as_u16().to_string();
-    let mut with_code = labels.request();
-    with_code.push(Labels::label("code", &code));
-    metrics::counter!("apiserver_request_total", with_code).increment(1);
+    Series::of(&labels).total(&labels, code.as_u16()).increment(1);
     let mut terminated = labels.of_component();
-    terminated.push(Labels::label("code", &code));
+    terminated.push(Labels::label("code", &code.as_u16().to_string()));
     metrics::counter!("apiserver_request_terminations_total", terminated).increment(1);
 }
 
@@ -412,9 +470,7 @@ pub async fn filter(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let code = response.status().as_u16();
     if labels.sized {
-        response
-            .extensions_mut()
-            .insert(SizeLabels(labels.of_component()));
+        response.extensions_mut().insert(SizeLabels(labels.clone()));
     }
     response.map(|inner| {
         Observed::body(
@@ -443,11 +499,9 @@ struct Record {
 impl Observer for Record {
     fn dropped(&mut self, ended: bool) {
         let labels = &self.labels;
-        let mut with_code = labels.request();
-        with_code.push(Labels::label("code", &self.code.to_string()));
-        metrics::counter!("apiserver_request_total", with_code).increment(1);
-        metrics::histogram!("apiserver_request_duration_seconds", labels.request())
-            .record(self.start.elapsed().as_secs_f64());
+        let series = Series::of(labels);
+        series.total(labels, self.code).increment(1);
+        series.duration(labels).record(self.start.elapsed().as_secs_f64());
         if !ended && !labels.long_running {
             metrics::counter!("apiserver_request_aborts_total", labels.target()).increment(1);
         }
@@ -457,7 +511,7 @@ impl Observer for Record {
 /// The labels of a response whose size is recorded, left in its extensions by [`filter`] for
 /// [`sizes`].
 #[derive(Clone)]
-struct SizeLabels(Vec<Label>);
+struct SizeLabels(Labels);
 
 /// `apiserver_response_sizes` as kube-apiserver counts it: the bytes the client is sent, after
 /// gzip. It runs outside the compression layer, on the responses [`filter`] marked (kube's
@@ -472,7 +526,7 @@ pub async fn sizes(request: Request, next: Next) -> Response {
 
 /// Counts the bytes of a response body and records them when it is dropped.
 struct Size {
-    labels: Vec<Label>,
+    labels: Labels,
     written: u64,
 }
 
@@ -482,7 +536,8 @@ impl Observer for Size {
     }
 
     fn dropped(&mut self, _ended: bool) {
-        metrics::histogram!("apiserver_response_sizes", std::mem::take(&mut self.labels))
+        Series::of(&self.labels)
+            .size(&self.labels)
             .record(self.written as f64);
     }
 }

@@ -21,7 +21,7 @@ use crate::audit::Auditor;
 use crate::authentication::{Authenticator, Authenticators, ServiceAccountTokens, TokenFile};
 use crate::authorization::Authorizer;
 use crate::config::ServeConfig;
-use crate::endpoints::Api;
+use crate::endpoints::{Api, ApiParts};
 use crate::flowcontrol::PriorityAndFairness;
 use crate::pki::credentials::Credentials;
 use crate::pki::issue::PEER_GROUP;
@@ -292,7 +292,7 @@ impl Replica {
             Some(c) => Kubelet::new(c.kubelet.identity_pem.as_deref(), c.kubelet.ca_pem.as_deref()),
             None => Kubelet::new(None, None),
         }?;
-        let api = Api {
+        let api = Api::new(ApiParts {
             kubelet,
             aggregator: aggregator.clone(),
             aggregated,
@@ -301,7 +301,7 @@ impl Replica {
             store,
             features: config.feature_gates.clone(),
             authenticator: Arc::new(security.authenticator(&cache)),
-        };
+        });
         crate::controllers::namespace::spawn(api.store.clone(), api.registry.clone());
         crate::controllers::kubernetes_service::spawn(api.store.clone(), api.registry.clone(), ranges);
         crate::controllers::garbage_collector::spawn(api.store.clone(), api.registry.clone());

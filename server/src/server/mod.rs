@@ -5,8 +5,9 @@ pub mod listener;
 pub mod observability;
 pub mod router;
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -32,7 +33,7 @@ use crate::server::router::{router, HttpState, Overload};
 use crate::store::cacher::WatchCache;
 use crate::store::encryption::Encryption;
 use crate::store::Store;
-use kuberaft_raft::service::{PeerTls, Service};
+use kuberaft_raft::service::{CallerCheck, PeerTls, Service};
 
 /// How a replica secures its ports and names its clients.
 #[derive(Debug, Clone)]
@@ -181,7 +182,7 @@ pub async fn run(
         stopped(peer_stopping),
         credentials.map(|c| PeerTls {
             config: c.peer_server.clone(),
-            callers: Arc::new(peer_callers),
+            callers: peer_callers(),
         }),
     ));
     let api = tokio::spawn(listener::serve(
@@ -378,14 +379,52 @@ impl Replica {
     }
 }
 
+/// The names a peer port client's certificate carries, as [`peer_callers`] reads them.
+struct Caller {
+    common_name: String,
+    organizations: Vec<String>,
+}
+
+/// How many certificates' names [`peer_callers`] keeps: the replicas' and a few operators'.
+const KNOWN_CALLERS: usize = 64;
+
 /// Who may use the peer port's services: Raft only replicas (the peer certificates'
 /// organization), the admin/KV API replicas and `system:masters` too. The handshake has
-/// already verified the certificate against the cluster CA.
-fn peer_callers(leaf: &[u8], service: Service) -> Result<(), String> {
+/// already verified the certificate against the cluster CA. Every Raft message is a call, so
+/// the names of the certificates seen are kept, not parsed again for each call.
+fn peer_callers() -> CallerCheck {
+    let known: Mutex<HashMap<Vec<u8>, Arc<Caller>>> = Mutex::default();
+    Arc::new(move |leaf: &[u8], service: Service| {
+        let caller = {
+            let mut known = known.lock().unwrap_or_else(PoisonError::into_inner);
+            match known.get(leaf) {
+                Some(caller) => caller.clone(),
+                None => {
+                    let caller = Arc::new(caller_of(leaf)?);
+                    if known.len() >= KNOWN_CALLERS {
+                        known.clear();
+                    }
+                    known.insert(leaf.to_vec(), caller.clone());
+                    caller
+                }
+            }
+        };
+        admit(&caller, service)
+    })
+}
+
+fn caller_of(leaf: &[u8]) -> Result<Caller, String> {
     use x509_parser::prelude::{FromDer, X509Certificate};
     let (_, cert) = X509Certificate::from_der(leaf).map_err(|e| format!("unreadable certificate: {e}"))?;
     let facts = crate::pki::check::facts_of(&cert);
-    let is = |group: &str| facts.organizations.iter().any(|o| o == group);
+    Ok(Caller {
+        common_name: facts.common_name,
+        organizations: facts.organizations,
+    })
+}
+
+fn admit(caller: &Caller, service: Service) -> Result<(), String> {
+    let is = |group: &str| caller.organizations.iter().any(|o| o == group);
     let allowed = match service {
         Service::Peer => is(PEER_GROUP),
         Service::Admin => is(PEER_GROUP) || is(crate::authentication::user::SYSTEM_MASTERS),
@@ -395,7 +434,7 @@ fn peer_callers(leaf: &[u8], service: Service) -> Result<(), String> {
     } else {
         Err(format!(
             "{:?} may not use the {service:?} service: it takes a replica's peer certificate{}",
-            facts.common_name,
+            caller.common_name,
             if service == Service::Admin {
                 " or one of system:masters"
             } else {

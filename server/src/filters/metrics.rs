@@ -266,6 +266,7 @@ impl Labels {
 /// belong to the recorder installed when the replica starts, before it serves; the rare
 /// refusals recorded outside the served path ([`record_refused`]) look theirs up each time.
 struct Series {
+    labels: Labels,
     duration: OnceLock<Histogram>,
     size: OnceLock<Histogram>,
     /// `apiserver_request_total` by response code.
@@ -286,6 +287,7 @@ impl Series {
             .entry(labels.clone())
             .or_insert_with(|| {
                 Arc::new(Series {
+                    labels: labels.clone(),
                     duration: OnceLock::new(),
                     size: OnceLock::new(),
                     totals: RwLock::default(),
@@ -294,7 +296,7 @@ impl Series {
             .clone()
     }
 
-    fn total(&self, labels: &Labels, code: u16) -> Counter {
+    fn total(&self, code: u16) -> Counter {
         let known =
             |totals: &[(u16, Counter)]| totals.iter().find(|(c, _)| *c == code).map(|(_, t)| t.clone());
         if let Some(total) = known(&self.totals.read().unwrap_or_else(PoisonError::into_inner)) {
@@ -302,7 +304,7 @@ impl Series {
         }
         let mut totals = self.totals.write().unwrap_or_else(PoisonError::into_inner);
         known(&totals).unwrap_or_else(|| {
-            let mut with_code = labels.request();
+            let mut with_code = self.labels.request();
             with_code.push(Labels::label("code", &code.to_string()));
             let total = metrics::counter!("apiserver_request_total", with_code);
             totals.push((code, total.clone()));
@@ -310,14 +312,14 @@ impl Series {
         })
     }
 
-    fn duration(&self, labels: &Labels) -> &Histogram {
+    fn duration(&self) -> &Histogram {
         self.duration
-            .get_or_init(|| metrics::histogram!("apiserver_request_duration_seconds", labels.request()))
+            .get_or_init(|| metrics::histogram!("apiserver_request_duration_seconds", self.labels.request()))
     }
 
-    fn size(&self, labels: &Labels) -> &Histogram {
+    fn size(&self) -> &Histogram {
         self.size
-            .get_or_init(|| metrics::histogram!("apiserver_response_sizes", labels.of_component()))
+            .get_or_init(|| metrics::histogram!("apiserver_response_sizes", self.labels.of_component()))
     }
 }
 
@@ -472,16 +474,17 @@ pub async fn filter(request: Request, next: Next) -> Response {
         gauge.increment(1.0);
         LongRunning(gauge)
     });
+    let series = Series::of(&labels);
     let mut response = next.run(request).await;
     let code = response.status().as_u16();
     if labels.sized {
-        response.extensions_mut().insert(SizeLabels(labels.clone()));
+        response.extensions_mut().insert(SizeSeries(series.clone()));
     }
     response.map(|inner| {
         Observed::body(
             inner,
             Record {
-                labels,
+                series,
                 code,
                 start,
                 _executing: executing,
@@ -494,7 +497,7 @@ pub async fn filter(request: Request, next: Next) -> Response {
 /// A response body's observer that records the request when the body is dropped: after its
 /// last frame, or when the client went away.
 struct Record {
-    labels: Labels,
+    series: Arc<Series>,
     code: u16,
     start: Instant,
     _executing: Option<Executing>,
@@ -503,35 +506,34 @@ struct Record {
 
 impl Observer for Record {
     fn dropped(&mut self, ended: bool) {
-        let labels = &self.labels;
-        let series = Series::of(labels);
-        series.total(labels, self.code).increment(1);
-        series.duration(labels).record(self.start.elapsed().as_secs_f64());
-        if !ended && !labels.long_running {
-            metrics::counter!("apiserver_request_aborts_total", labels.target()).increment(1);
+        let series = &self.series;
+        series.total(self.code).increment(1);
+        series.duration().record(self.start.elapsed().as_secs_f64());
+        if !ended && !series.labels.long_running {
+            metrics::counter!("apiserver_request_aborts_total", series.labels.target()).increment(1);
         }
     }
 }
 
-/// The labels of a response whose size is recorded, left in its extensions by [`filter`] for
+/// The series of a response whose size is recorded, left in its extensions by [`filter`] for
 /// [`sizes`].
 #[derive(Clone)]
-struct SizeLabels(Labels);
+struct SizeSeries(Arc<Series>);
 
 /// `apiserver_response_sizes` as kube-apiserver counts it: the bytes the client is sent, after
 /// gzip. It runs outside the compression layer, on the responses [`filter`] marked (kube's
 /// `GET` and `LIST` routes).
 pub async fn sizes(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
-    let Some(SizeLabels(labels)) = response.extensions_mut().remove::<SizeLabels>() else {
+    let Some(SizeSeries(series)) = response.extensions_mut().remove::<SizeSeries>() else {
         return response;
     };
-    response.map(|inner| Observed::body(inner, Size { labels, written: 0 }))
+    response.map(|inner| Observed::body(inner, Size { series, written: 0 }))
 }
 
 /// Counts the bytes of a response body and records them when it is dropped.
 struct Size {
-    labels: Labels,
+    series: Arc<Series>,
     written: u64,
 }
 
@@ -541,9 +543,7 @@ impl Observer for Size {
     }
 
     fn dropped(&mut self, _ended: bool) {
-        Series::of(&self.labels)
-            .size(&self.labels)
-            .record(self.written as f64);
+        self.series.size().record(self.written as f64);
     }
 }
 

@@ -132,7 +132,7 @@ pub async fn reconcile(store: &Store, registry: &Registry) -> ApiResult<()> {
     for plural in [FLOW_SCHEMAS, PRIORITY_LEVELS] {
         current.insert(plural, super::stored_by_name(store, GROUP, plural)?);
     }
-    for object in &bootstrap {
+    for object in bootstrap {
         let plural = plural_of(object["kind"].as_str().unwrap_or_default());
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let existing = current.get(plural).and_then(|c| c.get(name));
@@ -239,8 +239,9 @@ mod tests {
     fn default_object(kind: &str, name: &str) -> Value {
         defaults::objects()
             .expect("defaults")
-            .into_iter()
+            .iter()
             .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .cloned()
             .expect("a default")
     }
 

@@ -28,9 +28,9 @@ pub const CATCH_ALL: &str = "catch-all";
 pub struct DefaultsError(String);
 
 /// The default objects, each with the autoupdate annotation set to `"true"`, in kube's order
-/// (mandatory priority levels and FlowSchemas, then the suggested ones).
-/// Parsed once, on first use.
-pub fn objects() -> Result<Vec<Value>, DefaultsError> {
+/// (mandatory priority levels and FlowSchemas, then the suggested ones). Parsed once, on first
+/// use.
+pub fn objects() -> Result<&'static [Value], DefaultsError> {
     static PARSED: OnceLock<Result<Vec<Value>, DefaultsError>> = OnceLock::new();
     PARSED
         .get_or_init(|| {
@@ -42,7 +42,8 @@ pub fn objects() -> Result<Vec<Value>, DefaultsError> {
                 })
                 .collect()
         })
-        .clone()
+        .as_deref()
+        .map_err(Clone::clone)
 }
 
 /// Whether `name` is one of the mandatory objects.
@@ -63,9 +64,9 @@ pub fn priority_level(name: &str) -> Option<PriorityLevelConfiguration> {
 fn typed<T: serde::de::DeserializeOwned>(kind: &str, name: &str) -> Option<T> {
     objects()
         .ok()?
-        .into_iter()
+        .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .and_then(|o| serde_json::from_value(o).ok())
+        .and_then(|o| T::deserialize(o).ok())
 }
 
 #[cfg(test)]
@@ -111,7 +112,7 @@ mod tests {
                 "global-default"
             ]
         );
-        for o in &objects {
+        for o in objects {
             assert_eq!(o["metadata"]["annotations"][AUTOUPDATE_ANNOTATION], "true");
         }
         let shares: i64 = objects

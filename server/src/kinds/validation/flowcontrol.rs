@@ -520,7 +520,7 @@ fn mandatory(name: &str, kind: &str, spec: &Value, causes: &mut Causes) {
         return;
     }
     let Some(fixed) = defaults::objects().ok().and_then(|all| {
-        all.into_iter()
+        all.iter()
             .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
     }) else {
         return;

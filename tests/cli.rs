@@ -50,16 +50,35 @@ fn serve_fails(config: &std::path::Path) -> String {
     }
 }
 
-fn base_port() -> u16 {
-    // Consecutive ports for `cluster up`; spread by pid to avoid parallel runs colliding.
-    20000 + (std::process::id() % 4000) as u16 * 3
+/// Bases of two blocks of six consecutive ports, for the API and the peer ports of `cluster up`
+/// (three nodes, and three more for a fourth node or a second cluster), each port free when
+/// chosen and never handed out before by this process. The blocks lie below the kernel's
+/// ephemeral range (32768 and up), so no outgoing connection of another test can be holding one.
+fn ports() -> (u16, u16) {
+    const BLOCK: u16 = 6;
+    static NEXT: std::sync::Mutex<u16> = std::sync::Mutex::new(0);
+    let mut next = NEXT.lock().unwrap_or_else(|p| p.into_inner());
+    if *next == 0 {
+        // Spread by pid so that concurrent runs start apart.
+        *next = 20000 + (std::process::id() % 2000) as u16 * BLOCK;
+    }
+    let mut block = || loop {
+        if *next + BLOCK > 32700 {
+            *next = 20000;
+        }
+        let base = *next;
+        *next += BLOCK;
+        if (base..base + BLOCK).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return base;
+        }
+    };
+    (block(), block())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_up_then_endpoint_status_shows_every_member_and_one_leader() {
     let dir = tempfile::tempdir().unwrap();
-    let api = base_port();
-    let peer = api + 12000;
+    let (api, peer) = ports();
     let mut up = Command::new(kuberaft_bin())
         .args(["cluster", "up", "--nodes", "3", "--dir"])
         .arg(dir.path())
@@ -526,19 +545,24 @@ impl UpCluster {
     /// Runs `cluster up` in `dir` and waits for its banner.
     fn start(dir: &std::path::Path, api: u16, peer: u16) -> UpCluster {
         use std::io::BufRead;
+        let stderr = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(kuberaft_bin())
             .args(["cluster", "up", "--nodes", "3", "--dir"])
             .arg(dir)
             .args(["--api-port", &api.to_string(), "--peer-port", &peer.to_string()])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr.reopen().unwrap())
             .spawn()
             .unwrap();
         let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         while !line.contains("Ctrl-C") {
             line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "cluster up exited early");
+            if out.read_line(&mut line).unwrap() == 0 {
+                let _ = child.wait();
+                let err = std::fs::read_to_string(stderr.path()).unwrap_or_default();
+                panic!("cluster up exited early (api {api}, peer {peer}):\n{err}");
+            }
         }
         UpCluster {
             child,
@@ -590,8 +614,8 @@ impl Drop for UpCluster {
 async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
     let dir = tempfile::tempdir().unwrap();
     let (old_dir, new_dir) = (dir.path().join("old"), dir.path().join("new"));
-    let api = base_port();
-    let old = UpCluster::start(&old_dir, api, api + 12000);
+    let (api, peer) = ports();
+    let old = UpCluster::start(&old_dir, api, peer);
     let kubeconfig = old.kubeconfig.to_str().unwrap().to_string();
     old.ok(&["create", "namespace", "shop"]);
     old.ok(&["-n", "shop", "create", "configmap", "app", "--from-literal=a=1"]);
@@ -701,7 +725,7 @@ async fn a_backup_restores_as_a_new_cluster_whose_clients_relist() {
         args.extend_from_slice(extra);
         run(&args)
     };
-    let (new_api, new_peer) = (api + 3, api + 12003);
+    let (new_api, new_peer) = (api + 3, peer + 3);
     let ports = [
         "--api-port".to_string(),
         new_api.to_string(),
@@ -900,8 +924,7 @@ fn members(kubeconfig: &std::path::Path) -> Vec<(u64, String, Option<u64>)> {
 async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
     use kuberaft::config::{MemberConfig, ServeConfig};
     let dir = tempfile::tempdir().unwrap();
-    let api = base_port();
-    let peer = api + 12000;
+    let (api, peer) = ports();
     let cluster = UpCluster::start(dir.path(), api, peer);
     let kubeconfig = cluster.kubeconfig.clone();
     cluster.ok(&["create", "namespace", "shop"]);
@@ -976,11 +999,15 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
             .spawn()
             .unwrap(),
     );
+    let log4 = dir.path().join("node-4.log");
     eventually(T, || async {
         let list = members(&kubeconfig);
         match list.iter().find(|m| m.0 == 4) {
             Some((_, role, Some(0))) if role == "learner" => Ok(()),
-            other => Err(format!("node 4: {other:?} in {list:?}")),
+            other => Err(format!(
+                "node 4: {other:?} in {list:?}; its log:\n{}",
+                std::fs::read_to_string(&log4).unwrap_or_default()
+            )),
         }
     })
     .await;
@@ -1113,8 +1140,8 @@ async fn members_are_added_promoted_and_removed_while_the_cluster_serves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_moves_on_request_and_on_a_graceful_stop_without_failed_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let api = base_port();
-    let cluster = UpCluster::start(dir.path(), api, api + 12000);
+    let (api, peer) = ports();
+    let cluster = UpCluster::start(dir.path(), api, peer);
     let kubeconfig = cluster.kubeconfig.clone();
     let leader = || leader_of(&kubeconfig);
     let first = leader().expect("a leader");
@@ -1186,8 +1213,8 @@ async fn leadership_moves_on_request_and_on_a_graceful_stop_without_failed_write
     assert!(written > 5, "{written}");
     let others = format!(
         "127.0.0.1:{},127.0.0.1:{}",
-        api + 12000 + (to % 3) as u16,
-        api + 12000 + ((to + 1) % 3) as u16
+        peer + (to % 3) as u16,
+        peer + ((to + 1) % 3) as u16
     );
     let (ok, out, err) = run(&[
         "member",

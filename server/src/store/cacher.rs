@@ -31,10 +31,10 @@ use tokio::sync::{broadcast, watch};
 use crate::machinery::go_json;
 use crate::machinery::selector::{field_text, selectable_paths, FieldSelector, Selectable};
 use crate::scheme::field_selectors;
-use crate::store::decode_value;
 use crate::store::dispatch::{Live, WatcherIndex};
 use crate::store::encryption::Encryption;
 use crate::store::keys::{type_of_key, INTERNAL_PREFIX, ROOT};
+use crate::store::{decode_plain, open_value, stored_json};
 
 /// Events kept in memory for resuming watches; older ones are read back from the store's MVCC
 /// history, so this bounds memory, not correctness.
@@ -142,10 +142,30 @@ impl CachedObject {
 
     /// Decodes a stored value under `key`, setting its resourceVersion to `rv`; an error (why
     /// it cannot be decoded) when the stored object is corrupt.
+    /// The entry is spliced from the stored JSON when that gives exactly what decoding and
+    /// encoding again would (`store::stored_json`), and decoded otherwise.
     pub fn from_kv(encryption: &Encryption, key: &str, value: &[u8], rv: i64) -> Result<Arc<Self>, Arc<str>> {
-        decode_value(encryption, key, value, rv)
-            .map(|obj| Self::new(key, obj, rv))
-            .map_err(Arc::from)
+        let plain = open_value(encryption, key, value)?;
+        let (group, plural) = type_of_key(key);
+        let paths = selectable_paths(field_selectors(group, plural));
+        match stored_json::splice(&plain, rv, paths) {
+            Some(s) => Ok(Arc::new(CachedObject {
+                rv,
+                item: Bytes::from(s.item),
+                type_fields: s.type_fields.into_boxed_str(),
+                extract: Extract {
+                    labels: s.labels.into_boxed_slice(),
+                    fields: s.fields.into_boxed_slice(),
+                },
+                yaml: OnceLock::new(),
+                proto: OnceLock::new(),
+                cbor: OnceLock::new(),
+                cbor_item: OnceLock::new(),
+            })),
+            None => decode_plain(&plain, rv)
+                .map(|obj| Self::new(key, obj, rv))
+                .map_err(Arc::from),
+        }
     }
 
     /// The same object with other type fields (a custom resource read through a version other

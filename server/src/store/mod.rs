@@ -12,7 +12,9 @@ pub mod encryption;
 pub mod keys;
 pub mod plans;
 pub mod services;
+pub mod stored_json;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,6 +22,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use kuberaft_proto as pb;
 use kuberaft_raft::{NodeError, RaftNode, StorageError};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
@@ -124,16 +127,59 @@ pub struct Store {
 /// no provider decrypts it, or it is not a JSON object with `metadata` (kube-apiserver's
 /// "object not decodable"); the message says why.
 pub fn decode_value(encryption: &Encryption, key: &str, value: &[u8], rv: i64) -> Result<Value, String> {
-    let plain = encryption
+    decode_plain(&open_value(encryption, key, value)?, rv)
+}
+
+/// The plain JSON stored under `key` (decrypted if it is encrypted).
+pub fn open_value<'v>(encryption: &Encryption, key: &str, value: &'v [u8]) -> Result<Cow<'v, [u8]>, String> {
+    encryption
         .open(key, value)
-        .map_err(|e| format!("object not decodable: {e}"))?;
-    let mut obj: Value = serde_json::from_slice(&plain).map_err(|e| format!("object not decodable: {e}"))?;
+        .map_err(|e| format!("object not decodable: {e}"))
+}
+
+/// Decodes the plain stored JSON of an object, setting its resourceVersion to `rv`.
+pub fn decode_plain(plain: &[u8], rv: i64) -> Result<Value, String> {
+    let mut obj: Value = serde_json::from_slice(plain).map_err(|e| format!("object not decodable: {e}"))?;
     let meta = obj
         .get_mut("metadata")
         .and_then(Value::as_object_mut)
         .ok_or_else(|| "object not decodable: it is not an object with metadata".to_string())?;
     meta.insert("resourceVersion".into(), json!(rv.to_string()));
     Ok(obj)
+}
+
+/// An object as it is stored: its JSON without `metadata.resourceVersion` (written without
+/// cloning the object to remove it).
+struct AsStored<'a>(&'a Value);
+
+impl Serialize for AsStored<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(top) = self.0 else {
+            return self.0.serialize(s);
+        };
+        let mut map = s.serialize_map(Some(top.len()))?;
+        for (k, v) in top {
+            match (k.as_str(), v) {
+                ("metadata", Value::Object(meta)) => map.serialize_entry(k, &WithoutResourceVersion(meta))?,
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// An object's metadata without its resourceVersion.
+struct WithoutResourceVersion<'a>(&'a serde_json::Map<String, Value>);
+
+impl Serialize for WithoutResourceVersion<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let members = self.0.iter().filter(|(k, _)| *k != "resourceVersion");
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in members {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 fn put(key: &str, value: Vec<u8>) -> pb::Op {
@@ -232,11 +278,7 @@ impl Store {
     /// The bytes stored for `obj` under `key`: its JSON without resourceVersion, encrypted
     /// if the encryption covers the key.
     fn encode(&self, key: &str, obj: &Value) -> ApiResult<Vec<u8>> {
-        let mut obj = obj.clone();
-        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-        }
-        let plain = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
+        let plain = serde_json::to_vec(&AsStored(obj)).map_err(|e| ApiError::internal(e.to_string()))?;
         self.encryption
             .seal(key, plain)
             .map_err(|e| ApiError::internal(e.to_string()))
@@ -572,6 +614,33 @@ impl From<NodeError> for ApiError {
                 other => ApiError::internal(other.to_string()),
             },
             other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_is_stored_as_its_json_without_its_resource_version() {
+        for obj in [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "resourceVersion": "7",
+                "uid": "u", "labels": {"a": "b"}}, "spec": {"resourceVersion": "kept"}}),
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"metadata": {}, "data": {"a": "<&>"}}),
+            json!({"metadata": "not an object"}),
+            json!(["not", "an", "object"]),
+        ] {
+            let mut expected = obj.clone();
+            if let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            assert_eq!(
+                serde_json::to_vec(&AsStored(&obj)).unwrap(),
+                serde_json::to_vec(&expected).unwrap(),
+                "{obj}"
+            );
         }
     }
 }

@@ -59,6 +59,8 @@ struct Obj<'a> {
     name: String,
     uid: String,
     rv: i64,
+    /// `{"metadata": …}` with the metadata fields the collector decides by ([`metadata_of`]),
+    /// not the whole object.
     obj: Value,
 }
 
@@ -130,14 +132,71 @@ struct Snapshot<'a> {
     registry: &'a Registry,
 }
 
-/// Whether `hay` contains `needle`.
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 /// Whether a stored object may need the collector: it names owners or is being deleted.
 fn is_candidate(value: &[u8]) -> bool {
-    contains(value, b"\"ownerReferences\"") || contains(value, b"\"deletionTimestamp\"")
+    memchr::memmem::find(value, b"\"ownerReferences\"").is_some()
+        || memchr::memmem::find(value, b"\"deletionTimestamp\"").is_some()
+}
+
+/// The metadata fields the collector reads.
+const DECIDING_FIELDS: [&str; 6] = [
+    "name",
+    "namespace",
+    "uid",
+    "ownerReferences",
+    "deletionTimestamp",
+    "finalizers",
+];
+
+/// A stored object's [`DECIDING_FIELDS`] as `{"metadata": {…}}` (absent and null fields left
+/// out), read without building the rest of the object (its spec, status and managedFields are
+/// skipped); `None` when the value does not decode or has no object `metadata`.
+fn metadata_of(value: &[u8]) -> Option<Value> {
+    /// An object read for its metadata only: every other member is skipped unbuilt.
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        metadata: Deciding,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Deciding {
+        #[serde(default)]
+        name: Value,
+        #[serde(default)]
+        namespace: Value,
+        #[serde(default)]
+        uid: Value,
+        #[serde(default)]
+        owner_references: Value,
+        #[serde(default)]
+        deletion_timestamp: Value,
+        #[serde(default)]
+        finalizers: Value,
+    }
+    let fields = match serde_json::from_slice::<Stored>(value) {
+        Ok(Stored { metadata: m }) => [
+            m.name,
+            m.namespace,
+            m.uid,
+            m.owner_references,
+            m.deletion_timestamp,
+            m.finalizers,
+        ],
+        // What the fields cannot read (a repeated member, say) is decoded whole, as JSON
+        // decoding keeps the last of repeated members.
+        Err(_) => {
+            let mut obj: Value = serde_json::from_slice(value).ok()?;
+            let meta = obj.get_mut("metadata").and_then(Value::as_object_mut)?;
+            DECIDING_FIELDS.map(|f| meta.get_mut(f).map(Value::take).unwrap_or(Value::Null))
+        }
+    };
+    let meta: serde_json::Map<String, Value> = DECIDING_FIELDS
+        .iter()
+        .zip(fields)
+        .filter(|(_, v)| !v.is_null())
+        .map(|(f, v)| (f.to_string(), v))
+        .collect();
+    Some(json!({ "metadata": meta }))
 }
 
 impl<'a> Snapshot<'a> {
@@ -171,7 +230,7 @@ impl<'a> Snapshot<'a> {
                 continue;
             }
             // An object that does not decode cannot be reasoned about: it is left alone.
-            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else {
+            let Some(obj) = metadata_of(&kv.value) else {
                 continue;
             };
             let (Some(name), Some(uid)) = (meta_str(&obj, "name"), meta_str(&obj, "uid")) else {
@@ -227,7 +286,7 @@ impl<'a> Snapshot<'a> {
         let uid = self
             .others
             .get(&key)
-            .and_then(|raw| serde_json::from_slice::<Value>(raw).ok())
+            .and_then(|raw| metadata_of(raw))
             .and_then(|o| meta_str(&o, "uid").map(str::to_string));
         if uid.as_deref() == Some(ref_uid(r)) {
             OwnerState::Solid
@@ -506,7 +565,7 @@ struct Decisive {
 impl Decisive {
     /// The facts of a stored value (`None` when it does not decode).
     fn of(value: &[u8]) -> Option<Decisive> {
-        let mut obj: Value = serde_json::from_slice(value).ok()?;
+        let mut obj = metadata_of(value)?;
         let meta = obj.get_mut("metadata")?;
         let mut take = |field: &str| meta.get_mut(field).map(Value::take).unwrap_or(Value::Null);
         Some(Decisive {
@@ -897,6 +956,34 @@ mod tests {
         // Being deleted without a garbage-collection finalizer: nothing to do.
         let deleting = json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["example.com/x"]});
         assert_eq!(action(vec![deployment(deleting)], "d"), None);
+    }
+
+    #[test]
+    fn the_deciding_metadata_is_what_decoding_the_whole_object_gives() {
+        let whole = |raw: &[u8]| {
+            let obj: Value = serde_json::from_slice(raw).ok()?;
+            let meta = obj.get("metadata")?.as_object()?;
+            let kept: serde_json::Map<String, Value> = meta
+                .iter()
+                .filter(|(k, v)| DECIDING_FIELDS.contains(&k.as_str()) && !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Some(json!({ "metadata": kept }))
+        };
+        for raw in [
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u","labels":{"a":"b"},
+                "ownerReferences":[{"uid":"o","kind":"ReplicaSet"}],"finalizers":["x"],
+                "managedFields":[{"manager":"m"}]},"spec":{"containers":[]}}"#,
+            r#"{"metadata":{"name":"n","deletionTimestamp":"2026-11-27T00:00:00Z","uid":null}}"#,
+            r#"{"metadata":{"name":"first","name":"second","uid":"u"}}"#,
+            r#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#,
+            r#"{"metadata":{}}"#,
+            r#"{"metadata":"not an object"}"#,
+            r#"{"spec":{}}"#,
+            r#"not json"#,
+        ] {
+            assert_eq!(metadata_of(raw.as_bytes()), whole(raw.as_bytes()), "{raw}");
+        }
     }
 
     #[test]

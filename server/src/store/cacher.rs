@@ -429,6 +429,85 @@ pub struct Snapshot {
     pub revision: i64,
 }
 
+/// Two iterators of distinct keys, each in key order, merged in key order.
+struct InKeyOrder<'k, V, A: Iterator<Item = (&'k str, V)>, B: Iterator<Item = (&'k str, V)>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<'k, V, A, B> Iterator for InKeyOrder<'k, V, A, B>
+where
+    A: Iterator<Item = (&'k str, V)>,
+    B: Iterator<Item = (&'k str, V)>,
+{
+    type Item = (&'k str, V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some((a, _)), Some((b, _))) if b < a => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
+}
+
+/// One page of a list, cut from the objects in key order while the cache's state is held:
+/// only the page's objects are copied, however many objects the collection holds.
+#[derive(Debug)]
+pub struct Cut {
+    /// The objects of the page.
+    pub items: Vec<Arc<CachedObject>>,
+    /// When more objects follow the page: the key of its last item (`None` for an empty page)
+    /// and how many objects follow, kept or not.
+    pub more: Option<(Option<String>, usize)>,
+    /// How many objects were read.
+    pub fetched: usize,
+}
+
+/// Cuts a page of at most `limit` objects that `keep` accepts from `objects`.
+fn cut<'k, 'o>(
+    objects: &mut dyn Iterator<Item = (&'k str, &'o Arc<CachedObject>)>,
+    limit: usize,
+    keep: &(dyn Fn(&CachedObject) -> bool + Sync),
+) -> Cut {
+    let mut items = Vec::new();
+    let mut last = None;
+    let mut fetched = 0;
+    while let Some((key, obj)) = objects.next() {
+        fetched += 1;
+        if !keep(obj) {
+            continue;
+        }
+        if items.len() == limit {
+            let following = 1 + objects.count();
+            return Cut {
+                items,
+                more: Some((last.map(str::to_string), following)),
+                fetched,
+            };
+        }
+        items.push(obj.clone());
+        last = Some(key);
+    }
+    Cut {
+        items,
+        more: None,
+        fetched,
+    }
+}
+
+/// A page of a list as the cache read it.
+#[derive(Debug)]
+pub struct Listed {
+    /// The page.
+    pub cut: Cut,
+    /// The keys in the range whose stored value cannot be decoded, and why (then the page is
+    /// empty: the list fails).
+    pub corrupt: Vec<(String, Arc<str>)>,
+    /// The revision the page is at.
+    pub revision: i64,
+}
+
 /// The per-replica watch cache (cheap to clone; clones share the cache).
 #[derive(Clone)]
 pub struct WatchCache {
@@ -571,7 +650,14 @@ impl State {
     /// change after `at` found it (absent if that change created it). `None` when the window
     /// does not reach back to `at`, or when an object in the range is or was made corrupt
     /// since (the store's history then says what was there).
-    fn list_at(&self, prefix: &str, start: Bound<String>, at: i64) -> Option<Snapshot> {
+    /// `read` is given them in key order, while the state is held.
+    fn list_at<R>(
+        &self,
+        prefix: &str,
+        start: Bound<String>,
+        at: i64,
+        read: impl FnOnce(&mut dyn Iterator<Item = (&str, &Arc<CachedObject>)>) -> R,
+    ) -> Option<R> {
         if at < self.window_start || at > self.revision {
             return None;
         }
@@ -594,21 +680,15 @@ impl State {
             }
             then.entry(e.key.as_str()).or_insert(e.prev.as_ref());
         }
-        let mut objects: Vec<(String, Arc<CachedObject>)> = self
+        let now = self
             .range(prefix, start)
             .filter(|(k, _)| !then.contains_key(k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        objects.extend(
-            then.into_iter()
-                .filter_map(|(k, v)| v.map(|obj| (k.to_string(), obj.clone()))),
-        );
-        objects.sort_by(|a, b| a.0.cmp(&b.0));
-        Some(Snapshot {
-            objects,
-            corrupt: Vec::new(),
-            revision: at,
-        })
+            .map(|(k, v)| (k.as_str(), v));
+        let then = then.iter().filter_map(|(k, v)| v.map(|obj| (*k, obj)));
+        Some(read(&mut InKeyOrder {
+            a: now.peekable(),
+            b: then.peekable(),
+        }))
     }
 
     fn trim(&mut self) {
@@ -704,16 +784,65 @@ impl WatchCache {
             Some(k) if k >= prefix => Bound::Excluded(k.to_string()),
             _ => Bound::Included(prefix.to_string()),
         };
+        let copy = |objects: &mut dyn Iterator<Item = (&str, &Arc<CachedObject>)>| {
+            objects.map(|(k, v)| (k.to_string(), v.clone())).collect()
+        };
         match at {
-            Some(at) if at != s.revision => s.list_at(prefix, start, at),
+            Some(at) if at != s.revision => s.list_at(prefix, start, at, copy).map(|objects| Snapshot {
+                objects,
+                corrupt: Vec::new(),
+                revision: at,
+            }),
             _ => Some(Snapshot {
-                objects: s
-                    .range(prefix, start.clone())
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
+                objects: copy(&mut s.range(prefix, start.clone()).map(|(k, v)| (k.as_str(), v))),
                 corrupt: corrupt_in(&s.corrupt, prefix, start),
                 revision: s.revision,
             }),
+        }
+    }
+
+    /// A page of at most `limit` objects that `keep` accepts, from the objects under `prefix`
+    /// with keys after `after` as they were at revision `at` (now when `at` is `None`), read
+    /// without copying the rest of the collection: `None` when the cache cannot say, because
+    /// `at` is older than its window of events ([`State::list_at`]).
+    pub fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        at: Option<i64>,
+        limit: usize,
+        keep: &(dyn Fn(&CachedObject) -> bool + Sync),
+    ) -> Option<Listed> {
+        let s = self.read();
+        let start = match after {
+            Some(k) if k >= prefix => Bound::Excluded(k.to_string()),
+            _ => Bound::Included(prefix.to_string()),
+        };
+        match at {
+            Some(at) if at != s.revision => s
+                .list_at(prefix, start, at, |objects| cut(objects, limit, keep))
+                .map(|cut| Listed {
+                    cut,
+                    corrupt: Vec::new(),
+                    revision: at,
+                }),
+            _ => {
+                let corrupt = corrupt_in(&s.corrupt, prefix, start.clone());
+                let cut = if corrupt.is_empty() {
+                    cut(
+                        &mut s.range(prefix, start).map(|(k, v)| (k.as_str(), v)),
+                        limit,
+                        keep,
+                    )
+                } else {
+                    cut(&mut std::iter::empty(), limit, keep)
+                };
+                Some(Listed {
+                    cut,
+                    corrupt,
+                    revision: s.revision,
+                })
+            }
         }
     }
 
@@ -1153,6 +1282,44 @@ mod tests {
         drop(objects);
     }
 
+    /// A page takes the first `limit` objects `keep` accepts and says what follows it: the
+    /// last item's key and how many objects come after the page, kept or not.
+    #[test]
+    fn a_page_is_the_first_kept_objects_and_says_how_many_follow() {
+        let objects: Vec<(String, Arc<CachedObject>)> = (0..10)
+            .map(|i| {
+                let key = format!("/registry/core/configmaps/default/cm-{i}");
+                let obj =
+                    CachedObject::from_kv(&Encryption::none(), &key, &config_map(i), i as i64 + 1).unwrap();
+                (key, obj)
+            })
+            .collect();
+        let even_index = |o: &CachedObject| o.rv % 2 == 1;
+        let all = |_: &CachedObject| true;
+        let keeps: [&(dyn Fn(&CachedObject) -> bool + Sync); 2] = [&all, &even_index];
+        for keep in keeps {
+            for limit in [0, 1, 3, 5, 9, 10, 11, usize::MAX] {
+                let page = cut(&mut objects.iter().map(|(k, o)| (k.as_str(), o)), limit, keep);
+                // The reference: where the first kept object past the page stands.
+                let kept: Vec<usize> = (0..objects.len()).filter(|i| keep(&objects[*i].1)).collect();
+                let rvs: Vec<i64> = page.items.iter().map(|o| o.rv).collect();
+                let want: Vec<i64> = kept.iter().take(limit).map(|i| *i as i64 + 1).collect();
+                assert_eq!(rvs, want, "limit {limit}");
+                match kept.get(limit) {
+                    Some(&next) => {
+                        let last = limit.checked_sub(1).map(|l| objects[kept[l]].0.clone());
+                        assert_eq!(page.more, Some((last, objects.len() - next)), "limit {limit}");
+                        assert_eq!(page.fetched, next + 1);
+                    }
+                    None => {
+                        assert_eq!(page.more, None, "limit {limit}");
+                        assert_eq!(page.fetched, objects.len());
+                    }
+                }
+            }
+        }
+    }
+
     /// A page of a list at an older revision (a continue token's) is rebuilt from the objects
     /// now and the window of events: at every revision it holds exactly what the store held
     /// then, from any key on; before the window it cannot say.
@@ -1204,9 +1371,13 @@ mod tests {
                 Bound::Excluded(key(1)),
                 Bound::Excluded(key(2)),
             ] {
-                let snap = s.list_at(prefix, start.clone(), at).expect("within the window");
-                let got: BTreeMap<String, i64> =
-                    snap.objects.iter().map(|(k, o)| (k.clone(), o.rv)).collect();
+                let listed: Vec<(String, i64)> = s
+                    .list_at(prefix, start.clone(), at, |objects| {
+                        objects.map(|(k, o)| (k.to_string(), o.rv)).collect()
+                    })
+                    .expect("within the window");
+                assert!(listed.windows(2).all(|w| w[0].0 < w[1].0), "ordered by key");
+                let got: BTreeMap<String, i64> = listed.into_iter().collect();
                 let want: BTreeMap<String, i64> = truth[at as usize]
                     .iter()
                     .filter(|(k, _)| match &start {
@@ -1216,16 +1387,11 @@ mod tests {
                     .map(|(k, r)| (k.clone(), *r))
                     .collect();
                 assert_eq!(got, want, "at {at} from {start:?}");
-                assert_eq!(snap.revision, at);
-                assert!(snap.objects.windows(2).all(|w| w[0].0 < w[1].0), "ordered by key");
             }
         }
         s.window_start = 3;
-        assert!(s
-            .list_at(prefix, Bound::Included(prefix.to_string()), 2)
-            .is_none());
-        assert!(s
-            .list_at(prefix, Bound::Included(prefix.to_string()), 3)
-            .is_some());
+        let whole = Bound::Included(prefix.to_string());
+        assert!(s.list_at(prefix, whole.clone(), 2, |_| ()).is_none());
+        assert!(s.list_at(prefix, whole, 3, |_| ()).is_some());
     }
 }

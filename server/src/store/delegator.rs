@@ -11,7 +11,7 @@ use kuberaft_raft::{NodeError, StorageError};
 
 use crate::machinery::errors::{ApiError, ApiResult};
 use crate::scheme::ResourceType;
-use crate::store::cacher::{CachedObject, Snapshot, WatchCache};
+use crate::store::cacher::{CachedObject, Cut, Listed, WatchCache};
 use crate::store::plans::{encode_continue, ListPlan, ReadAt};
 
 /// How long a read waits for this replica to reach a requested resourceVersion.
@@ -83,12 +83,12 @@ pub fn corrupt_objects<W: ToString>(
     ApiError::store_read_error(&rt.group, &rt.plural, &named)
 }
 
-/// The snapshot, unless it holds corrupt objects.
-fn readable(rt: &ResourceType, snap: Snapshot) -> ApiResult<Snapshot> {
-    if snap.corrupt.is_empty() {
-        return Ok(snap);
+/// The page, unless its range holds corrupt objects.
+fn readable(rt: &ResourceType, listed: Listed) -> ApiResult<Listed> {
+    if listed.corrupt.is_empty() {
+        return Ok(listed);
     }
-    Err(corrupt_objects(rt, snap.corrupt))
+    Err(corrupt_objects(rt, listed.corrupt))
 }
 
 /// Reads a page of the collection under `prefix`, keeping the objects `keep` accepts.
@@ -107,34 +107,20 @@ pub async fn list(
             return Err(expired(plan, after.as_deref(), prefix));
         }
         reach(cache, rev).await?;
-        if let Some(snap) = cache.list(prefix, after.as_deref(), Some(rev)) {
-            let snap = readable(rt, snap)?;
-            return Ok(paginate(
-                rt,
-                snap.objects,
-                rev,
-                prefix,
-                plan.limit,
-                selective,
-                keep,
-            ));
+        let limit = plan.limit.unwrap_or(usize::MAX);
+        if let Some(listed) = cache.list_page(prefix, after.as_deref(), Some(rev), limit, keep) {
+            let listed = readable(rt, listed)?;
+            return Ok(paginate(rt, listed.cut, rev, prefix, selective));
         }
         return from_history(cache, rt, prefix, after, rev, plan, selective, keep).await;
     }
     sync(cache, plan.at).await?;
-    let snap = cache
-        .list(prefix, after.as_deref(), None)
+    let limit = plan.limit.unwrap_or(usize::MAX);
+    let listed = cache
+        .list_page(prefix, after.as_deref(), None, limit, keep)
         .ok_or_else(|| ApiError::internal("the watch cache moved during a list"))?;
-    let snap = readable(rt, snap)?;
-    Ok(paginate(
-        rt,
-        snap.objects,
-        snap.revision,
-        prefix,
-        plan.limit,
-        selective,
-        keep,
-    ))
+    let listed = readable(rt, listed)?;
+    Ok(paginate(rt, listed.cut, listed.revision, prefix, selective))
 }
 
 fn expired(plan: &ListPlan, after: Option<&str>, prefix: &str) -> ApiError {
@@ -147,39 +133,13 @@ fn expired(plan: &ListPlan, after: Option<&str>, prefix: &str) -> ApiError {
     e
 }
 
-/// Cuts one page out of objects in key order, counting the objects read and returned in
+/// The page the cache cut, with its continue token, counting the objects read and returned in
 /// kube-apiserver's `apiserver_cache_list_*` series (no index: a list reads its key prefix).
-fn paginate(
-    rt: &ResourceType,
-    objects: Vec<(String, Arc<CachedObject>)>,
-    revision: i64,
-    prefix: &str,
-    limit: Option<usize>,
-    selective: bool,
-    keep: &(dyn Fn(&CachedObject) -> bool + Sync),
-) -> Page {
-    let limit = limit.unwrap_or(usize::MAX);
-    let total = objects.len();
-    let mut items = Vec::new();
-    let mut last_key = None;
-    let mut page = None;
-    for (i, (key, obj)) in objects.into_iter().enumerate() {
-        if !keep(&obj) {
-            continue;
-        }
-        if items.len() == limit {
-            // Items from this one on are not in the page.
-            page = Some((i, total - i));
-            break;
-        }
-        items.push(obj);
-        last_key = Some(key);
-    }
-    let fetched = page.map_or(total, |(read, _)| read + 1);
-    record_cache_list(rt, fetched, items.len());
-    match page {
-        Some((_, remaining)) => Page {
-            items,
+fn paginate(rt: &ResourceType, cut: Cut, revision: i64, prefix: &str, selective: bool) -> Page {
+    record_cache_list(rt, cut.fetched, cut.items.len());
+    match cut.more {
+        Some((last_key, remaining)) => Page {
+            items: cut.items,
             revision,
             continue_token: last_key
                 .as_deref()
@@ -187,7 +147,7 @@ fn paginate(
             remaining: (!selective).then_some(remaining as i64),
         },
         None => Page {
-            items,
+            items: cut.items,
             revision,
             continue_token: None,
             remaining: None,

@@ -102,8 +102,9 @@ pub fn splice(plain: &[u8], rv: i64, paths: impl Iterator<Item = &'static str>) 
         },
         None => Vec::new(),
     };
+    let mut objects = Objects::default();
     let fields = paths
-        .map(|path| Some((path, field_text(&top, path)?.into_boxed_str())))
+        .map(|path| Some((path, field_text(&top, &mut objects, path)?.into_boxed_str())))
         .collect::<Option<Vec<_>>>()?;
     Some(Spliced {
         item,
@@ -128,24 +129,51 @@ fn member(out: &mut Vec<u8>, first: &mut bool, key: &str) {
 /// `\u000c`, where `serde_json` does not. (A `\\b` also counts: the check may refuse more
 /// than it must, never less.)
 fn encodes_alike(plain: &[u8]) -> bool {
-    !plain.iter().any(|b| matches!(b, b'<' | b'>' | b'&'))
-        && !plain
-            .windows(3)
-            .any(|w| w[0] == 0xe2 && w[1] == 0x80 && matches!(w[2], 0xa8 | 0xa9))
-        && !plain
-            .windows(2)
-            .any(|w| w[0] == b'\\' && matches!(w[1], b'b' | b'f'))
+    memchr::memchr3(b'<', b'>', b'&', plain).is_none()
+        && !memchr::memchr_iter(0xe2, plain)
+            .any(|i| matches!(plain.get(i + 1..i + 3), Some([0x80, 0xa8 | 0xa9])))
+        && !memchr::memchr_iter(b'\\', plain).any(|i| matches!(plain.get(i + 1), Some(b'b' | b'f')))
+}
+
+/// The top-level members split as objects on first use: a type's selectable fields mostly
+/// share their first segment (`spec.…`, `status.…`), which is then read once.
+#[derive(Default)]
+struct Objects<'a> {
+    split: Vec<(&'a str, Option<Members<'a>>)>,
+}
+
+impl<'a> Objects<'a> {
+    /// The members of the top-level member `name` (`raw`), or `None` when it is not an
+    /// object; `Err` when its keys are escaped (decode instead).
+    fn of(&mut self, name: &'a str, raw: &'a RawValue) -> Result<Option<&Members<'a>>, ()> {
+        let at = match self.split.iter().position(|(n, _)| *n == name) {
+            Some(at) => at,
+            None => {
+                let members = match raw.get().as_bytes().first() {
+                    Some(b'{') => Some(serde_json::from_str::<Members>(raw.get()).map_err(|_| ())?),
+                    _ => None,
+                };
+                self.split.push((name, members));
+                self.split.len() - 1
+            }
+        };
+        Ok(self.split[at].1.as_ref())
+    }
 }
 
 /// The text a field selector compares for `path` (see `machinery::selector::field_text`);
 /// `None` when the path crosses an object whose keys are escaped (decode instead).
-fn field_text(top: &Members, path: &str) -> Option<String> {
+fn field_text<'a>(top: &Members<'a>, objects: &mut Objects<'a>, path: &'a str) -> Option<String> {
     let (path, boolean) = match path.strip_suffix('?') {
         Some(p) => (p, true),
         None => (path, false),
     };
     let mut segments = path.split('.');
-    let mut at: Option<&RawValue> = segments.next().and_then(|s| top.get(s).copied());
+    let first = segments.next().unwrap_or_default();
+    let mut at: Option<&RawValue> = top.get(first).copied();
+    if let (Some(raw), Some(second)) = (at, segments.next()) {
+        at = objects.of(first, raw).ok()?.and_then(|m| m.get(second).copied());
+    }
     for segment in segments {
         let Some(raw) = at else { break };
         at = match raw.get().as_bytes().first() {

@@ -141,7 +141,8 @@
 //! FlowSchemas' status); knows no HTTP, user type, registry or endpoint.
 //!
 //! **`store`** — the storage facade: objects as JSON over the replicated MVCC store, the watch
-//! cache (`cacher`) and its watchers indexed by a field's value (`dispatch`), the decision to
+//! cache (`cacher`), its entries spliced from the stored JSON rather than decoded
+//! (`stored_json`) and its watchers indexed by a field's value (`dispatch`), the decision to
 //! serve a read from the cache or the store by its resourceVersion (`delegator`), the typed
 //! read plans (`plans`), a Service reference resolved to an endpoint (`services`, for webhooks
 //! and the aggregation proxy), writes that carry other

@@ -227,7 +227,12 @@ pub fn field_text(obj: &Value, path: &str) -> String {
         Some(p) => (p, true),
         None => (path, false),
     };
-    let v = path.split('.').try_fold(obj, |v, seg| v.get(seg));
+    value_text(path.split('.').try_fold(obj, |v, seg| v.get(seg)), boolean)
+}
+
+/// The text a field selector compares for the value found at a path (`None`: absent);
+/// `boolean` paths (`…?`) read an absent or null value as `false`.
+pub fn value_text(v: Option<&Value>, boolean: bool) -> String {
     match v {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Bool(b)) => b.to_string(),

@@ -128,10 +128,15 @@ impl CachedObject {
         let mut item = go_json::encode(&obj, false).unwrap_or_else(|_| b"{}".to_vec());
         // The encoder grows its buffer by doubling; the cache keeps exactly the bytes.
         item.shrink_to_fit();
+        Self::assemble(rv, Bytes::from(item), type_fields.into_boxed_str(), extract)
+    }
+
+    /// An entry of these parts, its other encodings not computed yet.
+    fn assemble(rv: i64, item: Bytes, type_fields: Box<str>, extract: Extract) -> Arc<Self> {
         Arc::new(CachedObject {
             rv,
-            item: Bytes::from(item),
-            type_fields: type_fields.into_boxed_str(),
+            item,
+            type_fields,
             extract,
             yaml: OnceLock::new(),
             proto: OnceLock::new(),
@@ -149,19 +154,15 @@ impl CachedObject {
         let (group, plural) = type_of_key(key);
         let paths = selectable_paths(field_selectors(group, plural));
         match stored_json::splice(&plain, rv, paths) {
-            Some(s) => Ok(Arc::new(CachedObject {
+            Some(s) => Ok(Self::assemble(
                 rv,
-                item: Bytes::from(s.item),
-                type_fields: s.type_fields.into_boxed_str(),
-                extract: Extract {
+                Bytes::from(s.item),
+                s.type_fields.into_boxed_str(),
+                Extract {
                     labels: s.labels.into_boxed_slice(),
                     fields: s.fields.into_boxed_slice(),
                 },
-                yaml: OnceLock::new(),
-                proto: OnceLock::new(),
-                cbor: OnceLock::new(),
-                cbor_item: OnceLock::new(),
-            })),
+            )),
             None => decode_plain(&plain, rv)
                 .map(|obj| Self::new(key, obj, rv))
                 .map_err(Arc::from),
@@ -171,17 +172,12 @@ impl CachedObject {
     /// The same object with other type fields (a custom resource read through a version other
     /// than the one it is stored in): the item's bytes are shared, not copied.
     pub fn with_type(&self, kind: &str, api_version: &str) -> Arc<Self> {
-        Arc::new(CachedObject {
-            rv: self.rv,
-            item: self.item.clone(),
-            type_fields: format!("\"kind\":{},\"apiVersion\":{}", json!(kind), json!(api_version))
-                .into_boxed_str(),
-            extract: self.extract.clone(),
-            yaml: OnceLock::new(),
-            proto: OnceLock::new(),
-            cbor: OnceLock::new(),
-            cbor_item: OnceLock::new(),
-        })
+        Self::assemble(
+            self.rv,
+            self.item.clone(),
+            format!("\"kind\":{},\"apiVersion\":{}", json!(kind), json!(api_version)).into_boxed_str(),
+            self.extract.clone(),
+        )
     }
 
     /// The same object as `convert` turns it (a built-in type read through a version other

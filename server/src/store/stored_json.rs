@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::machinery::selector::value_text;
+
 /// A stored object's cache entry, spliced from its JSON.
 #[derive(Debug)]
 pub struct Spliced {
@@ -184,17 +186,11 @@ fn field_text<'a>(top: &Members<'a>, objects: &mut Objects<'a>, path: &'a str) -
             _ => None,
         };
     }
-    let value = match at {
-        Some(raw) => serde_json::from_str::<Value>(raw.get()).ok()?,
-        None => Value::Null,
-    };
-    Some(match value {
-        Value::String(s) => s,
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::Null if boolean => "false".into(),
-        _ => String::new(),
-    })
+    let value = at
+        .map(|raw| serde_json::from_str::<Value>(raw.get()))
+        .transpose()
+        .ok()?;
+    Some(value_text(value.as_ref(), boolean))
 }
 
 #[cfg(test)]
